@@ -1,0 +1,71 @@
+// Command dotlab is both halves of DotLab: the protocol server (`dotlab serve`)
+// and the agent side (`rerun`, `runner`, `challenger`, `review`, `lab`, …).
+//
+// This file only wires subcommands; each subcommand lives in its own file.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCmd()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "dotlab:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries a specific process exit code (e.g. 1 for an invalid manifest).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	if e, ok := err.(*exitError); ok {
+		return e.code
+	}
+	return 2
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "dotlab",
+		Short:         "DotLab: rerun published science, verifiably",
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// One line per subcommand file (serve.go, manifest.go, image.go, rerun.go, …).
+	root.AddCommand(
+		newVersionCmd(),
+	)
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the dotlab version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), version)
+			return nil
+		},
+	}
+}
