@@ -3,7 +3,13 @@ module github.com/dotlab/dotlab
 go 1.26.8
 
 require (
+	github.com/gowebpki/jcs v1.0.1
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/spf13/cobra v1.10.2
+	golang.org/x/text v0.14.0
+)
+
+require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 )
