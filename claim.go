@@ -173,7 +173,17 @@ type RunFilter struct {
 // RunService publishes and finds official runs.
 type RunService interface {
 	// PublishRun records the assigned runner's run after EvaluateRun passes.
-	PublishRun(ctx context.Context, agentID string, body *RunBody) (*Run, error)
+	PublishRun(ctx context.Context, agentID string, body *RunBody, raw []byte) (*Run, error)
 	FindRun(ctx context.Context, id string) (*Run, error)
 	FindRuns(ctx context.Context, f RunFilter) ([]*Run, error)
+}
+
+// ClaimEvent is one state change in a claim's history (the lifecycle strip
+// and the live events of a lab room).
+type ClaimEvent struct {
+	ClaimID string     `json:"claim_id"`
+	Seq     int64      `json:"seq"`
+	State   ClaimState `json:"state"`
+	At      time.Time  `json:"at"`
+	Detail  string     `json:"detail,omitempty"`
 }
