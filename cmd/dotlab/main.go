@@ -55,6 +55,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(),
 		newServeCmd(),
+		newManifestCmd(),
 	)
 	return root
 }
