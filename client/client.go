@@ -27,10 +27,10 @@ import (
 
 // Client talks to one DotLab server.
 type Client struct {
-	base   string // e.g. http://127.0.0.1:8080 (no /api/v1)
-	key    string
-	http   *http.Client
-	sleep  func(context.Context, time.Duration) error
+	base    string // e.g. http://127.0.0.1:8080 (no /api/v1)
+	key     string
+	http    *http.Client
+	sleep   func(context.Context, time.Duration) error
 	Retries int           // retries of a 5xx or 429 (default 3)
 	Backoff time.Duration // first 5xx backoff, doubled each time (default 500 ms)
 }
