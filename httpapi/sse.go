@@ -205,7 +205,7 @@ func stateEvent(e dotlab.ClaimEvent) sseEvent {
 	return sseEvent{evSeq: e.Seq, data: b}
 }
 
-// parseCursor reads "M.E" (Last-Event-ID or ?after=); empty means from the
+// parseCursor reads "M.E" (Last-Event-ID or ?cursor=); empty means from the
 // start.
 func parseCursor(s string) (msg, ev int64, err error) {
 	if s == "" {
@@ -239,6 +239,13 @@ func (s *Server) handleLabEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if n := s.streams.Add(1); n > s.maxStream {
+		s.streams.Add(-1)
+		w.Header().Set("Retry-After", "30")
+		s.writeError(w, r, dotlab.Errorf(dotlab.EUNAVAILABLE, "the server holds %d live streams already: retry later, or read GET /labs/%s/messages", s.maxStream, id))
+		return
+	}
+	defer s.streams.Add(-1)
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		s.writeError(w, r, fmt.Errorf("response writer cannot flush"))
