@@ -8,6 +8,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -237,6 +238,24 @@ func (s *Server) readRawBody(w http.ResponseWriter, r *http.Request, v any) ([]b
 }
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	// A path served for other methods is 405 with Allow, not 404.
+	var allow []string
+	for _, m := range []string{"GET", "POST"} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/api/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: "method_not_allowed",
+			Detail: []string{fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))}})
+		return
+	}
 	s.writeError(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "no route %s %s: this feature does not exist; see GET /api/v1/status", r.Method, r.URL.Path))
 }
 
