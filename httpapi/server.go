@@ -31,6 +31,8 @@ type Store interface {
 	dotlab.ChallengeService
 	dotlab.LabService
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
+	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) error
+	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 }
 
 // Config configures a Server.
@@ -163,6 +165,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/jobs/next", s.authed(s.handleNextJob))
 	m.HandleFunc("POST /api/v1/jobs/{id}/accept", s.authed(s.handleAcceptJob))
 	m.HandleFunc("POST /api/v1/jobs/{id}/decline", s.authed(s.handleDeclineJob))
+	m.HandleFunc("PUT /api/v1/jobs/{id}/logs", s.authed(s.handlePutLogs))
+	m.HandleFunc("GET /api/v1/jobs/{id}/logs", s.handleLogs)
 	m.HandleFunc("POST /api/v1/runs", s.authed(s.handlePublishRun))
 	m.HandleFunc("GET /api/v1/runs", s.handleRuns)
 	m.HandleFunc("GET /api/v1/runs/{id}", s.handleRun)
