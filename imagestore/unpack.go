@@ -164,27 +164,36 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 	diffHash := sha256.New()
 	tr := tar.NewReader(io.TeeReader(plain, diffHash))
 	created := map[string]bool{}
+	var applyErr error
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return err
+			applyErr = err
+			break
 		}
 		if err := u.entry(tr, hdr, created); err != nil {
-			return fmt.Errorf("entry %q: %w", hdr.Name, err)
+			applyErr = fmt.Errorf("entry %q: %w", hdr.Name, err)
+			break
 		}
 	}
-	// Drain what follows the tar end marker so both digests cover every byte.
-	if _, err := io.Copy(io.Discard, io.TeeReader(plain, diffHash)); err != nil {
-		return err
+	// Drain what follows so both digests cover every byte; a wrong blob is
+	// reported as such even when it also broke the tar stream.
+	if applyErr == nil {
+		if _, err := io.Copy(io.Discard, io.TeeReader(plain, diffHash)); err != nil {
+			applyErr = err
+		}
 	}
 	if _, err := io.Copy(io.Discard, br); err != nil {
 		return err
 	}
 	if got := "sha256:" + hex.EncodeToString(compressedHash.Sum(nil)); got != desc.Digest.String() {
 		return &DigestMismatchError{What: "layer blob", Expected: desc.Digest.String(), Actual: got}
+	}
+	if applyErr != nil {
+		return applyErr
 	}
 	if got := "sha256:" + hex.EncodeToString(diffHash.Sum(nil)); got != diffID.String() {
 		return &DigestMismatchError{What: "layer diff_id", Expected: diffID.String(), Actual: got}
