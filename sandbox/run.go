@@ -218,7 +218,13 @@ func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, 
 	// runc run must not be killed by context cancellation: a signal to runc
 	// leaves the container running (sandbox-facts.md). Cancellation and the
 	// timeout go through kill + delete below instead.
-	cmd, err := r.command(context.WithoutCancel(ctx), "run", "--bundle", bundle, "--keep", id)
+	args := []string{"run", "--bundle", bundle}
+	if r.name() == "runc" {
+		// Keep the stopped container (and its cgroup) until delete, so the
+		// OOM counter can still be read; runsc has no such flag.
+		args = append(args, "--keep")
+	}
+	cmd, err := r.command(context.WithoutCancel(ctx), append(args, id)...)
 	if err != nil {
 		return err
 	}
