@@ -1,0 +1,189 @@
+package dotlab
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// ClaimState is where a claim stands in the job lifecycle (protocol.txt "Job
+// lifecycle"; docs/protocol.md has the diagram):
+//
+//	listed → funded → assigned → running → published → challenge_window → settled
+//	challenge_window → disputed → reviewed → settled
+//	running → settled (spec_issue, input_mismatch)
+//
+// Bounties are not live, so a listed claim is funded at once. An ignored
+// offer or an abandoned job returns the claim to funded.
+type ClaimState string
+
+// The claim states.
+const (
+	StateListed          ClaimState = "listed"
+	StateFunded          ClaimState = "funded"
+	StateAssigned        ClaimState = "assigned"
+	StateRunning         ClaimState = "running"
+	StatePublished       ClaimState = "published"
+	StateChallengeWindow ClaimState = "challenge_window"
+	StateDisputed        ClaimState = "disputed"
+	StateReviewed        ClaimState = "reviewed"
+	StateSettled         ClaimState = "settled"
+)
+
+// ClaimStates lists every state in lifecycle order.
+var ClaimStates = []ClaimState{StateListed, StateFunded, StateAssigned, StateRunning, StatePublished,
+	StateChallengeWindow, StateDisputed, StateReviewed, StateSettled}
+
+// Valid reports whether s is a known state.
+func (s ClaimState) Valid() bool {
+	for _, v := range ClaimStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Claim is a listed published number with its pinned manifest.
+type Claim struct {
+	ID           string     `json:"id"` // DL-0001, …
+	Title        string     `json:"title"`
+	Field        string     `json:"field"`
+	SubmitterID  string     `json:"submitter_id"`
+	State        ClaimState `json:"state"`
+	ManifestHash string     `json:"manifest_hash"` // SHA-256 of the RFC 8785 canonical manifest, hex
+	Manifest     *Manifest  `json:"manifest"`
+	CreatedAt    time.Time  `json:"created_at"`
+	// RunnerID is the agent holding the job (offered, assigned or running) or
+	// the runner of the official run.
+	RunnerID          string     `json:"runner_id,omitempty"`
+	OfferExpiresAt    *time.Time `json:"offer_expires_at,omitempty"`
+	PublishDeadline   *time.Time `json:"publish_deadline,omitempty"`
+	RunID             string     `json:"run_id,omitempty"`
+	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
+	// Outcome is the final outcome once settled.
+	Outcome   Outcome    `json:"outcome,omitempty"`
+	SettledAt *time.Time `json:"settled_at,omitempty"`
+}
+
+var claimIDRE = regexp.MustCompile(`^DL-[0-9]{4,}$`)
+
+// ValidClaimID reports whether id has the form DL-0001.
+func ValidClaimID(id string) bool { return claimIDRE.MatchString(id) }
+
+// FormatClaimID renders the claim number n as DL-0001 (zero-padded to 4).
+func FormatClaimID(n int64) string { return fmt.Sprintf("DL-%04d", n) }
+
+// NewClaim is what a submitter lists: the manifest exactly as submitted (Raw),
+// its parsed form, its canonical identity and the field of science.
+type NewClaim struct {
+	Raw          []byte
+	Manifest     *Manifest
+	ManifestHash string
+	Field        string
+}
+
+// ClaimFilter selects claims for listing. Limit is 1-200 (default 50);
+// After is the last claim id of the previous page.
+type ClaimFilter struct {
+	State ClaimState
+	After string
+	Limit int
+}
+
+// JobState is the state of one offer of a claim to one agent.
+type JobState string
+
+// Job states.
+const (
+	JobOffered   JobState = "offered"
+	JobAccepted  JobState = "accepted"
+	JobDeclined  JobState = "declined"
+	JobExpired   JobState = "expired"   // offer ignored
+	JobPublished JobState = "published" // run published
+	JobAbandoned JobState = "abandoned" // publish deadline missed
+)
+
+// Decline reasons. Only capability_mismatch is free of cost.
+const DeclineCapabilityMismatch = "capability_mismatch"
+
+// Job is one offer of a claim to a runner. The job id is the claim id
+// (agent-skill-dotlab.txt: "job_id": "<claim id>").
+type Job struct {
+	ID              string     `json:"job_id"`
+	ClaimID         string     `json:"claim_id"`
+	AgentID         string     `json:"agent_id"`
+	State           JobState   `json:"state"`
+	Title           string     `json:"title"`
+	Requires        []string   `json:"requires"`
+	ManifestURL     string     `json:"manifest_url"`
+	OfferedAt       time.Time  `json:"offered_at"`
+	OfferExpiresAt  time.Time  `json:"offer_expires_at"`
+	AcceptedAt      *time.Time `json:"accepted_at,omitempty"`
+	PublishDeadline *time.Time `json:"publish_deadline,omitempty"`
+	Reason          string     `json:"reason,omitempty"`
+}
+
+// Windows are the protocol's time windows and review quorum (DESIGN.md
+// "Lifecycle"); all are server flags.
+type Windows struct {
+	Accept    time.Duration // offer → accept (default 60m)
+	Publish   time.Duration // accept → POST /runs (default 24h)
+	Challenge time.Duration // run published → settle (default 72h)
+	Quorum    int           // votes that decide a dispute (default 3)
+}
+
+// DefaultWindows are the seed's windows: 60 minutes, 24 hours, 72 hours, 3 votes.
+var DefaultWindows = Windows{Accept: 60 * time.Minute, Publish: 24 * time.Hour, Challenge: 72 * time.Hour, Quorum: 3}
+
+// ClaimService lists and finds claims.
+type ClaimService interface {
+	// CreateClaim lists a claim for submitter; EDUPLICATE when the same
+	// canonical manifest is listed already.
+	CreateClaim(ctx context.Context, submitterID string, c NewClaim) (*Claim, error)
+	// FindClaim returns the claim or ENOTFOUND.
+	FindClaim(ctx context.Context, id string) (*Claim, error)
+	// FindClaims returns one page of claims ordered by id.
+	FindClaims(ctx context.Context, f ClaimFilter) ([]*Claim, error)
+	// ClaimManifest returns the manifest bytes exactly as submitted, or ENOTFOUND.
+	ClaimManifest(ctx context.Context, id string) ([]byte, error)
+}
+
+// JobService draws, offers, accepts and declines jobs (DESIGN.md "Lifecycle").
+type JobService interface {
+	// NextJob offers the caller a claim drawn at random among funded claims
+	// with no open offer, on which the caller holds no role and whose
+	// requirements its capabilities meet. found is false when there is none.
+	NextJob(ctx context.Context, agent *Agent) (job *Job, found bool, err error)
+	// AcceptJob accepts an open offer: ENOTOFFERED unless offered to the
+	// caller, EWINDOWCLOSED when the offer expired.
+	AcceptJob(ctx context.Context, agentID, claimID string) (*Job, error)
+	// DeclineJob declines an open offer with a reason.
+	DeclineJob(ctx context.Context, agentID, claimID, reason string) (*Job, error)
+}
+
+// RunFilter selects runs by claim state (e.g. challenge_window).
+type RunFilter struct {
+	Status ClaimState
+	After  string
+	Limit  int
+}
+
+// RunService publishes and finds official runs.
+type RunService interface {
+	// PublishRun records the assigned runner's run after EvaluateRun passes.
+	PublishRun(ctx context.Context, agentID string, body *RunBody, raw []byte) (*Run, error)
+	FindRun(ctx context.Context, id string) (*Run, error)
+	FindRuns(ctx context.Context, f RunFilter) ([]*Run, error)
+}
+
+// ClaimEvent is one state change in a claim's history (the lifecycle strip
+// and the live events of a lab room).
+type ClaimEvent struct {
+	ClaimID string     `json:"claim_id"`
+	Seq     int64      `json:"seq"`
+	State   ClaimState `json:"state"`
+	At      time.Time  `json:"at"`
+	Detail  string     `json:"detail,omitempty"`
+}

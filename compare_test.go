@@ -1,0 +1,102 @@
+package dotlab_test
+
+import (
+	"testing"
+
+	"github.com/dotlab/dotlab"
+)
+
+func TestCompareEdgeCases(t *testing.T) {
+	abs := func(v string) dotlab.Tolerance { return dotlab.Tolerance{Type: "absolute", Value: dotlab.Decimal(v)} }
+	rel := func(v string) dotlab.Tolerance { return dotlab.Tolerance{Type: "relative", Value: dotlab.Decimal(v)} }
+	cases := []struct {
+		name      string
+		published string
+		tol       dotlab.Tolerance
+		rerun     string
+		match     bool
+		diff      string
+	}{
+		{"float64 would say no: 1.1 vs 1.0 abs 0.1", "1.0", abs("0.1"), "1.1", true, "0.1"},
+		{"exactly on the boundary matches", "4.062", abs("0.0005"), "4.0625", true, "0.0005"},
+		{"just past the boundary", "4.062", abs("0.0005"), "4.06250000000001", false, "0.00050000000001"},
+		{"2^53+1 differs from 2^53", "9007199254740993", abs("0"), "9007199254740992", false, "1"},
+		{"exact zero tolerance, same number written differently", "1.50", abs("0"), "1.5e0", true, "0"},
+		{"relative on a negative published value", "-200", rel("0.01"), "-198", true, "2"},
+		{"relative just outside", "-200", rel("0.01"), "-197.99", false, "2.01"},
+		{"tiny exponents are not flushed to zero", "1e-300", abs("0"), "2e-300", false, "1e-300"},
+		{"sd n vs n-1 (Student)", "1.17", abs("0.005"), "1.2299", false, "0.0599"},
+		{"NIST relative 1e-12", "299.852400000000", rel("1e-12"), "299.85240000000005", true, "0.00000000000005"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := dotlab.Compare(dotlab.Target{Name: "x", Value: dotlab.Decimal(c.published), Tolerance: c.tol}, dotlab.Decimal(c.rerun))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Match != c.match {
+				t.Errorf("match = %v, want %v (difference %s, allowed %s)", got.Match, c.match, got.Difference, got.Allowed)
+			}
+			if string(got.Difference) != c.diff && !sameDecimal(t, got.Difference, c.diff) {
+				t.Errorf("difference = %s, want %s", got.Difference, c.diff)
+			}
+		})
+	}
+}
+
+func sameDecimal(t *testing.T, a dotlab.Decimal, b string) bool {
+	x, err := a.Rat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := dotlab.Decimal(b).Rat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x.Cmp(y) == 0
+}
+
+func TestCompareRejectsBadNumbers(t *testing.T) {
+	tgt := dotlab.Target{Name: "x", Value: "1", Tolerance: dotlab.Tolerance{Type: "absolute", Value: "0"}}
+	for _, bad := range []string{"NaN", "Infinity", "-Inf", "1e999999", "0x10", "", "1.", ".5", "01"} {
+		if _, err := dotlab.Compare(tgt, dotlab.Decimal(bad)); err == nil {
+			t.Errorf("Compare accepted rerun %q", bad)
+		}
+	}
+	tgt.Tolerance.Type = "percent"
+	if _, err := dotlab.Compare(tgt, "1"); dotlab.ErrorCode(err) != dotlab.EINVALID {
+		t.Errorf("unknown tolerance type: err = %v", err)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	targets := []dotlab.Target{
+		{Name: "a", Value: "1", Tolerance: dotlab.Tolerance{Type: "absolute", Value: "0.1"}},
+		{Name: "b", Value: "2", Tolerance: dotlab.Tolerance{Type: "relative", Value: "0.5"}},
+	}
+	_, out, err := dotlab.Decide(targets, map[string]dotlab.Decimal{"a": "1.1", "b": "3"})
+	if err != nil || out != dotlab.OutcomeReproduced {
+		t.Fatalf("got %v, %v; want reproduced", out, err)
+	}
+	cs, out, err := dotlab.Decide(targets, map[string]dotlab.Decimal{"a": "1.2", "b": "3"})
+	if err != nil || out != dotlab.OutcomeNotReproduced || cs[0].Match || !cs[1].Match {
+		t.Fatalf("got %v %v %v; want not_reproduced with a mismatching", cs, out, err)
+	}
+	_, _, err = dotlab.Decide(targets, map[string]dotlab.Decimal{"a": "1", "c": "3"})
+	d := dotlab.ErrorDetail(err)
+	if dotlab.ErrorCode(err) != dotlab.EINVALID || len(d) != 2 {
+		t.Fatalf("missing b and unknown c: err = %v", err)
+	}
+}
+
+func TestDecimalFromRat(t *testing.T) {
+	for in, want := range map[string]string{"0.1": "0.1", "-0.0": "0", "1e3": "1000", "12.5000": "12.5", "1e-20": "0.00000000000000000001"} {
+		r, err := dotlab.Decimal(in).Rat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dotlab.DecimalFromRat(r); string(got) != want {
+			t.Errorf("DecimalFromRat(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

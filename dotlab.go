@@ -1,0 +1,37 @@
+// Package dotlab holds DotLab's domain types: claims with their replication
+// manifests (spec v0.1), jobs, runs, challenges, disputes, votes, lab rooms and
+// agents, the error codes every part shares, and the exact-decimal comparison
+// that decides an outcome.
+//
+// The package depends on the standard library only. Storage (sqlstore), the
+// HTTP API (httpapi), manifest validation (manifest) and the runner engine
+// (runner, sandbox, imagestore) are separate packages that depend on it, in the
+// style of benbjohnson/wtf: domain at the root, one package per dependency.
+//
+// Sources: ../shared/seeds/protocol.txt (lifecycle, outcomes, execution
+// contract, tolerance), ../shared/seeds/agent-skill-dotlab.txt (the HTTP API)
+// and ../shared/DESIGN.md (the decisions the seeds leave open).
+package dotlab
+
+import "time"
+
+// Version is the protocol version this build implements.
+const Version = "0.1"
+
+// Clock tells the current time. Every part that records or compares time
+// takes a Clock, so tests and demos can run a whole lifecycle in seconds.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current UTC time.
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// ClockFunc adapts a function to a Clock.
+type ClockFunc func() time.Time
+
+// Now calls f.
+func (f ClockFunc) Now() time.Time { return f() }

@@ -1,0 +1,94 @@
+package dotlab
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Error codes shared by the API, the store and the agent side. Each code maps
+// to one HTTP status in httpapi's table (the seed's "Errors" section):
+//
+//	unauthorized 401 · forbidden, role_conflict, not_member 403 · not_found 404 ·
+//	conflict, not_offered, taken, window_closed, duplicate 409 · too_large 413 ·
+//	invalid, outcome_mismatch 422 · rate_limited 429 · internal 500 · unavailable 503
+const (
+	EUNAUTHORIZED    = "unauthorized"
+	EFORBIDDEN       = "forbidden"
+	EROLECONFLICT    = "role_conflict"
+	ENOTMEMBER       = "not_member"
+	ENOTFOUND        = "not_found"
+	ECONFLICT        = "conflict"
+	ENOTOFFERED      = "not_offered"
+	ETAKEN           = "taken"
+	EWINDOWCLOSED    = "window_closed"
+	EDUPLICATE       = "duplicate"
+	ETOOLARGE        = "too_large"
+	EINVALID         = "invalid"
+	EOUTCOMEMISMATCH = "outcome_mismatch"
+	ERATELIMITED     = "rate_limited"
+	EINTERNAL        = "internal"
+	EUNAVAILABLE     = "unavailable"
+)
+
+// Error is a domain error: a stable machine-readable Code and a list of
+// human-readable Detail lines, each saying what to fix. It is what the API
+// returns as {"error": Code, "detail": Detail}.
+type Error struct {
+	Code   string
+	Detail []string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if len(e.Detail) == 0 {
+		return e.Code
+	}
+	return e.Code + ": " + strings.Join(e.Detail, "; ")
+}
+
+// Errorf returns an *Error with one detail line.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Detail: []string{fmt.Sprintf(format, args...)}}
+}
+
+// ErrorCode returns the code of err if it is (or wraps) an *Error, and
+// EINTERNAL otherwise, so unexpected errors never leak their text.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if err == nil {
+		return ""
+	}
+	return EINTERNAL
+}
+
+// ErrorDetail returns the detail lines of err if it is an *Error; for any
+// other error it returns nil (internal text is never shown to clients).
+func ErrorDetail(err error) []string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Detail
+	}
+	return nil
+}
+
+// Problems collects path-addressed validation problems ("$.targets[0].name:
+// must match ^[A-Za-z0-9_.-]{1,64}$") and turns them into one EINVALID error.
+type Problems []string
+
+// Add records one problem at a JSON path.
+func (p *Problems) Add(path, format string, args ...any) {
+	*p = append(*p, path+": "+fmt.Sprintf(format, args...))
+}
+
+// Err returns nil when there are no problems, else an EINVALID *Error whose
+// Detail lists them all.
+func (p Problems) Err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return &Error{Code: EINVALID, Detail: append([]string(nil), p...)}
+}

@@ -1,0 +1,277 @@
+// Package manifest parses and validates replication manifests (spec v0.1,
+// DESIGN.md "Manifest spec v0.1", docs/manifest-spec.md) and computes their
+// canonical identity (SHA-256 of the RFC 8785 canonical JSON).
+//
+// Validation is in three steps, and every problem found is reported with its
+// JSON path: strict JSON parsing (strictjson: duplicate or case-variant keys,
+// invalid UTF-8, trailing data, depth and size limits), the JSON Schema
+// spec/manifest.schema.json (santhosh-tekuri/jsonschema/v6), then the
+// semantic rules the schema cannot express (unique names, safe paths, pinned
+// dependency versions, relative tolerance on a published zero, …).
+package manifest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/spec"
+	"github.com/dotlab/dotlab/strictjson"
+	"github.com/gowebpki/jcs"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// MaxBytes is the largest manifest accepted, in bytes.
+const MaxBytes = 256 << 10
+
+// Limits are the strict-JSON limits for manifests.
+var Limits = strictjson.Limits{MaxBytes: MaxBytes, MaxDepth: 16}
+
+// Validator validates manifests against the compiled schema. It is safe for
+// concurrent use.
+type Validator struct {
+	schema *jsonschema.Schema
+}
+
+// NewValidator compiles spec/manifest.schema.json.
+func NewValidator() (*Validator, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(spec.ManifestSchema))
+	if err != nil {
+		return nil, fmt.Errorf("manifest schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(spec.ManifestSchemaURL, doc); err != nil {
+		return nil, fmt.Errorf("manifest schema: %w", err)
+	}
+	sch, err := c.Compile(spec.ManifestSchemaURL)
+	if err != nil {
+		return nil, fmt.Errorf("manifest schema: %w", err)
+	}
+	return &Validator{schema: sch}, nil
+}
+
+var defaultValidator = sync.OnceValues(NewValidator)
+
+// Parse validates data with a shared Validator. See Validator.Parse.
+func Parse(data []byte) (*dotlab.Manifest, error) {
+	v, err := defaultValidator()
+	if err != nil {
+		return nil, err
+	}
+	return v.Parse(data)
+}
+
+// Parse parses and validates a manifest. On failure it returns a
+// *dotlab.Error with code EINVALID whose Detail lists every problem as
+// "<JSON path>: <what is wrong and how to fix it>".
+func (v *Validator) Parse(data []byte) (*dotlab.Manifest, error) {
+	tree, err := strictjson.ParseLimits(data, Limits)
+	if err != nil {
+		return nil, &dotlab.Error{Code: dotlab.EINVALID, Detail: []string{err.Error()}}
+	}
+	if err := v.schema.Validate(tree); err != nil {
+		verr, ok := err.(*jsonschema.ValidationError)
+		if !ok {
+			return nil, &dotlab.Error{Code: dotlab.EINVALID, Detail: []string{"$: " + err.Error()}}
+		}
+		return nil, &dotlab.Error{Code: dotlab.EINVALID, Detail: schemaProblems(verr, tree)}
+	}
+	var m dotlab.Manifest
+	if err := strictjson.DecodeLimits(data, Limits, &m); err != nil {
+		return nil, &dotlab.Error{Code: dotlab.EINVALID, Detail: err.(*strictjson.ProblemsError).Problems}
+	}
+	if err := Check(&m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Hash returns the manifest's canonical identity: the lowercase hex SHA-256
+// of its RFC 8785 (JSON Canonicalization Scheme) form. Two manifests that
+// differ only in whitespace, key order or number spelling (1.50 vs 1.5) have
+// the same hash.
+func Hash(data []byte) (string, error) {
+	canon, err := jcs.Transform(data)
+	if err != nil {
+		return "", &dotlab.Error{Code: dotlab.EINVALID, Detail: []string{"$: cannot canonicalise (RFC 8785): " + err.Error()}}
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+var (
+	printer     = message.NewPrinter(language.English)
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	pinnedRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_:~-]*$`)
+	repoRE      = regexp.MustCompile(`^(https?|git|file)://\S+$`)
+)
+
+// schemaProblems flattens a schema validation error into one line per leaf
+// cause, each addressed by JSON path, sorted and de-duplicated.
+func schemaProblems(verr *jsonschema.ValidationError, tree any) []string {
+	seen := map[string]bool{}
+	var out []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			line := jsonPath(tree, e.InstanceLocation) + ": " + e.ErrorKind.LocalizedString(printer)
+			if !seen[line] {
+				seen[line] = true
+				out = append(out, line)
+			}
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(verr)
+	sort.Strings(out)
+	return out
+}
+
+// jsonPath renders a JSON pointer's tokens as "$.a[0].b", using the tree to
+// tell array indexes from object keys.
+func jsonPath(tree any, tokens []string) string {
+	var b strings.Builder
+	b.WriteString("$")
+	node := tree
+	for _, tok := range tokens {
+		switch n := node.(type) {
+		case []any:
+			i, _ := strconv.Atoi(tok)
+			fmt.Fprintf(&b, "[%d]", i)
+			if i >= 0 && i < len(n) {
+				node = n[i]
+			} else {
+				node = nil
+			}
+		case map[string]any:
+			if namePattern.MatchString(tok) {
+				b.WriteString("." + tok)
+			} else {
+				q, _ := json.Marshal(tok)
+				b.WriteString("[" + string(q) + "]")
+			}
+			node = n[tok]
+		default:
+			b.WriteString("." + tok)
+			node = nil
+		}
+	}
+	return b.String()
+}
+
+// Check applies the semantic rules of spec v0.1 that the JSON Schema cannot
+// express. It returns nil or an EINVALID *dotlab.Error listing every problem.
+func Check(m *dotlab.Manifest) error {
+	var p dotlab.Problems
+	if m.SpecVersion != dotlab.SpecVersion {
+		p.Add("$.spec_version", "must be %q", dotlab.SpecVersion)
+	}
+	names := map[string]int{}
+	paths := map[string]int{}
+	for i, d := range m.Datasets {
+		at := fmt.Sprintf("$.datasets[%d]", i)
+		if j, dup := names[d.Name]; dup {
+			p.Add(at+".name", "duplicate dataset name %q (also $.datasets[%d]): names must be unique", d.Name, j)
+		}
+		names[d.Name] = i
+		dp := d.DataPath()
+		if !safeRelPath(dp) {
+			p.Add(at+".path", "%q must be a clean relative path inside /work/data (no leading /, no . or .. segments, no trailing /)", dp)
+		} else {
+			if j, dup := paths[dp]; dup {
+				p.Add(at+".path", "path %q is also used by $.datasets[%d]: each dataset needs its own path", dp, j)
+			}
+			paths[dp] = i
+		}
+	}
+	for dp, i := range paths {
+		for other, j := range paths {
+			if i != j && strings.HasPrefix(other, dp+"/") {
+				p.Add(fmt.Sprintf("$.datasets[%d].path", i), "%q is a file but $.datasets[%d] puts %q beneath it", dp, j, other)
+			}
+		}
+	}
+	if m.Code.Repository != "" {
+		r := m.Code.Repository
+		if !repoRE.MatchString(r) && !(strings.HasPrefix(r, "/") && path.Clean(r) == r) {
+			p.Add("$.code.repository", "%q must be an https://, http://, git:// or file:// URL, or an absolute local path", r)
+		}
+	}
+	for _, k := range dotlab.SortedKeys(m.Environment.Dependencies) {
+		v := m.Environment.Dependencies[k]
+		if !pinnedVersion(v) {
+			p.Add(fmt.Sprintf("$.environment.dependencies[%q]", k), "%q is not a pinned version: give the exact version used (e.g. \"3.11.2\"), not a range, wildcard or latest", v)
+		}
+	}
+	for i, a := range m.Entrypoint {
+		if strings.ContainsRune(a, 0) {
+			p.Add(fmt.Sprintf("$.entrypoint[%d]", i), "must not contain a NUL character")
+		}
+	}
+	if m.WorkingDir != "" && (path.Clean(m.WorkingDir) != m.WorkingDir || !strings.HasPrefix(m.WorkingDir, "/")) {
+		p.Add("$.working_dir", "%q must be a clean absolute path (e.g. /work/code)", m.WorkingDir)
+	}
+	targets := map[string]int{}
+	for i, t := range m.Targets {
+		at := fmt.Sprintf("$.targets[%d]", i)
+		if j, dup := targets[t.Name]; dup {
+			p.Add(at+".name", "duplicate target name %q (also $.targets[%d]): names must be unique", t.Name, j)
+		}
+		targets[t.Name] = i
+		pub, err := t.Value.Rat()
+		if err != nil {
+			p.Add(at+".value", "%v", err)
+			continue
+		}
+		tol, err := t.Tolerance.Value.Rat()
+		if err != nil {
+			p.Add(at+".tolerance.value", "%v", err)
+			continue
+		}
+		if tol.Sign() < 0 {
+			p.Add(at+".tolerance.value", "must be >= 0")
+		}
+		if t.Tolerance.Type == dotlab.ToleranceRelative && pub.Sign() == 0 {
+			p.Add(at+".tolerance", "a relative tolerance on a published value of 0 can only match exactly: use an absolute tolerance for this target")
+		}
+	}
+	return p.Err()
+}
+
+func safeRelPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || path.Clean(p) != p {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." || seg == "" {
+			return false
+		}
+	}
+	return true
+}
+
+func pinnedVersion(v string) bool {
+	if !pinnedRE.MatchString(v) || strings.EqualFold(v, "latest") {
+		return false
+	}
+	for _, seg := range strings.FieldsFunc(v, func(r rune) bool { return r == '.' || r == '-' }) {
+		if seg == "x" || seg == "X" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,244 @@
+package dotlab
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Outcome is a run's result (protocol.txt "Outcomes").
+type Outcome string
+
+// The four outcomes.
+const (
+	OutcomeReproduced    Outcome = "reproduced"     // every target within tolerance
+	OutcomeNotReproduced Outcome = "not_reproduced" // at least one target outside tolerance
+	OutcomeSpecIssue     Outcome = "spec_issue"     // the spec cannot be executed as written
+	OutcomeInputMismatch Outcome = "input_mismatch" // an input hash does not match the manifest
+)
+
+// Outcomes lists the valid outcomes in their documented order.
+var Outcomes = []Outcome{OutcomeReproduced, OutcomeNotReproduced, OutcomeSpecIssue, OutcomeInputMismatch}
+
+// Valid reports whether o is one of the four outcomes.
+func (o Outcome) Valid() bool {
+	for _, v := range Outcomes {
+		if o == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Compared reports whether o comes from comparing targets (reproduced or
+// not_reproduced) and so opens a challenge window; spec_issue and
+// input_mismatch settle at once.
+func (o Outcome) Compared() bool {
+	return o == OutcomeReproduced || o == OutcomeNotReproduced
+}
+
+// RunBody is the body of POST /runs (agent-skill-dotlab.txt, "Runner
+// workflow" step 8) and, with ChallengeFields, of POST /challenges. It is also
+// what `dotlab rerun` writes as run.json (JobID empty when local).
+type RunBody struct {
+	JobID        string            `json:"job_id"`
+	InputHashes  map[string]string `json:"input_hashes"`
+	OutputHashes map[string]string `json:"output_hashes"`
+	Environment  RunEnvironment    `json:"environment"`
+	Comparisons  []RunComparison   `json:"comparisons"`
+	Outcome      Outcome           `json:"outcome"`
+	LogsURI      string            `json:"logs_uri,omitempty"`
+	Notes        string            `json:"notes,omitempty"`
+}
+
+// RunEnvironment records the environment actually used.
+type RunEnvironment struct {
+	ImageDigest string `json:"image_digest"`
+	Seed        *int64 `json:"seed,omitempty"`
+}
+
+// RunComparison is one rerun value as submitted. Published, Tolerance and
+// Match are optional (the dotsci draft sends them); when present the server
+// checks them against its own computation instead of trusting them.
+type RunComparison struct {
+	Name      string  `json:"name"`
+	Rerun     Decimal `json:"rerun"`
+	Published Decimal `json:"published,omitempty"`
+	Tolerance Decimal `json:"tolerance,omitempty"`
+	Match     *bool   `json:"match,omitempty"`
+}
+
+// Run is a published official run as the server stores it: the submitted
+// body, the comparisons the server recomputed, and where the claim stands.
+type Run struct {
+	ID          string       `json:"id"`
+	ClaimID     string       `json:"claim_id"`
+	RunnerID    string       `json:"runner_id"`
+	Outcome     Outcome      `json:"outcome"`
+	Comparisons []Comparison `json:"comparisons"`
+	Body        RunBody      `json:"body"`
+	Status      ClaimState   `json:"status"`
+	PublishedAt time.Time    `json:"published_at"`
+	// ChallengeDeadline is when the challenge window closes (compared outcomes only).
+	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
+}
+
+var (
+	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// MaxNotes is the longest notes text accepted on a run or challenge, in bytes.
+const MaxNotes = 20000
+
+// EvaluateRun checks a submitted run body against the claim's manifest and
+// recomputes every comparison (DESIGN.md "Lifecycle", POST /runs):
+//   - one rerun value per target (missing, unknown or duplicate names are invalid);
+//   - optional published/tolerance/match fields must agree with the manifest;
+//   - the declared outcome must equal the recomputed one (else outcome_mismatch);
+//   - reproduced/not_reproduced must show every dataset's manifest hash and the
+//     manifest's image digest; input_mismatch must show at least one input hash
+//     that differs; spec_issue and input_mismatch need notes.
+//
+// It returns the comparisons computed by the server (empty for spec_issue and
+// input_mismatch) or an *Error with code EINVALID or EOUTCOMEMISMATCH whose
+// detail names every field to fix.
+func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
+	var p Problems
+	if !b.Outcome.Valid() {
+		p.Add("$.outcome", "must be one of reproduced, not_reproduced, spec_issue, input_mismatch")
+		return nil, p.Err()
+	}
+	if len(b.Notes) > MaxNotes {
+		p.Add("$.notes", "is %d bytes; at most %d", len(b.Notes), MaxNotes)
+	}
+	for name, h := range b.InputHashes {
+		if !sha256RE.MatchString(h) {
+			p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "must be 64 lowercase hex characters (a SHA-256)")
+		}
+	}
+	for name, h := range b.OutputHashes {
+		if !sha256RE.MatchString(h) {
+			p.Add(fmt.Sprintf("$.output_hashes[%q]", name), "must be 64 lowercase hex characters (a SHA-256)")
+		}
+	}
+	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {
+		p.Add("$.environment.image_digest", "must be sha256:<64 lowercase hex>")
+	}
+	switch b.Outcome {
+	case OutcomeSpecIssue, OutcomeInputMismatch:
+		if strings.TrimSpace(b.Notes) == "" {
+			p.Add("$.notes", "is required for %s: say plainly what could not be run or which input differed", b.Outcome)
+		}
+		if b.Outcome == OutcomeInputMismatch {
+			differs := false
+			for _, d := range m.Datasets {
+				if h, ok := b.InputHashes[d.Name]; ok && h != d.SHA256 {
+					differs = true
+				}
+			}
+			if !differs {
+				p.Add("$.input_hashes", "input_mismatch must show at least one dataset whose hash differs from the manifest's")
+			}
+		}
+		for name := range b.InputHashes {
+			if !m.hasDataset(name) {
+				p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "is not a dataset of this manifest")
+			}
+		}
+		return nil, p.Err()
+	}
+	// Compared outcomes: inputs and image must be the manifest's.
+	for _, d := range m.Datasets {
+		h, ok := b.InputHashes[d.Name]
+		switch {
+		case !ok:
+			p.Add("$.input_hashes", "missing dataset %q: a %s run must show the hash of every input", d.Name, b.Outcome)
+		case h != d.SHA256:
+			p.Add(fmt.Sprintf("$.input_hashes[%q]", d.Name), "is %s but the manifest pins %s: publish input_mismatch instead", h, d.SHA256)
+		}
+	}
+	for name := range b.InputHashes {
+		if !m.hasDataset(name) {
+			p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "is not a dataset of this manifest")
+		}
+	}
+	if want := m.Environment.ImageDigest(); b.Environment.ImageDigest != want {
+		p.Add("$.environment.image_digest", "is %q but the manifest pins %s", b.Environment.ImageDigest, want)
+	}
+	rerun := make(map[string]Decimal, len(b.Comparisons))
+	byName := make(map[string]RunComparison, len(b.Comparisons))
+	for i, c := range b.Comparisons {
+		path := fmt.Sprintf("$.comparisons[%d]", i)
+		if _, dup := rerun[c.Name]; dup {
+			p.Add(path+".name", "duplicate target %q: give one rerun value per target", c.Name)
+			continue
+		}
+		if err := c.Rerun.Validate(); err != nil || c.Rerun == "" {
+			p.Add(path+".rerun", "must be a finite number")
+			continue
+		}
+		rerun[c.Name] = c.Rerun
+		byName[c.Name] = c
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	cs, outcome, err := Decide(m.Targets, rerun)
+	if err != nil {
+		for _, d := range ErrorDetail(err) {
+			p.Add("$.comparisons", "%s", d)
+		}
+		return nil, p.Err()
+	}
+	for i, c := range cs {
+		sub := byName[c.Name]
+		path := fmt.Sprintf("$.comparisons[name=%s]", c.Name)
+		if sub.Published != "" && !sameNumber(sub.Published, c.Published) {
+			p.Add(path+".published", "is %s but the manifest's target is %s", sub.Published, c.Published)
+		}
+		if sub.Tolerance != "" && !sameNumber(sub.Tolerance, c.Tolerance) {
+			p.Add(path+".tolerance", "is %s but the manifest's tolerance is %s", sub.Tolerance, c.Tolerance)
+		}
+		if sub.Match != nil && *sub.Match != c.Match {
+			p.Add(path+".match", "is %v but the difference %s against allowed %s gives %v", *sub.Match, c.Difference, c.Allowed, c.Match)
+		}
+		_ = i
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	if outcome != b.Outcome {
+		detail := []string{fmt.Sprintf("$.outcome: declared %s but the comparisons give %s", b.Outcome, outcome)}
+		detail = append(detail, DescribeMismatches(cs)...)
+		return nil, &Error{Code: EOUTCOMEMISMATCH, Detail: detail}
+	}
+	return cs, nil
+}
+
+func (m *Manifest) hasDataset(name string) bool {
+	for _, d := range m.Datasets {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func sameNumber(a, b Decimal) bool {
+	x, err1 := a.Rat()
+	y, err2 := b.Rat()
+	return err1 == nil && err2 == nil && x.Cmp(y) == 0
+}
+
+// SortedKeys returns the keys of a string map in order (for stable output).
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

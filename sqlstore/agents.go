@@ -1,0 +1,137 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/dotlab/dotlab"
+)
+
+var _ dotlab.AgentService = (*DB)(nil)
+
+var capabilityRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// APIKeyPrefix starts every API key, so that a key pasted into a lab room is
+// recognisable.
+const APIKeyPrefix = "dlk_"
+
+// HashAPIKey returns the stored form of an API key: hex SHA-256. Keys carry
+// 256 random bits, so a fast hash is enough (no password stretching needed).
+func HashAPIKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// ValidateNewAgent checks a registration: name 1-64 characters, operator
+// 1-200, capabilities at most 32 distinct lowercase tokens.
+func ValidateNewAgent(n dotlab.NewAgent) error {
+	var p dotlab.Problems
+	if l := utf8.RuneCountInString(strings.TrimSpace(n.Name)); l < 1 || l > 64 {
+		p.Add("$.name", "must be 1-64 characters")
+	}
+	if l := utf8.RuneCountInString(strings.TrimSpace(n.Operator)); l < 1 || l > 200 {
+		p.Add("$.operator", "must be 1-200 characters (who runs this agent)")
+	}
+	if len(n.Capabilities) > 32 {
+		p.Add("$.capabilities", "at most 32 capabilities")
+	}
+	seen := map[string]bool{}
+	for i, c := range n.Capabilities {
+		if !capabilityRE.MatchString(c) {
+			p.Add("$.capabilities["+strconv.Itoa(i)+"]", "%q must be a lowercase token like python, r or gpu", c)
+		}
+		if seen[c] {
+			p.Add("$.capabilities["+strconv.Itoa(i)+"]", "%q is listed twice", c)
+		}
+		seen[c] = true
+	}
+	return p.Err()
+}
+
+// CreateAgent registers an agent; the returned key is shown once.
+func (db *DB) CreateAgent(ctx context.Context, n dotlab.NewAgent) (*dotlab.Agent, string, error) {
+	if err := ValidateNewAgent(n); err != nil {
+		return nil, "", err
+	}
+	if n.Capabilities == nil {
+		n.Capabilities = []string{}
+	}
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	key := APIKeyPrefix + base64.RawURLEncoding.EncodeToString(raw)
+	a := &dotlab.Agent{ID: newID("ag_"), Name: strings.TrimSpace(n.Name), Operator: strings.TrimSpace(n.Operator),
+		Capabilities: n.Capabilities, CreatedAt: db.now().Truncate(1e6)}
+	caps, _ := json.Marshal(a.Capabilities)
+	_, err := db.w.ExecContext(ctx, `INSERT INTO agents (id, name, operator, capabilities, key_hash, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, a.ID, a.Name, a.Operator, string(caps), HashAPIKey(key), ms(a.CreatedAt))
+	if err != nil {
+		return nil, "", err
+	}
+	return a, key, nil
+}
+
+// AuthenticateAgent finds the agent whose key hashes to the stored hash.
+func (db *DB) AuthenticateAgent(ctx context.Context, apiKey string) (*dotlab.Agent, error) {
+	if apiKey == "" {
+		return nil, dotlab.Errorf(dotlab.EUNAUTHORIZED, "missing API key: send Authorization: Bearer <api_key>")
+	}
+	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT id, name, operator, capabilities, created_at FROM agents WHERE key_hash = $1`, HashAPIKey(apiKey)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, dotlab.Errorf(dotlab.EUNAUTHORIZED, "API key not recognised: check it once, then stop")
+	}
+	return a, err
+}
+
+func (db *DB) scanAgent(row *sql.Row) (*dotlab.Agent, error) {
+	var a dotlab.Agent
+	var caps string
+	var created int64
+	if err := row.Scan(&a.ID, &a.Name, &a.Operator, &caps, &created); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(caps), &a.Capabilities); err != nil {
+		return nil, err
+	}
+	a.CreatedAt = fromMS(created)
+	return &a, nil
+}
+
+// getAgent returns the agent or ENOTFOUND.
+func (db *DB) getAgent(ctx context.Context, id string) (*dotlab.Agent, error) {
+	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT id, name, operator, capabilities, created_at FROM agents WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no agent %q", id)
+	}
+	return a, err
+}
+
+// FindAgent returns the public profile with counts and standing recomputed
+// from the record (see Standing).
+func (db *DB) FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, error) {
+	a, err := db.getAgent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := db.agentRecord(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p := &dotlab.AgentProfile{Agent: *a, Outcomes: rec.Outcomes, Declines: rec.Declines}
+	p.JobsCompleted = rec.RunsPublished
+	p.Challenges = rec.Challenges
+	p.Votes = rec.Votes
+	p.Abandoned = rec.Abandoned
+	p.Standing = dotlab.Standing(rec)
+	return p, nil
+}
+

@@ -1,0 +1,245 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dotlab/dotlab"
+)
+
+var _ dotlab.ClaimService = (*DB)(nil)
+
+const claimColumns = `id, title, field, submitter_id, state, manifest_hash, manifest_raw, runner_id, offer_expires_at,
+	publish_deadline, run_id, challenge_deadline, outcome, settled_at, created_at`
+
+type rowScanner interface{ Scan(...any) error }
+
+func (db *DB) scanClaim(row rowScanner) (*dotlab.Claim, error) {
+	var c dotlab.Claim
+	var raw string
+	var runner, runID, outcome sql.NullString
+	var offer, publish, challenge, settled sql.NullInt64
+	var created int64
+	if err := row.Scan(&c.ID, &c.Title, &c.Field, &c.SubmitterID, &c.State, &c.ManifestHash, &raw, &runner, &offer,
+		&publish, &runID, &challenge, &outcome, &settled, &created); err != nil {
+		return nil, err
+	}
+	c.RunnerID, c.RunID, c.Outcome = runner.String, runID.String, dotlab.Outcome(outcome.String)
+	c.OfferExpiresAt, c.PublishDeadline = fromNullMS(offer), fromNullMS(publish)
+	c.ChallengeDeadline, c.SettledAt = fromNullMS(challenge), fromNullMS(settled)
+	c.CreatedAt = fromMS(created)
+	m, err := db.parsedManifest(c.ManifestHash, raw)
+	if err != nil {
+		return nil, err
+	}
+	c.Manifest = m
+	return &c, nil
+}
+
+// parsedManifest decodes a stored (already validated) manifest, caching it by
+// its canonical hash: manifests never change once listed.
+func (db *DB) parsedManifest(hash, raw string) (*dotlab.Manifest, error) {
+	db.mu.Lock()
+	m, ok := db.manifests[hash]
+	db.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m = new(dotlab.Manifest)
+	if err := json.Unmarshal([]byte(raw), m); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	if len(db.manifests) >= 10000 {
+		clear(db.manifests)
+	}
+	db.manifests[hash] = m
+	db.mu.Unlock()
+	return m, nil
+}
+
+// ValidateField checks the field of science given with a claim.
+func ValidateField(field string) error {
+	if l := utf8.RuneCountInString(strings.TrimSpace(field)); l < 1 || l > 100 {
+		return dotlab.Errorf(dotlab.EINVALID, "$.field: must be 1-100 characters, e.g. \"statistics\" or \"physics\"")
+	}
+	return nil
+}
+
+// CreateClaim lists a claim. Bounties are not live, so the claim is funded at
+// once (minimum bounty 0): its history records listed then funded. The
+// submitter takes the submitter role, so it is never offered its own claim.
+func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.NewClaim) (*dotlab.Claim, error) {
+	if err := ValidateField(nc.Field); err != nil {
+		return nil, err
+	}
+	if nc.Manifest == nil || nc.ManifestHash == "" {
+		return nil, dotlab.Errorf(dotlab.EINVALID, "$.manifest: required")
+	}
+	var existing string
+	err := db.r.QueryRowContext(ctx, `SELECT id FROM claims WHERE manifest_hash = $1`, nc.ManifestHash).Scan(&existing)
+	if err == nil {
+		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed as %s", nc.ManifestHash, existing)
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	requires := nc.Manifest.Requires
+	if requires == nil {
+		requires = []string{}
+	}
+	reqJSON, _ := json.Marshal(requires)
+	now := db.now()
+	var id string
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		var n int64
+		if err := tx.QueryRowContext(ctx, `UPDATE counters SET value = value + 1 WHERE name = 'claim' RETURNING value`).Scan(&n); err != nil {
+			return err
+		}
+		id = dotlab.FormatClaimID(n)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO claims (id, number, title, field, submitter_id, state, manifest_hash,
+			manifest_raw, requires, draw_key, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
+			id, n, nc.Manifest.Title, strings.TrimSpace(nc.Field), submitterID, dotlab.StateFunded, nc.ManifestHash,
+			string(nc.Raw), string(reqJSON), newDrawKey(), ms(now)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, $3, $4)`,
+			id, submitterID, dotlab.RoleSubmitter, ms(now)); err != nil {
+			return err
+		}
+		if err := addEvent(ctx, tx, id, dotlab.StateListed, now, "listed"); err != nil {
+			return err
+		}
+		return addEvent(ctx, tx, id, dotlab.StateFunded, now, "funded at once: bounties are not live (minimum bounty 0)")
+	})
+	if isUniqueViolation(err) {
+		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed", nc.ManifestHash)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return db.FindClaim(ctx, id)
+}
+
+// newDrawKey returns a uniform random position in [0, 2^62) for the draw.
+func newDrawKey() int64 { return rand.Int64N(1 << 62) }
+
+// addEvent appends a state change to a claim's history.
+func addEvent(ctx context.Context, tx *sql.Tx, claimID string, state dotlab.ClaimState, at time.Time, detail string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO claim_events (claim_id, seq, state, at, detail)
+		VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM claim_events WHERE claim_id = $1), $2, $3, $4)`,
+		claimID, state, ms(at), detail)
+	return err
+}
+
+// FindClaim returns the claim or ENOTFOUND.
+func (db *DB) FindClaim(ctx context.Context, id string) (*dotlab.Claim, error) {
+	return db.findClaim(ctx, db.r, id)
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (db *DB) findClaim(ctx context.Context, q querier, id string) (*dotlab.Claim, error) {
+	c, err := db.scanClaim(q.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no claim %q (claim ids look like DL-0001)", id)
+	}
+	return c, err
+}
+
+// FindClaims returns a page of claims in id order, optionally by state.
+func (db *DB) FindClaims(ctx context.Context, f dotlab.ClaimFilter) ([]*dotlab.Claim, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	if f.Limit > 200 {
+		return nil, dotlab.Errorf(dotlab.EINVALID, "limit: at most 200 per page")
+	}
+	if f.State != "" && !f.State.Valid() {
+		return nil, dotlab.Errorf(dotlab.EINVALID, "state: %q is not a claim state (one of listed, funded, assigned, running, published, challenge_window, disputed, reviewed, settled)", f.State)
+	}
+	after := int64(0)
+	if f.After != "" {
+		if !dotlab.ValidClaimID(f.After) {
+			return nil, dotlab.Errorf(dotlab.EINVALID, "after: %q is not a claim id like DL-0001", f.After)
+		}
+		after = claimNumber(f.After)
+	}
+	var rows *sql.Rows
+	var err error
+	if f.State != "" {
+		rows, err = db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE state = $1 AND number > $2 ORDER BY number LIMIT $3`, f.State, after, f.Limit)
+	} else {
+		rows, err = db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE number > $1 ORDER BY number LIMIT $2`, after, f.Limit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []*dotlab.Claim{}
+	for rows.Next() {
+		c, err := db.scanClaim(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func claimNumber(id string) int64 {
+	var n int64
+	for _, r := range strings.TrimPrefix(id, "DL-") {
+		n = n*10 + int64(r-'0')
+	}
+	return n
+}
+
+// ClaimManifest returns the manifest exactly as submitted.
+func (db *DB) ClaimManifest(ctx context.Context, id string) ([]byte, error) {
+	var raw string
+	err := db.r.QueryRowContext(ctx, `SELECT manifest_raw FROM claims WHERE id = $1`, id).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no claim %q", id)
+	}
+	return []byte(raw), err
+}
+
+// roleOf returns the caller's role on a claim, or "" when it holds none.
+func (db *DB) roleOf(ctx context.Context, q querier, claimID, agentID string) (string, error) {
+	var role string
+	err := q.QueryRowContext(ctx, `SELECT role FROM roles WHERE claim_id = $1 AND agent_id = $2`, claimID, agentID).Scan(&role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return role, err
+}
+
+
+// ClaimEvents returns a claim's state changes after seq, in order.
+func (db *DB) ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT seq, state, at, detail FROM claim_events WHERE claim_id = $1 AND seq > $2 ORDER BY seq`, claimID, after)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []dotlab.ClaimEvent{}
+	for rows.Next() {
+		var e dotlab.ClaimEvent
+		var at int64
+		if err := rows.Scan(&e.Seq, &e.State, &at, &e.Detail); err != nil {
+			return nil, err
+		}
+		e.ClaimID, e.At = claimID, fromMS(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

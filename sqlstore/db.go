@@ -1,0 +1,245 @@
+// Package sqlstore is DotLab's storage: one SQL text for SQLite
+// (modernc.org/sqlite, pure Go, the default) and PostgreSQL (jackc/pgx/v5,
+// for several server processes sharing one database). It implements the
+// domain services of package dotlab, including the protocol's rules that must
+// hold atomically (the draw, accepting, publishing, settling), so that both
+// engines give the same answers.
+//
+// Both engines bind parameters as $1, $2, …; times are stored as Unix
+// milliseconds (UTC); schema migrations are embedded and applied at Open with
+// pressly/goose.
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Dialect names the storage engine.
+type Dialect string
+
+// The two engines.
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// Options configure a DB.
+type Options struct {
+	Clock   dotlab.Clock   // time source; default dotlab.SystemClock
+	Windows dotlab.Windows // protocol windows; default dotlab.DefaultWindows
+}
+
+// DB is an open store. It is safe for concurrent use.
+type DB struct {
+	dialect Dialect
+	// w takes writes; r takes reads. For SQLite w has a single connection
+	// (SQLite has one writer at a time, and queueing in Go is cheaper than
+	// busy-waiting), r several read-only ones (WAL readers never block). For
+	// PostgreSQL both are the same pool.
+	w, r    *sql.DB
+	clock   dotlab.Clock
+	windows dotlab.Windows
+
+	mu        sync.Mutex
+	manifests map[string]*dotlab.Manifest // parsed manifests by hash (immutable)
+}
+
+// Open opens the database named by dbURL — "sqlite:PATH" (e.g.
+// "sqlite:dotlab.db") or "postgres://user@host:port/db?…" — and applies
+// pending migrations. It returns an error naming the URL form when dbURL has
+// neither prefix.
+func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
+	if opt.Clock == nil {
+		opt.Clock = dotlab.SystemClock{}
+	}
+	if opt.Windows == (dotlab.Windows{}) {
+		opt.Windows = dotlab.DefaultWindows
+	}
+	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: map[string]*dotlab.Manifest{}}
+	var err error
+	switch {
+	case strings.HasPrefix(dbURL, "sqlite:"):
+		db.dialect = SQLite
+		err = db.openSQLite(strings.TrimPrefix(dbURL, "sqlite:"))
+	case strings.HasPrefix(dbURL, "postgres://"), strings.HasPrefix(dbURL, "postgresql://"):
+		db.dialect = Postgres
+		err = db.openPostgres(dbURL)
+	default:
+		return nil, fmt.Errorf("--db %q: use sqlite:PATH (e.g. sqlite:dotlab.db) or postgres://user@host:5432/dbname", dbURL)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) openSQLite(path string) error {
+	if path == "" {
+		return errors.New("--db sqlite: needs a file path, e.g. sqlite:dotlab.db")
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	w, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	// The writer creates the file and switches it to WAL before readers open.
+	if err := w.Ping(); err != nil {
+		w.Close()
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	qr := url.Values{}
+	qr.Add("_pragma", "busy_timeout(10000)")
+	qr.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", "file:"+path+"?"+qr.Encode())
+	if err != nil {
+		w.Close()
+		return err
+	}
+	r.SetMaxOpenConns(8)
+	r.SetMaxIdleConns(8)
+	db.w, db.r = w, r
+	return nil
+}
+
+func (db *DB) openPostgres(dsn string) error {
+	p, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return err
+	}
+	p.SetMaxOpenConns(32)
+	p.SetMaxIdleConns(32)
+	p.SetConnMaxIdleTime(5 * time.Minute)
+	if err := p.Ping(); err != nil {
+		p.Close()
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	db.w, db.r = p, p
+	return nil
+}
+
+func (db *DB) migrate(ctx context.Context) error {
+	dialect := goose.DialectSQLite3
+	var opts []goose.ProviderOption
+	if db.dialect == Postgres {
+		dialect = goose.DialectPostgres
+		// Several server processes may start at once on one database.
+		locker, err := lock.NewPostgresSessionLocker()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(dialect, db.w, sub, opts...)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	return nil
+}
+
+// Dialect reports the engine.
+func (db *DB) Dialect() Dialect { return db.dialect }
+
+// Close closes the database (after in-flight queries finish).
+func (db *DB) Close() error {
+	var errs []error
+	if db.r != nil && db.r != db.w {
+		errs = append(errs, db.r.Close())
+	}
+	if db.w != nil {
+		errs = append(errs, db.w.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Ping checks the database answers.
+func (db *DB) Ping(ctx context.Context) error { return db.w.PingContext(ctx) }
+
+func (db *DB) now() time.Time { return db.clock.Now() }
+
+// tx runs fn in a write transaction and commits it, or rolls back on error
+// (so no half-written record is ever left). For SQLite the transaction takes
+// the write lock at BEGIN (_txlock=immediate).
+func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// newID returns prefix + 20 random base32 characters (100 bits).
+func newID(prefix string) string {
+	b := make([]byte, 13)
+	rand.Read(b)
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))[:20]
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func fromNullMS(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
+}
+
+// isUniqueViolation reports whether err is a unique-constraint failure on
+// either engine.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "23505"
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}

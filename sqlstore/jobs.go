@@ -1,0 +1,256 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dotlab/dotlab"
+)
+
+var _ dotlab.JobService = (*DB)(nil)
+
+// drawBatch is how many candidates one draw step reads from the index.
+const drawBatch = 32
+
+// NextJob implements the draw of DESIGN.md "Lifecycle": a claim is drawn at
+// random among funded claims with no open offer, on which the caller holds no
+// role, was never offered to the caller before, and whose `requires` the
+// caller's capabilities cover; it is offered for the accept window.
+//
+// Each funded claim carries a random draw key (re-drawn whenever it returns
+// to the pool). The draw picks a uniform random point and takes the first
+// eligible claim at or after it in key order, wrapping around once: an index
+// walk of O(log n + skipped), not a table scan. Two agents racing for one
+// claim: the offer is a conditional UPDATE (state funded, no runner), so
+// exactly one wins and the other moves on to the next candidate.
+//
+// An agent holds at most one open offer: while it has one, NextJob returns
+// that same offer.
+func (db *DB) NextJob(ctx context.Context, agent *dotlab.Agent) (*dotlab.Job, bool, error) {
+	now := db.now()
+	if j, err := db.openOffer(ctx, agent.ID, now); err == nil {
+		return j, true, nil
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return nil, false, err
+	}
+	start := newDrawKey()
+	// Pass 1 walks [start, end); pass 2 wraps around to [0, start).
+	for pass := 0; pass < 2; pass++ {
+		lo, hi := start, int64(1<<62)
+		if pass == 1 {
+			lo, hi = 0, start
+		}
+		for {
+			cands, err := db.drawCandidates(ctx, agent.ID, lo, hi)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, c := range cands {
+				if !agent.Has(c.requires) {
+					continue
+				}
+				j, won, err := db.offer(ctx, c.id, agent.ID, now)
+				if err != nil {
+					return nil, false, err
+				}
+				if won {
+					return j, true, nil
+				}
+			}
+			if len(cands) < drawBatch {
+				break
+			}
+			lo = cands[len(cands)-1].key + 1
+		}
+	}
+	return nil, false, nil
+}
+
+type candidate struct {
+	id       string
+	key      int64
+	requires []string
+}
+
+func (db *DB) drawCandidates(ctx context.Context, agentID string, lo, hi int64) ([]candidate, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT c.id, c.draw_key, c.requires FROM claims c
+		WHERE c.state = 'funded' AND c.runner_id IS NULL AND c.draw_key >= $1 AND c.draw_key < $2
+		  AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.claim_id = c.id AND r.agent_id = $3)
+		  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.claim_id = c.id AND j.agent_id = $3)
+		ORDER BY c.draw_key LIMIT $4`, lo, hi, agentID, drawBatch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []candidate
+	for rows.Next() {
+		var c candidate
+		var req string
+		if err := rows.Scan(&c.id, &c.key, &req); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(req), &c.requires); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// offer tries to take claimID for agentID; won is false when another agent
+// took it first.
+func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time) (*dotlab.Job, bool, error) {
+	expires := now.Add(db.windows.Accept)
+	jobID := newID("job_")
+	won := false
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
+			WHERE id = $4 AND state = 'funded' AND runner_id IS NULL`, agentID, ms(expires), ms(now), claimID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		won = true
+		_, err = tx.ExecContext(ctx, `INSERT INTO jobs (id, claim_id, agent_id, state, offered_at, offer_expires_at)
+			VALUES ($1, $2, $3, 'offered', $4, $5)`, jobID, claimID, agentID, ms(now), ms(expires))
+		return err
+	})
+	if err != nil || !won {
+		return nil, false, err
+	}
+	j, err := db.jobFor(ctx, db.w, claimID, agentID)
+	return j, err == nil, err
+}
+
+const jobColumns = `j.claim_id, j.agent_id, j.state, j.offered_at, j.offer_expires_at, j.accepted_at, j.publish_deadline, j.reason, c.title, c.requires`
+
+func scanJob(row rowScanner) (*dotlab.Job, error) {
+	var j dotlab.Job
+	var offered, expires int64
+	var accepted, deadline sql.NullInt64
+	var req string
+	if err := row.Scan(&j.ClaimID, &j.AgentID, &j.State, &offered, &expires, &accepted, &deadline, &j.Reason, &j.Title, &req); err != nil {
+		return nil, err
+	}
+	j.ID = j.ClaimID
+	j.OfferedAt, j.OfferExpiresAt = fromMS(offered), fromMS(expires)
+	j.AcceptedAt, j.PublishDeadline = fromNullMS(accepted), fromNullMS(deadline)
+	if err := json.Unmarshal([]byte(req), &j.Requires); err != nil {
+		return nil, err
+	}
+	j.ManifestURL = "/api/v1/claims/" + j.ClaimID + "/manifest"
+	return &j, nil
+}
+
+// jobFor returns the latest job of agentID on claimID.
+func (db *DB) jobFor(ctx context.Context, q querier, claimID, agentID string) (*dotlab.Job, error) {
+	return scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs j JOIN claims c ON c.id = j.claim_id
+		WHERE j.claim_id = $1 AND j.agent_id = $2 ORDER BY j.offered_at DESC, j.id DESC LIMIT 1`, claimID, agentID))
+}
+
+func (db *DB) openOffer(ctx context.Context, agentID string, now time.Time) (*dotlab.Job, error) {
+	return scanJob(db.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs j JOIN claims c ON c.id = j.claim_id
+		WHERE j.agent_id = $1 AND j.state = 'offered' AND j.offer_expires_at > $2
+		ORDER BY j.offered_at DESC LIMIT 1`, agentID, ms(now)))
+}
+
+// AcceptJob accepts the caller's open offer: the claim becomes assigned with
+// a publish deadline, and the caller takes the runner role. Accepting an
+// offer already accepted by the caller returns the job unchanged.
+func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.Job, error) {
+	now := db.now()
+	deadline := now.Add(db.windows.Publish)
+	accepted := false
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = 'assigned', offer_expires_at = NULL, publish_deadline = $1, updated_at = $2
+			WHERE id = $3 AND state = 'funded' AND runner_id = $4 AND offer_expires_at > $2`, ms(deadline), ms(now), claimID, agentID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		accepted = true
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', accepted_at = $1, publish_deadline = $2
+			WHERE claim_id = $3 AND agent_id = $4 AND state = 'offered'`, ms(now), ms(deadline), claimID, agentID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'runner', $3)`,
+			claimID, agentID, ms(now)); err != nil {
+			return err
+		}
+		return addEvent(ctx, tx, claimID, dotlab.StateAssigned, now, "runner "+agentID+" accepted")
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !accepted {
+		return nil, db.offerProblem(ctx, agentID, claimID, now, true)
+	}
+	return db.jobFor(ctx, db.w, claimID, agentID)
+}
+
+// offerProblem explains why an accept or decline of claimID by agentID did
+// not apply: unknown claim (404), not offered to the caller (409
+// not_offered), or the offer window closed (409 window_closed).
+func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now time.Time, accepting bool) error {
+	c, err := db.findClaim(ctx, db.w, claimID)
+	if err != nil {
+		return err
+	}
+	j, err := db.jobFor(ctx, db.w, claimID, agentID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s was not offered to you: fetch a new job with GET /jobs/next", claimID)
+	} else if err != nil {
+		return err
+	}
+	switch {
+	case accepting && c.RunnerID == agentID && (c.State == dotlab.StateAssigned || c.State == dotlab.StateRunning):
+		return dotlab.Errorf(dotlab.ECONFLICT, "job %s is already accepted by you: publish the run before %s", claimID, c.PublishDeadline.Format(time.RFC3339))
+	case j.State == dotlab.JobOffered && !j.OfferExpiresAt.After(now), j.State == dotlab.JobExpired:
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the offer of %s expired at %s: fetch a new job", claimID, j.OfferExpiresAt.Format(time.RFC3339))
+	case j.State == dotlab.JobDeclined:
+		return dotlab.Errorf(dotlab.ECONFLICT, "you declined %s already: fetch a new job", claimID)
+	}
+	return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not offered to you now (its state is %s): fetch a new job", claimID, c.State)
+}
+
+// DeclineJob declines the caller's open offer. The claim returns to the pool
+// with a new draw key; the caller is not offered it again. Reason
+// capability_mismatch costs nothing; any other reason counts against standing.
+func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (*dotlab.Job, error) {
+	reason = strings.TrimSpace(reason)
+	if l := utf8.RuneCountInString(reason); l < 1 || l > 500 {
+		return nil, dotlab.Errorf(dotlab.EINVALID, "$.reason: required, 1-500 characters (capability_mismatch when this runner lacks what the manifest requires)")
+	}
+	now := db.now()
+	declined := false
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = NULL, offer_expires_at = NULL, draw_key = $1, updated_at = $2
+			WHERE id = $3 AND state = 'funded' AND runner_id = $4 AND offer_expires_at > $2`, newDrawKey(), ms(now), claimID, agentID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		declined = true
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'declined', closed_at = $1, reason = $2
+			WHERE claim_id = $3 AND agent_id = $4 AND state = 'offered'`, ms(now), reason, claimID, agentID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !declined {
+		return nil, db.offerProblem(ctx, agentID, claimID, now, false)
+	}
+	return db.jobFor(ctx, db.w, claimID, agentID)
+}

@@ -1,0 +1,192 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/dotlab/dotlab"
+)
+
+var _ dotlab.RunService = (*DB)(nil)
+
+// PublishRun records the official run of a claim (DESIGN.md "Lifecycle",
+// POST /runs). Only the assigned runner may publish, before its publish
+// deadline; the body must pass dotlab.EvaluateRun against the manifest.
+// reproduced and not_reproduced open the challenge window; spec_issue and
+// input_mismatch settle at once with that outcome. raw is the body exactly as
+// submitted (stored byte for byte); when nil the body is re-encoded.
+//
+// Errors: EINVALID (no job_id), ENOTFOUND (unknown claim), ENOTOFFERED (not
+// the assigned runner), ECONFLICT (already published), EWINDOWCLOSED
+// (deadline passed), EINVALID or EOUTCOMEMISMATCH (the body).
+func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBody, raw []byte) (*dotlab.Run, error) {
+	if body.JobID == "" {
+		return nil, dotlab.Errorf(dotlab.EINVALID, "$.job_id: required: the claim id of your job, e.g. DL-0001")
+	}
+	c, err := db.FindClaim(ctx, body.JobID)
+	if err != nil {
+		return nil, err
+	}
+	now := db.now()
+	if err := publishable(c, agentID, now); err != nil {
+		return nil, err
+	}
+	comps, err := dotlab.EvaluateRun(c.Manifest, body)
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		raw, _ = json.Marshal(body)
+	}
+	compJSON, _ := json.Marshal(comps)
+	runID := newID("run_")
+	applied := false
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		var res sql.Result
+		var err error
+		if body.Outcome.Compared() {
+			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'challenge_window', run_id = $1, challenge_deadline = $2,
+				publish_deadline = NULL, updated_at = $3
+				WHERE id = $4 AND runner_id = $5 AND state IN ('assigned', 'running') AND publish_deadline > $3`,
+				runID, ms(now.Add(db.windows.Challenge)), ms(now), c.ID, agentID)
+		} else {
+			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'settled', run_id = $1, outcome = $2, settled_at = $3,
+				publish_deadline = NULL, updated_at = $3
+				WHERE id = $4 AND runner_id = $5 AND state IN ('assigned', 'running') AND publish_deadline > $3`,
+				runID, body.Outcome, ms(now), c.ID, agentID)
+		}
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		applied = true
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, runID, c.ID, agentID, body.Outcome, string(raw), string(compJSON), ms(now)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'published', closed_at = $1
+			WHERE claim_id = $2 AND agent_id = $3 AND state = 'accepted'`, ms(now), c.ID, agentID); err != nil {
+			return err
+		}
+		if err := addEvent(ctx, tx, c.ID, dotlab.StatePublished, now, "run "+runID+" published: "+string(body.Outcome)); err != nil {
+			return err
+		}
+		if body.Outcome.Compared() {
+			return addEvent(ctx, tx, c.ID, dotlab.StateChallengeWindow, now, "challenge window open")
+		}
+		return addEvent(ctx, tx, c.ID, dotlab.StateSettled, now, "settled at once: "+string(body.Outcome))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !applied {
+		// Lost a race (deadline, or a concurrent publish): explain from fresh state.
+		c, err := db.findClaim(ctx, db.w, body.JobID)
+		if err != nil {
+			return nil, err
+		}
+		if err := publishable(c, agentID, db.now()); err != nil {
+			return nil, err
+		}
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "the claim changed while publishing: fetch it and retry")
+	}
+	return db.findRun(ctx, db.w, runID)
+}
+
+func publishable(c *dotlab.Claim, agentID string, now time.Time) error {
+	if c.RunnerID != agentID || c.State == dotlab.StateFunded {
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run", c.ID)
+	}
+	if c.State != dotlab.StateAssigned && c.State != dotlab.StateRunning {
+		return dotlab.Errorf(dotlab.ECONFLICT, "the run of %s is already published (state %s)", c.ID, c.State)
+	}
+	if c.PublishDeadline != nil && !c.PublishDeadline.After(now) {
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s", c.ID, c.PublishDeadline.Format(time.RFC3339))
+	}
+	return nil
+}
+
+const runColumns = `r.id, r.claim_id, r.runner_id, r.outcome, r.body, r.comparisons, r.published_at, c.state, c.challenge_deadline`
+
+func scanRun(row rowScanner) (*dotlab.Run, error) {
+	var r dotlab.Run
+	var body, comps string
+	var published int64
+	var deadline sql.NullInt64
+	if err := row.Scan(&r.ID, &r.ClaimID, &r.RunnerID, &r.Outcome, &body, &comps, &published, &r.Status, &deadline); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(body), &r.Body); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(comps), &r.Comparisons); err != nil {
+		return nil, err
+	}
+	if r.Comparisons == nil {
+		r.Comparisons = []dotlab.Comparison{}
+	}
+	r.PublishedAt = fromMS(published)
+	if r.Outcome.Compared() {
+		r.ChallengeDeadline = fromNullMS(deadline)
+	}
+	return &r, nil
+}
+
+// FindRun returns a run or ENOTFOUND.
+func (db *DB) FindRun(ctx context.Context, id string) (*dotlab.Run, error) { return db.findRun(ctx, db.r, id) }
+
+func (db *DB) findRun(ctx context.Context, q querier, id string) (*dotlab.Run, error) {
+	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r JOIN claims c ON c.id = r.claim_id WHERE r.id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no run %q", id)
+	}
+	return r, err
+}
+
+// FindRuns lists runs in claim order, optionally only those whose claim is in
+// a state (e.g. challenge_window). After is a claim id.
+func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.Run, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	if f.Limit > 200 {
+		return nil, dotlab.Errorf(dotlab.EINVALID, "limit: at most 200 per page")
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, dotlab.Errorf(dotlab.EINVALID, "status: %q is not a claim state (e.g. challenge_window, disputed, settled)", f.Status)
+	}
+	after := int64(0)
+	if f.After != "" {
+		if !dotlab.ValidClaimID(f.After) {
+			return nil, dotlab.Errorf(dotlab.EINVALID, "after: %q is not a claim id like DL-0001", f.After)
+		}
+		after = claimNumber(f.After)
+	}
+	q := `SELECT ` + runColumns + ` FROM runs r JOIN claims c ON c.id = r.claim_id WHERE c.number > $1`
+	args := []any{after}
+	if f.Status != "" {
+		q += ` AND c.state = $3`
+		args = append(args, f.Limit, f.Status)
+	} else {
+		args = append(args, f.Limit)
+	}
+	rows, err := db.r.QueryContext(ctx, q+` ORDER BY c.number LIMIT $2`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []*dotlab.Run{}
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

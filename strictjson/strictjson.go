@@ -1,0 +1,312 @@
+// Package strictjson parses untrusted JSON (manifests, run bodies,
+// results.json, lab messages) strictly, as DESIGN.md "Parsing untrusted JSON"
+// requires: duplicate keys and keys differing only in case are errors (Go's
+// encoding/json keeps the last duplicate and matches case-insensitively),
+// numbers are kept as their decimal text (json.Number), and invalid UTF-8,
+// trailing data, excessive size or nesting depth are errors. Every error
+// names the JSON path where it occurred ("$.targets[2].name").
+package strictjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits bound what Parse accepts.
+type Limits struct {
+	MaxBytes int // total input size in bytes
+	MaxDepth int // nesting depth of objects and arrays
+}
+
+// DefaultLimits accept 1 MiB of JSON nested at most 32 deep.
+var DefaultLimits = Limits{MaxBytes: 1 << 20, MaxDepth: 32}
+
+// SyntaxError is a problem at a JSON path.
+type SyntaxError struct {
+	Path string
+	Msg  string
+}
+
+func (e *SyntaxError) Error() string { return e.Path + ": " + e.Msg }
+
+// Parse parses data with DefaultLimits. Objects become map[string]any,
+// arrays []any, numbers json.Number, and strings, booleans and null their Go
+// values.
+func Parse(data []byte) (any, error) { return ParseLimits(data, DefaultLimits) }
+
+// ParseLimits parses data with the given limits.
+func ParseLimits(data []byte, lim Limits) (any, error) {
+	if lim.MaxBytes > 0 && len(data) > lim.MaxBytes {
+		return nil, &SyntaxError{"$", fmt.Sprintf("document is %d bytes; at most %d are accepted", len(data), lim.MaxBytes)}
+	}
+	if !utf8.Valid(data) {
+		off := 0
+		for off < len(data) {
+			r, size := utf8.DecodeRune(data[off:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			off += size
+		}
+		return nil, &SyntaxError{"$", fmt.Sprintf("invalid UTF-8 at byte offset %d", off)}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &SyntaxError{"$", "empty document: expected a JSON value"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	p := &parser{dec: dec, maxDepth: lim.MaxDepth}
+	v, err := p.value("$", 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &SyntaxError{"$", fmt.Sprintf("trailing data after the JSON value at byte offset %d", dec.InputOffset())}
+	}
+	return v, nil
+}
+
+type parser struct {
+	dec      *json.Decoder
+	maxDepth int
+}
+
+func (p *parser) token(path string) (json.Token, error) {
+	t, err := p.dec.Token()
+	if err != nil {
+		if err == io.EOF {
+			return nil, &SyntaxError{path, "unexpected end of JSON input"}
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, &SyntaxError{path, fmt.Sprintf("%s (byte offset %d)", se.Error(), se.Offset)}
+		}
+		return nil, &SyntaxError{path, err.Error()}
+	}
+	return t, nil
+}
+
+func (p *parser) value(path string, depth int) (any, error) {
+	t, err := p.token(path)
+	if err != nil {
+		return nil, err
+	}
+	return p.fromToken(t, path, depth)
+}
+
+func (p *parser) fromToken(t json.Token, path string, depth int) (any, error) {
+	switch d := t.(type) {
+	case json.Delim:
+		if p.maxDepth > 0 && depth >= p.maxDepth {
+			return nil, &SyntaxError{path, fmt.Sprintf("nested deeper than %d levels", p.maxDepth)}
+		}
+		switch d {
+		case '{':
+			obj := map[string]any{}
+			folded := map[string]string{}
+			for p.dec.More() {
+				kt, err := p.token(path)
+				if err != nil {
+					return nil, err
+				}
+				k, ok := kt.(string)
+				if !ok {
+					return nil, &SyntaxError{path, "object key must be a string"}
+				}
+				kp := childPath(path, k)
+				if _, dup := obj[k]; dup {
+					return nil, &SyntaxError{kp, fmt.Sprintf("duplicate key %q: each key may appear once", k)}
+				}
+				low := strings.ToLower(k)
+				if prev, clash := folded[low]; clash {
+					return nil, &SyntaxError{kp, fmt.Sprintf("key %q differs from key %q only in case", k, prev)}
+				}
+				folded[low] = k
+				v, err := p.value(kp, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				obj[k] = v
+			}
+			if _, err := p.token(path); err != nil { // '}'
+				return nil, err
+			}
+			return obj, nil
+		case '[':
+			arr := []any{}
+			for i := 0; p.dec.More(); i++ {
+				v, err := p.value(fmt.Sprintf("%s[%d]", path, i), depth+1)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			if _, err := p.token(path); err != nil { // ']'
+				return nil, err
+			}
+			return arr, nil
+		}
+		return nil, &SyntaxError{path, fmt.Sprintf("unexpected %q", rune(d))}
+	default:
+		return t, nil
+	}
+}
+
+func childPath(path, key string) string {
+	simple := key != ""
+	for _, r := range key {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			simple = false
+			break
+		}
+	}
+	if simple {
+		return path + "." + key
+	}
+	b, _ := json.Marshal(key)
+	return path + "[" + string(b) + "]"
+}
+
+// Decode parses data strictly (Parse) and then decodes it into v, a pointer
+// to a struct. Object keys must equal a field's json name exactly (case
+// sensitive); every unknown key is reported by path. Numbers must fit the
+// field's type. The returned error is a *ProblemsError listing every problem.
+func Decode(data []byte, v any) error { return DecodeLimits(data, DefaultLimits, v) }
+
+// DecodeLimits is Decode with explicit limits.
+func DecodeLimits(data []byte, lim Limits, v any) error {
+	tree, err := ParseLimits(data, lim)
+	if err != nil {
+		return &ProblemsError{Problems: []string{err.Error()}}
+	}
+	var probs []string
+	checkKeys(tree, reflect.TypeOf(v), "$", &probs)
+	if len(probs) > 0 {
+		return &ProblemsError{Problems: probs}
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			path := "$"
+			if te.Field != "" {
+				path += "." + te.Field
+			}
+			return &ProblemsError{Problems: []string{fmt.Sprintf("%s: expected %s, got JSON %s", path, typeName(te.Type), te.Value)}}
+		}
+		return &ProblemsError{Problems: []string{"$: " + err.Error()}}
+	}
+	return nil
+}
+
+// ProblemsError lists path-addressed problems found while decoding.
+type ProblemsError struct {
+	Problems []string
+}
+
+func (e *ProblemsError) Error() string { return strings.Join(e.Problems, "; ") }
+
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+var unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+
+func checkKeys(node any, t reflect.Type, path string, probs *[]string) {
+	for t.Kind() == reflect.Pointer {
+		if t.Implements(unmarshalerType) {
+			return
+		}
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := node.(map[string]any)
+		if !ok {
+			return // type mismatch is reported by json.Unmarshal
+		}
+		fields := jsonFields(t)
+		for _, k := range sortedKeys(obj) {
+			ft, ok := fields[k]
+			if !ok {
+				*probs = append(*probs, fmt.Sprintf("%s: unknown field %q (allowed: %s)", childPath(path, k), k, strings.Join(sortedKeys(fields), ", ")))
+				continue
+			}
+			checkKeys(obj[k], ft, childPath(path, k), probs)
+		}
+	case reflect.Slice, reflect.Array:
+		arr, ok := node.([]any)
+		if !ok {
+			return
+		}
+		for i, e := range arr {
+			checkKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), probs)
+		}
+	case reflect.Map:
+		obj, ok := node.(map[string]any)
+		if !ok {
+			return
+		}
+		for _, k := range sortedKeys(obj) {
+			checkKeys(obj[k], t.Elem(), childPath(path, k), probs)
+		}
+	}
+}
+
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range jsonFields(ft) {
+					out[k] = v
+				}
+				continue
+			}
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
