@@ -17,7 +17,7 @@ type Manifest struct {
 	Requires    []string    `json:"requires,omitempty"`
 	Entrypoint  []string    `json:"entrypoint"`
 	WorkingDir  string      `json:"working_dir,omitempty"`
-	Limits      Limits      `json:"limits,omitempty"`
+	Limits      Limits      `json:"limits,omitzero"`
 	Targets     []Target    `json:"targets"`
 }
 

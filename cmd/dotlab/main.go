@@ -54,6 +54,8 @@ func newRootCmd() *cobra.Command {
 	// One line per subcommand file (serve.go, manifest.go, image.go, rerun.go, …).
 	root.AddCommand(
 		newVersionCmd(),
+		newServeCmd(),
+		newManifestCmd(),
 	)
 	return root
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/manifest"
+	"github.com/spf13/cobra"
+)
+
+func newManifestCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "manifest",
+		Short: "Validate a replication manifest or print its canonical identity",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "validate FILE",
+		Short: "Validate FILE against manifest spec v0.1 (exit 0 valid, 1 invalid)",
+		Long: `Validate FILE against manifest spec v0.1: strict JSON, the JSON Schema
+spec/manifest.schema.json and the semantic rules of docs/manifest-spec.md.
+Every problem is printed on its own line as FILE: <JSON path>: <what to fix>.
+Exit status: 0 valid, 1 invalid, 2 the file could not be read.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			m, err := manifest.Parse(data)
+			if err != nil {
+				for _, d := range dotlab.ErrorDetail(err) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", args[0], d)
+				}
+				n := len(dotlab.ErrorDetail(err))
+				return &exitError{code: 1, err: fmt.Errorf("%s: invalid manifest (%d problem%s)", args[0], n, plural(n))}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid manifest spec v%s: %q, %d dataset%s, %d target%s\n", args[0], m.SpecVersion, m.Title,
+				len(m.Datasets), plural(len(m.Datasets)), len(m.Targets), plural(len(m.Targets)))
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "hash FILE",
+		Short: "Print the manifest's canonical identity (SHA-256 of its RFC 8785 form)",
+		Long: `Print the SHA-256 of FILE's RFC 8785 (JSON Canonicalization Scheme) form:
+the identity under which a manifest can be listed only once. Whitespace, key
+order and number spelling (1.50 vs 1.5) do not change it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			h, err := manifest.Hash(data)
+			if err != nil {
+				var de *dotlab.Error
+				if errors.As(err, &de) {
+					return &exitError{code: 1, err: fmt.Errorf("%s: %s", args[0], de.Detail[0])}
+				}
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), h)
+			return nil
+		},
+	})
+	return cmd
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

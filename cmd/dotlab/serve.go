@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		addr, dbURL string
+		w           = dotlab.DefaultWindows
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the DotLab server: /api/v1, public pages, settlement clock",
+		Long: `Run the DotLab protocol server.
+
+Storage is a SQLite file by default (--db sqlite:PATH) or PostgreSQL
+(--db postgres://user@host:5432/dbname) for several server processes sharing
+one database. Migrations are embedded and applied at start.
+
+The windows and the review quorum are flags so that tests and demos can run a
+whole lifecycle in seconds. SIGINT or SIGTERM shut down gracefully: in-flight
+requests finish, then the database closes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if w.Accept <= 0 || w.Publish <= 0 || w.Challenge <= 0 {
+				return errors.New("--accept-window, --publish-window and --challenge-window must be positive durations (e.g. 60m, 24h)")
+			}
+			if w.Quorum < 1 || w.Quorum%2 == 0 {
+				return fmt.Errorf("--review-quorum %d: must be a positive odd number so that a majority always exists", w.Quorum)
+			}
+			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			return serve(cmd.Context(), logger, addr, dbURL, w, nil)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:8080", "HOST:PORT to listen on")
+	f.StringVar(&dbURL, "db", "sqlite:dotlab.db", "database: sqlite:PATH or postgres://…")
+	f.DurationVar(&w.Accept, "accept-window", w.Accept, "how long a job offer stays open")
+	f.DurationVar(&w.Publish, "publish-window", w.Publish, "how long an accepted job has to publish its run")
+	f.DurationVar(&w.Challenge, "challenge-window", w.Challenge, "how long a published run can be challenged")
+	f.IntVar(&w.Quorum, "review-quorum", w.Quorum, "votes that decide a dispute (odd)")
+	return cmd
+}
+
+// serve runs the server until ctx is cancelled, then shuts down gracefully.
+// ready, when not nil, receives the bound address once listening.
+func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotlab.Windows, ready chan<- string) error {
+	clock := dotlab.SystemClock{}
+	db, err := sqlstore.Open(ctx, dbURL, sqlstore.Options{Clock: clock, Windows: w})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Logger: logger, Version: version})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: finishing in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	logger.Info("stopped cleanly")
+	return nil
+}

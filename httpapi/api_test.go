@@ -1,0 +1,273 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+)
+
+// env is a real HTTP server over a real store.
+type env struct {
+	t     *testing.T
+	srv   *httptest.Server
+	clock *sqlstoretest.Clock
+	db    *sqlstore.DB
+}
+
+func newEnv(t *testing.T, engine sqlstore.Dialect) *env {
+	clock := sqlstoretest.NewClock()
+	db := sqlstoretest.Open(t, engine, sqlstore.Options{Clock: clock})
+	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Version: "test", MaxBodyBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv, clock: clock, db: db}
+}
+
+func forEachEngine(t *testing.T, fn func(t *testing.T, e *env)) {
+	for _, eng := range sqlstoretest.Engines {
+		t.Run(string(eng), func(t *testing.T) { fn(t, newEnv(t, eng)) })
+	}
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) err() httpapi.ErrorBody {
+	var e httpapi.ErrorBody
+	json.Unmarshal(r.body, &e)
+	return e
+}
+
+func (e *env) do(method, path, key string, body any) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, res.Header, b}
+}
+
+func (e *env) register(name string, caps ...string) (id, key string) {
+	e.t.Helper()
+	if caps == nil {
+		caps = []string{}
+	}
+	r := e.do("POST", "/api/v1/agents", "", map[string]any{"name": name, "operator": "tests", "capabilities": caps})
+	if r.status != 201 {
+		e.t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	var a httpapi.AgentCreated
+	json.Unmarshal(r.body, &a)
+	return a.ID, a.APIKey
+}
+
+func (e *env) submit(key, title string) string {
+	e.t.Helper()
+	r := e.do("POST", "/api/v1/claims", key, map[string]any{"manifest": string(sqlstoretest.ManifestJSON(title)), "field": "statistics"})
+	if r.status != 201 {
+		e.t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	var c httpapi.ClaimView
+	json.Unmarshal(r.body, &c)
+	return c.ID
+}
+
+func expect(t *testing.T, r resp, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	if code != "" {
+		e := r.err()
+		if e.Error != code || len(e.Detail) == 0 {
+			t.Fatalf("error %q detail %q, want %q with detail", e.Error, e.Detail, code)
+		}
+	}
+}
+
+func TestStatus(t *testing.T) {
+	e := newEnv(t, sqlstore.SQLite)
+	r := e.do("GET", "/api/v1/status", "", nil)
+	var s httpapi.Status
+	json.Unmarshal(r.body, &s)
+	if r.status != 200 || s.Features["bounties"] || s.Features["stakes"] || s.Features["markets"] || !s.Features["claims"] {
+		t.Fatalf("status: %d %s", r.status, r.body)
+	}
+}
+
+func TestErrorCodes(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *env) {
+		_, subKey := e.register("submitter")
+		runnerID, runnerKey := e.register("runner")
+		_, otherKey := e.register("other")
+		id := e.submit(subKey, "claim one")
+
+		// 401: missing and wrong key.
+		expect(t, e.do("GET", "/api/v1/agents/me", "", nil), 401, "unauthorized")
+		expect(t, e.do("GET", "/api/v1/jobs/next", "dlk_wrong", nil), 401, "unauthorized")
+		// 404: unknown claim, agent, run and route.
+		expect(t, e.do("GET", "/api/v1/claims/DL-9999", "", nil), 404, "not_found")
+		expect(t, e.do("GET", "/api/v1/agents/ag_missing", "", nil), 404, "not_found")
+		expect(t, e.do("GET", "/api/v1/runs/run_missing", "", nil), 404, "not_found")
+		expect(t, e.do("GET", "/api/v1/markets", "", nil), 404, "not_found")
+		// 409: duplicate manifest (same canonical JSON, other whitespace).
+		again := strings.ReplaceAll(string(sqlstoretest.ManifestJSON("claim one")), "\n", " ")
+		r := e.do("POST", "/api/v1/claims", subKey, map[string]any{"manifest": again, "field": "statistics"})
+		expect(t, r, 409, "duplicate")
+		if !strings.Contains(r.err().Detail[0], id) {
+			t.Fatalf("duplicate detail should name %s: %q", id, r.err().Detail)
+		}
+		// 422: invalid manifest, every problem by path.
+		bad := strings.Replace(string(sqlstoretest.ManifestJSON("bad")), `"seed": 1908`, `"sede": 1908`, 1)
+		bad = strings.Replace(bad, `"value": 1.58`, `"value": "1.58"`, 1)
+		r = e.do("POST", "/api/v1/claims", subKey, map[string]any{"manifest": bad, "field": "statistics"})
+		expect(t, r, 422, "invalid")
+		if d := strings.Join(r.err().Detail, "\n"); !strings.Contains(d, "sede") || !strings.Contains(d, "$.targets[0].value") {
+			t.Fatalf("detail: %s", d)
+		}
+		// 422: unknown field in the request body, named.
+		r = e.do("POST", "/api/v1/claims", subKey, map[string]any{"manifest": "{}", "field": "x", "bounty": 5})
+		expect(t, r, 422, "invalid")
+		if !strings.Contains(r.err().Detail[0], "bounty") {
+			t.Fatalf("unknown field not named: %q", r.err().Detail)
+		}
+		// 422: malformed JSON, duplicate keys.
+		expect(t, e.do("POST", "/api/v1/agents", "", `{"name":"a","name":"b","operator":"x"}`), 422, "invalid")
+		expect(t, e.do("POST", "/api/v1/agents", "", `{"name":`), 422, "invalid")
+		// 413: over the body limit, naming it.
+		r = e.do("POST", "/api/v1/claims", subKey, map[string]any{"manifest": strings.Repeat("x", 70<<10), "field": "x"})
+		expect(t, r, 413, "too_large")
+		if !strings.Contains(r.err().Detail[0], "65536") {
+			t.Fatalf("limit not named: %q", r.err().Detail)
+		}
+		// The draw: submitter gets 204, runner gets the claim.
+		if r := e.do("GET", "/api/v1/jobs/next", subKey, nil); r.status != 204 {
+			t.Fatalf("submitter drew its own claim: %d %s", r.status, r.body)
+		}
+		r = e.do("GET", "/api/v1/jobs/next", runnerKey, nil)
+		var job dotlab.Job
+		json.Unmarshal(r.body, &job)
+		if r.status != 200 || job.ID != id || job.ManifestURL != "/api/v1/claims/"+id+"/manifest" {
+			t.Fatalf("next: %d %s", r.status, r.body)
+		}
+		// 409: accepting a job not offered to you.
+		expect(t, e.do("POST", "/api/v1/jobs/"+id+"/accept", otherKey, nil), 409, "not_offered")
+		expect(t, e.do("POST", "/api/v1/jobs/"+id+"/accept", runnerKey, nil), 200, "")
+		// 409: publishing a job that is not yours.
+		body := sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced)
+		expect(t, e.do("POST", "/api/v1/runs", otherKey, body), 409, "not_offered")
+		// 422: outcome_mismatch, naming the differing comparison.
+		body.Outcome = dotlab.OutcomeNotReproduced
+		r = e.do("POST", "/api/v1/runs", runnerKey, body)
+		expect(t, r, 422, "outcome_mismatch")
+		// 422: missing, unknown and duplicate target names.
+		for _, cs := range [][]dotlab.RunComparison{
+			{{Name: "mean_diff", Rerun: "1.58"}},
+			{{Name: "mean_diff", Rerun: "1.58"}, {Name: "sd_diff", Rerun: "1.17"}, {Name: "t", Rerun: "4"}},
+			{{Name: "mean_diff", Rerun: "1.58"}, {Name: "mean_diff", Rerun: "1.58"}, {Name: "sd_diff", Rerun: "1.17"}},
+		} {
+			b := sqlstoretest.RunBody(id, "0", "0", dotlab.OutcomeReproduced)
+			b.Comparisons = cs
+			expect(t, e.do("POST", "/api/v1/runs", runnerKey, b), 422, "invalid")
+		}
+		// A rerun value written as a string is a type error, by path.
+		r = e.do("POST", "/api/v1/runs", runnerKey, `{"job_id":"`+id+`","input_hashes":{},"output_hashes":{},"environment":{"image_digest":""},"comparisons":[{"name":"mean_diff","rerun":"1.58"}],"outcome":"reproduced"}`)
+		expect(t, r, 422, "invalid")
+		// 201: the run; the server recomputed the comparisons.
+		body.Outcome = dotlab.OutcomeReproduced
+		r = e.do("POST", "/api/v1/runs", runnerKey, body)
+		expect(t, r, 201, "")
+		var run dotlab.Run
+		json.Unmarshal(r.body, &run)
+		if run.RunnerID != runnerID || len(run.Comparisons) != 2 || !run.Comparisons[0].Match || run.Status != dotlab.StateChallengeWindow {
+			t.Fatalf("run: %s", r.body)
+		}
+		// 409: the window for publishing is closed now (already published).
+		expect(t, e.do("POST", "/api/v1/runs", runnerKey, body), 409, "conflict")
+		r = e.do("GET", "/api/v1/runs?status=challenge_window", "", nil)
+		if r.status != 200 || !strings.Contains(string(r.body), run.ID) {
+			t.Fatalf("runs in window: %s", r.body)
+		}
+		expect(t, e.do("GET", "/api/v1/runs?status=bogus", "", nil), 422, "invalid")
+		expect(t, e.do("GET", "/api/v1/claims?limit=201", "", nil), 422, "invalid")
+	})
+}
+
+func TestOfferWindowClosed(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *env) {
+		_, subKey := e.register("submitter")
+		_, runnerKey := e.register("runner")
+		id := e.submit(subKey, "c")
+		e.do("GET", "/api/v1/jobs/next", runnerKey, nil)
+		e.clock.Advance(time.Hour + time.Second)
+		expect(t, e.do("POST", "/api/v1/jobs/"+id+"/accept", runnerKey, nil), 409, "window_closed")
+	})
+}
+
+func TestManifestExactlyAsSubmittedAndPaging(t *testing.T) {
+	e := newEnv(t, sqlstore.SQLite)
+	_, key := e.register("s")
+	for i := 0; i < 3; i++ {
+		e.submit(key, fmt.Sprintf("claim %d", i))
+	}
+	r := e.do("GET", "/api/v1/claims/DL-0002/manifest", "", nil)
+	if !bytes.Equal(r.body, sqlstoretest.ManifestJSON("claim 1")) {
+		t.Fatalf("manifest not byte-identical:\n%s", r.body)
+	}
+	r = e.do("GET", "/api/v1/claims?limit=2", "", nil)
+	var page httpapi.ClaimPage
+	json.Unmarshal(r.body, &page)
+	if len(page.Claims) != 2 || page.Next != "DL-0002" {
+		t.Fatalf("page: %s", r.body)
+	}
+	r = e.do("GET", "/api/v1/claims?limit=2&after="+page.Next, "", nil)
+	page = httpapi.ClaimPage{}
+	json.Unmarshal(r.body, &page)
+	if len(page.Claims) != 1 || page.Claims[0].ID != "DL-0003" || page.Next != "" {
+		t.Fatalf("page 2: %s", r.body)
+	}
+}
+
+func TestPanicsAreNotLeaked(t *testing.T) {
+	e := newEnv(t, sqlstore.SQLite)
+	// A body with a NUL inside a manifest string must not crash anything;
+	// whatever happens, no Go error text reaches the client.
+	r := e.do("POST", "/api/v1/agents", "", "{\"name\":\"\\u0000\",\"operator\":\"x\"}")
+	if r.status >= 500 || strings.Contains(string(r.body), "goroutine") {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+}
