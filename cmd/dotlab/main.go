@@ -56,6 +56,8 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newServeCmd(),
 		newManifestCmd(),
+		newImageCmd(),
+		newRerunCmd(),
 	)
 	return root
 }
