@@ -6,6 +6,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -119,17 +120,23 @@ func (r *Runner) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (
 		return nil, err
 	}
 	log.Info("outcome", string(rec.Body.Outcome), map[string]any{"outcome": rec.Body.Outcome, "notes": rec.Body.Notes})
-	data, err := json.MarshalIndent(rec.Body, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(outDir, RunFile), append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(outDir, RunFile), MarshalBody(rec.Body), 0o644); err != nil {
 		return nil, err
 	}
 	if err := log.Err(); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", LogsFile, err)
 	}
 	return rec, nil
+}
+
+// MarshalBody is run.json's text: indented JSON, "<>&" not escaped, newline-terminated.
+func MarshalBody(b dotlab.RunBody) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	enc.Encode(b)
+	return buf.Bytes()
 }
 
 func joinNotes(a, b string) string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -85,9 +84,8 @@ applies it here too. Needs root (runc creates namespaces and cgroups).`,
 				return fmt.Errorf("no outcome recorded: %w (logs: %s)", err, filepath.Join(outDir, runner.LogsFile))
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rec.Body)
+				_, err := cmd.OutOrStdout().Write(runner.MarshalBody(rec.Body))
+				return err
 			}
 			printRecord(cmd.OutOrStdout(), rec, outDir)
 			return nil
