@@ -23,6 +23,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	gitclient "github.com/go-git/go-git/v5/plumbing/transport/git"
@@ -140,7 +142,14 @@ func fetchCommit(ctx context.Context, p Policy, repository string, h plumbing.Ha
 			return err
 		}
 		defer resp.Close()
-		return packfile.UpdateObjectStorage(st, resp)
+		var pack io.Reader = resp
+		switch {
+		case req.Capabilities.Supports(capability.Sideband64k):
+			pack = sideband.NewDemuxer(sideband.Sideband64k, resp)
+		case req.Capabilities.Supports(capability.Sideband):
+			pack = sideband.NewDemuxer(sideband.Sideband, resp)
+		}
+		return packfile.UpdateObjectStorage(st, pack)
 	}
 	err = try([]plumbing.Hash{h})
 	if err == nil {

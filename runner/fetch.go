@@ -266,3 +266,9 @@ func fill(r io.Reader, buf []byte) (int, error) {
 	}
 	return m, nil
 }
+
+// sha256Hex is the lowercase hex SHA-256 of data.
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

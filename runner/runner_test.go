@@ -399,3 +399,11 @@ func TestCodeProblems(t *testing.T) {
 		t.Fatalf("unreachable registry must give no outcome")
 	}
 }
+
+func TestRerunWithRunsc(t *testing.T) {
+	f := newFixture(t)
+	testfix.Need(t, true, "runsc")
+	r := f.fresh(t, runner.LocalPolicy())
+	r.Runtime = sandbox.Runtime{Name: "runsc", StateDir: filepath.Join(t.TempDir(), "runsc-state")}
+	mustRerun(t, r, f.manifest(f.fileURL(), meanScript), dotlab.OutcomeReproduced)
+}
