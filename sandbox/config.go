@@ -11,6 +11,7 @@ package sandbox
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -176,6 +177,10 @@ func ociConfig(s Spec, outHost, cgroupsPath string, runsc bool) *specs.Spec {
 			},
 			NoNewPrivileges: true,
 		},
+		Annotations: map[string]string{
+			"org.dotlab.memory.limit_in_bytes": strconv.FormatInt(mem, 10),
+			"org.dotlab.memory.cgroup":         path.Dir(cgroupsPath) + " (parent, set by dotlab, no swap)",
+		},
 		Root:     &specs.Root{Path: s.Rootfs, Readonly: true},
 		Hostname: "sandbox",
 		Mounts: []specs.Mount{
@@ -199,7 +204,8 @@ func ociConfig(s Spec, outHost, cgroupsPath string, runsc bool) *specs.Spec {
 			},
 			Resources: &specs.LinuxResources{
 				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
-				Memory:  &specs.LinuxMemory{Limit: &mem, Swap: &mem},
+				// Memory is limited on the parent cgroup (memoryParent), where
+				// the OOM-kill count outlives the container's own cgroup.
 				Pids:    &specs.LinuxPids{Limit: &pids},
 				CPU:     &specs.LinuxCPU{Quota: &quota, Period: &period},
 			},
@@ -257,5 +263,9 @@ func seccompProfile() *specs.LinuxSeccomp {
 }
 
 // cgroupsPathFor is the cgroupfs path of container id (runc's cgroupfs driver;
-// no systemd on the hosts this was measured on, sandbox-facts.md).
-func cgroupsPathFor(id string) string { return fmt.Sprintf("/dotlab/%s", id) }
+// no systemd on the hosts this was measured on, sandbox-facts.md): a leaf
+// "ctr" under a per-run parent, see Runtime.execute.
+func cgroupsPathFor(id string) string { return cgroupsParent(id) + "/ctr" }
+
+// cgroupsParent is the per-run parent cgroup of container id.
+func cgroupsParent(id string) string { return fmt.Sprintf("/dotlab/%s", id) }

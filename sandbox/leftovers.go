@@ -18,7 +18,7 @@ func (r Runtime) Leftovers(id string) []string {
 	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
 	hier = append(hier, "/sys/fs/cgroup")
 	for _, h := range hier {
-		p := filepath.Join(h, cgroupsPathFor(id))
+		p := filepath.Join(h, cgroupsParent(id))
 		if _, err := os.Stat(p); err == nil {
 			left = append(left, "cgroup "+p)
 		}

@@ -152,9 +152,9 @@ func newID() string {
 // the analysis did (non-zero exit, timeout, OOM, symlinks in out) is in Result.
 //
 // Order: bundle dir → size-capped tmpfs for out (host mount, nosuid, nodev,
-// noexec) → config.json → `runtime run --keep` with a timer that runs
-// `runtime kill ID KILL` → OOM read from the memory cgroup → `runtime delete
-// -f ID` → lstat walk of out (symlinks and other non-regular entries are
+// noexec) → config.json → `runtime run` with a timer that runs `runtime
+// kill ID KILL` → OOM read from the memory cgroup → `runtime delete -f ID`
+// if the runtime still knows the container → cgroups removed → lstat walk of out (symlinks and other non-regular entries are
 // rejected, never followed) → copy + sha256 of regular files opened with
 // O_NOFOLLOW → unmount and remove the bundle. Cleanup runs on every path.
 func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (res *Result, err error) {
@@ -213,18 +213,19 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	return res, nil
 }
 
-// execute runs the container to completion (or kill) and always deletes it.
+// execute runs the container to completion (or kill) and makes sure it is gone.
+//
+// The container's cgroup is <parent>/ctr with parent = /dotlab/<id>: `runc
+// run` removes its own leaf when the container exits, the parent keeps the
+// memory controller's OOM-kill count (hierarchical on cgroup v1 and v2), and
+// this function reads it and removes the parent. So the common path costs a
+// single runtime invocation; only a timeout or cancellation adds `kill` and
+// `delete`.
 func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, stdio IO, res *Result) (err error) {
 	// runc run must not be killed by context cancellation: a signal to runc
 	// leaves the container running (sandbox-facts.md). Cancellation and the
 	// timeout go through kill + delete below instead.
-	args := []string{"run", "--bundle", bundle}
-	if r.name() == "runc" {
-		// Keep the stopped container (and its cgroup) until delete, so the
-		// OOM counter can still be read; runsc has no such flag.
-		args = append(args, "--keep")
-	}
-	cmd, err := r.command(context.WithoutCancel(ctx), append(args, id)...)
+	cmd, err := r.command(context.WithoutCancel(ctx), "run", "--bundle", bundle, id)
 	if err != nil {
 		return err
 	}
@@ -236,10 +237,15 @@ func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	defer func() {
-		if derr := r.delete(id); derr != nil && err == nil {
-			err = derr
+		if cerr := r.cleanup(id); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
+	oom, err := memoryParent(id, limits.MemoryBytes)
+	if err != nil {
+		return err
+	}
+	defer oom.close()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", r.name(), err)
@@ -265,7 +271,7 @@ func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, 
 	if res.ExitCode < 0 {
 		return fmt.Errorf("sandbox: %s run: %w", r.name(), waitErr)
 	}
-	res.OOMKilled = oomKilled(id)
+	res.OOMKilled = oom.fired()
 	return nil
 }
 
@@ -291,24 +297,33 @@ func exitCode(err error) int {
 	return -1
 }
 
-// kill sends SIGKILL to every process of the container, repeating until the
-// runtime says it has stopped (the init's death kills the pid namespace).
+// kill sends SIGKILL to every process of the container (the init's death
+// empties the pid namespace); delete in cleanup then removes what is left.
 func (r Runtime) kill(id string) {
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 3; i++ {
 		cmd, err := r.command(context.Background(), "kill", "--all", id, "KILL")
 		if err != nil {
 			return
 		}
-		cmd.Run()
-		if r.status(id) != "running" && r.status(id) != "created" {
+		if cmd.Run() == nil || !r.known(id) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
+// known reports whether the runtime still has state for id (its state
+// directory exists), without running the runtime.
+func (r Runtime) known(id string) bool {
+	_, err := os.Stat(filepath.Join(r.stateDir(), id))
+	return err == nil
+}
+
 // status is the runtime's state of id ("running", "stopped", …), "" if unknown.
 func (r Runtime) status(id string) string {
+	if !r.known(id) {
+		return ""
+	}
 	cmd, err := r.command(context.Background(), "state", id)
 	if err != nil {
 		return ""
@@ -324,45 +339,150 @@ func (r Runtime) status(id string) string {
 	return st.Status
 }
 
-// delete removes the container and its cgroups; afterwards the runtime must
-// no longer know the id.
-func (r Runtime) delete(id string) error {
+// cleanup deletes the container if the runtime still knows it (after a kill
+// or a runtime failure) and removes its parent cgroup in every hierarchy.
+func (r Runtime) cleanup(id string) error {
 	var last []byte
-	for i := 0; i < 5; i++ {
+	for i := 0; r.known(id); i++ {
+		if i == 5 {
+			return fmt.Errorf("sandbox: container %s still exists after delete: %s", id, bytes.TrimSpace(last))
+		}
 		cmd, err := r.command(context.Background(), "delete", "--force", id)
 		if err != nil {
 			return err
 		}
-		out, _ := cmd.CombinedOutput()
-		if r.status(id) == "" {
-			return nil
+		last, _ = cmd.CombinedOutput()
+		if r.known(id) {
+			time.Sleep(50 * time.Millisecond)
 		}
-		last = out
-		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("sandbox: container %s still exists after delete: %s", id, bytes.TrimSpace(last))
-}
-
-// oomKilled reads the container's cgroup v1 memory.oom_control (oom_kill
-// counter) or cgroup v2 memory.events before the container is deleted.
-func oomKilled(id string) bool {
-	for _, p := range []string{
-		filepath.Join("/sys/fs/cgroup/memory", cgroupsPathFor(id), "memory.oom_control"),
-		filepath.Join("/sys/fs/cgroup", cgroupsPathFor(id), "memory.events"),
-	} {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			f := strings.Fields(line)
-			if len(f) == 2 && f[0] == "oom_kill" {
-				n, _ := strconv.Atoi(f[1])
-				return n > 0
+	for _, dir := range cgroupDirs(id) {
+		// Leaves first (runc normally removed "ctr" already); a cgroup that
+		// still has a dying task reports EBUSY for a moment.
+		for _, d := range []string{filepath.Join(dir, "ctr"), dir} {
+			var err error
+			for i := 0; i < 50; i++ {
+				if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) {
+					err = nil
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err != nil {
+				return fmt.Errorf("sandbox: remove cgroup %s: %w", d, err)
 			}
 		}
 	}
+	return nil
+}
+
+// memoryParent creates the per-run parent cgroup in the memory hierarchy
+// with the run's memory limit and no swap (cgroup v1: memory.limit_in_bytes
+// and memory.memsw.limit_in_bytes; v2: memory.max and memory.swap.max). The
+// container's own cgroup is created beneath it by the runtime, so an OOM is
+// an OOM of this parent, which outlives the container's cgroup. The returned
+// watch says afterwards whether one happened: on v1 an eventfd registered
+// on the parent's memory.oom_control (the kernel's OOM notification; the
+// oom_kill counter is not propagated to parents on v1), on v2 the parent's
+// memory.events oom_kill count.
+func memoryParent(id string, limit int64) (*oomWatch, error) {
+	v := strconv.FormatInt(limit, 10)
+	if fi, err := os.Stat("/sys/fs/cgroup/memory"); err == nil && fi.IsDir() {
+		dir := filepath.Join("/sys/fs/cgroup/memory", cgroupsParent(id))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox: memory cgroup: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(v), 0o644); err != nil {
+			return nil, fmt.Errorf("sandbox: memory limit: %w", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes")); err == nil {
+			if err := os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), []byte(v), 0o644); err != nil {
+				return nil, fmt.Errorf("sandbox: memory+swap limit: %w", err)
+			}
+		}
+		return watchOOMv1(dir)
+	}
+	// cgroup v2 (unified hierarchy at /sys/fs/cgroup).
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
+		return nil, errors.New("sandbox: no memory cgroup controller found (need cgroup v1 memory or cgroup v2)")
+	}
+	dir := filepath.Join("/sys/fs/cgroup", cgroupsParent(id))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox: memory cgroup: %w", err)
+	}
+	for _, d := range []string{"/sys/fs/cgroup", filepath.Dir(dir)} {
+		os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0o644)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte(v), 0o644); err != nil {
+		return nil, fmt.Errorf("sandbox: memory limit: %w", err)
+	}
+	os.WriteFile(filepath.Join(dir, "memory.swap.max"), []byte("0"), 0o644)
+	return &oomWatch{efd: -1, events: filepath.Join(dir, "memory.events")}, nil
+}
+
+// oomWatch tells whether the run's parent memory cgroup went out of memory.
+type oomWatch struct {
+	efd    int    // v1: eventfd registered for OOM notifications, or -1
+	events string // v2: memory.events of the parent
+}
+
+func watchOOMv1(dir string) (*oomWatch, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: eventfd: %w", err)
+	}
+	oc, err := os.Open(filepath.Join(dir, "memory.oom_control"))
+	if err != nil {
+		unix.Close(efd)
+		return nil, err
+	}
+	defer oc.Close()
+	reg := fmt.Sprintf("%d %d", efd, oc.Fd())
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(reg), 0o200); err != nil {
+		unix.Close(efd)
+		return nil, fmt.Errorf("sandbox: register OOM notification: %w", err)
+	}
+	return &oomWatch{efd: efd}, nil
+}
+
+func (w *oomWatch) fired() bool {
+	if w.efd >= 0 {
+		var buf [8]byte
+		n, err := unix.Read(w.efd, buf[:])
+		return err == nil && n == 8
+	}
+	data, err := os.ReadFile(w.events)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "oom_kill" {
+			n, _ := strconv.Atoi(f[1])
+			return n > 0
+		}
+	}
 	return false
+}
+
+func (w *oomWatch) close() {
+	if w.efd >= 0 {
+		unix.Close(w.efd)
+	}
+}
+
+// cgroupDirs lists the parent cgroup of id in each mounted hierarchy.
+func cgroupDirs(id string) []string {
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
+	hier = append(hier, "/sys/fs/cgroup")
+	var out []string
+	for _, h := range hier {
+		p := filepath.Join(h, cgroupsParent(id))
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // cleanupBundle unmounts the out tmpfs (lazily if busy) and removes the bundle.

@@ -90,8 +90,8 @@ ls -ld /tmp
 echo '{"x": 1}' > "$DOTLAB_OUT_DIR/results.json"
 mkdir "$DOTLAB_OUT_DIR/sub" && echo hi > "$DOTLAB_OUT_DIR/sub/f.txt"
 `)
-	if o.res.ExitCode != 0 {
-		t.Fatalf("exit %d", o.res.ExitCode)
+	if o.res.ExitCode != 0 || o.res.OOMKilled || o.res.TimedOut {
+		t.Fatalf("clean run reported %+v", o.res)
 	}
 	for _, want := range []string{"uid=1000 gid=1000 cwd=/work/code", "a,b", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "drwxrwxrwt"} {
 		if !strings.Contains(o.stdout, want) {

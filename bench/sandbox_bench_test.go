@@ -1,0 +1,204 @@
+// Package bench measures the runner side against its goals (docs/sandbox.md
+// "Benchmarks"): the full dotlab sandbox path for `true` against a bare
+// `runc run` of a hand-written bundle and `podman run --network=none`, on the
+// same busybox image, side by side in one run; and a whole `dotlab rerun` of a
+// trivial claim. Run with bench/run.sh (root, runc, podman, busybox-static).
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/imagestore"
+	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/runner"
+	"github.com/dotlab/dotlab/sandbox"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+type setup struct {
+	cache  string
+	store  *imagestore.Store
+	digest string
+	rootfs string
+}
+
+func prepare(b *testing.B) setup {
+	b.Helper()
+	testfix.Need(b, true, "runc", "busybox")
+	cache := b.TempDir()
+	store, err := imagestore.Open(filepath.Join(cache, "images"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := store.Build(testfix.BusyboxRootfs(b), "localhost/bench/busybox")
+	if err != nil {
+		b.Fatal(err)
+	}
+	img, err := store.Image(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rootfs, err := store.Rootfs(img, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return setup{cache: cache, store: store, digest: d.String(), rootfs: rootfs}
+}
+
+// bareBundle is a hand-written bundle as `runc spec` makes it (rootless
+// tweaks only: no terminal, rlimits below this machine's hard limits,
+// cgroupfs path), on the same read-only rootfs.
+func bareBundle(b *testing.B, rootfs string) string {
+	b.Helper()
+	dir := b.TempDir()
+	cfg := specs.Spec{
+		Version: "1.0.2",
+		Process: &specs.Process{
+			User: specs.User{UID: 1000, GID: 1000}, Args: []string{"/bin/true"}, Cwd: "/",
+			Env:             []string{"PATH=/bin"},
+			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}},
+			NoNewPrivileges: true,
+		},
+		Root:     &specs.Root{Path: rootfs, Readonly: true},
+		Hostname: "bare",
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		},
+		Linux: &specs.Linux{
+			CgroupsPath: "/dotlab-bench/bare",
+			Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace},
+				{Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}},
+		},
+	}
+	data, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+func runCmd(b *testing.B, name string, args ...string) {
+	b.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+}
+
+// BenchmarkTrue runs `true` three ways on the same image, one after the
+// other in a single run, so the ratios compare like with like.
+func BenchmarkTrue(b *testing.B) {
+	s := prepare(b)
+	var times = map[string]time.Duration{}
+
+	b.Run("dotlab", func(b *testing.B) {
+		rt := sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}
+		code, data := b.TempDir(), b.TempDir()
+		spec := sandbox.Spec{Rootfs: s.rootfs, CodeDir: code, DataDir: data, Args: []string{"true"}, ImageEnv: []string{imagestore.DefaultPath}}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			out := b.TempDir()
+			res, err := rt.Run(context.Background(), spec, out, sandbox.IO{})
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("%v %+v", err, res)
+			}
+		}
+		times["dotlab"] = b.Elapsed() / time.Duration(b.N)
+	})
+
+	b.Run("runc", func(b *testing.B) {
+		bundle := bareBundle(b, s.rootfs)
+		state := filepath.Join(b.TempDir(), "state")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			runCmd(b, "runc", "--root", state, "run", "--bundle", bundle, fmt.Sprintf("bare-%d", i))
+		}
+		times["runc"] = b.Elapsed() / time.Duration(b.N)
+	})
+
+	b.Run("podman", func(b *testing.B) {
+		if _, err := exec.LookPath("podman"); err != nil {
+			b.Skip("needs podman")
+		}
+		pod := []string{"--runtime=runc", "--cgroup-manager=cgroupfs"}
+		ref := "oci:" + filepath.Join(s.cache, "images", "oci") + ":localhost/bench/busybox"
+		runCmd(b, "podman", append(pod, "pull", "-q", ref)...)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			runCmd(b, "podman", append(pod, "run", "--rm", "--network=none", "--read-only",
+				"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "localhost/bench/busybox", "true")...)
+		}
+		times["podman"] = b.Elapsed() / time.Duration(b.N)
+	})
+
+	if times["runc"] > 0 && times["dotlab"] > 0 {
+		b.Logf("dotlab %v, runc %v, podman %v: dotlab/runc = %.2f (goal <= 1.3), dotlab/podman = %.2f (goal <= 0.2)",
+			times["dotlab"], times["runc"], times["podman"],
+			float64(times["dotlab"])/float64(times["runc"]), float64(times["dotlab"])/float64(max(times["podman"], 1)))
+	}
+}
+
+// BenchmarkRerunTrivial is a whole `dotlab rerun` of a trivial claim (one
+// tiny file:// dataset, a local git repository, results.json echoed),
+// everything already cached, against a bare runc run of `true`.
+func BenchmarkRerunTrivial(b *testing.B) {
+	s := prepare(b)
+	dataPath := filepath.Join(b.TempDir(), "d.csv")
+	os.WriteFile(dataPath, []byte("x\n1\n"), 0o644)
+	repoDir := b.TempDir()
+	r, _ := git.PlainInit(repoDir, false)
+	os.WriteFile(filepath.Join(repoDir, "run.sh"), []byte(`echo '{"v": 1}' > "$DOTLAB_OUT_DIR/results.json"`), 0o644)
+	wt, _ := r.Worktree()
+	wt.Add("run.sh")
+	h, err := wt.Commit("c", &git.CommitOptions{Author: &object.Signature{Name: "b", Email: "b@example.org", When: time.Unix(1e9, 0)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := &dotlab.Manifest{
+		SpecVersion: "0.1", Title: "trivial", Source: dotlab.Source{Citation: "bench"},
+		Datasets:    []dotlab.Dataset{{Name: "d", URL: "file://" + dataPath, SHA256: "4bb2b7a2c4d5ef9dbd4a3dfbb1e31f5b7a6c7d59f19a8b06ed6c2cb8e9c2e0b1"}},
+		Code:        dotlab.Code{Repository: repoDir, Commit: h.String()},
+		Environment: dotlab.Environment{Image: "localhost/bench/busybox@" + s.digest},
+		Entrypoint:  []string{"sh", "run.sh"},
+		Targets:     []dotlab.Target{{Name: "v", Value: "1", Tolerance: dotlab.Tolerance{Type: "absolute", Value: "0"}}},
+	}
+	data, _ := os.ReadFile(dataPath)
+	m.Datasets[0].SHA256 = sha256Hex(data)
+	run, err := runner.New(s.cache, sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}, runner.LocalPolicy(), time.Now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rerun, bare time.Duration
+	b.Run("rerun", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			rec, err := run.Rerun(context.Background(), m, b.TempDir())
+			if err != nil || rec.Body.Outcome != dotlab.OutcomeReproduced {
+				b.Fatalf("%v %+v", err, rec)
+			}
+		}
+		rerun = b.Elapsed() / time.Duration(b.N)
+	})
+	b.Run("runc", func(b *testing.B) {
+		bundle := bareBundle(b, s.rootfs)
+		state := filepath.Join(b.TempDir(), "state")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			runCmd(b, "runc", "--root", state, "run", "--bundle", bundle, fmt.Sprintf("bare-%d", i))
+		}
+		bare = b.Elapsed() / time.Duration(b.N)
+	})
+	if bare > 0 {
+		b.Logf("rerun %v, runc %v: rerun/runc = %.2f (goal <= 3)", rerun, bare, float64(rerun)/float64(bare))
+	}
+}
