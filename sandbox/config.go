@@ -269,3 +269,10 @@ func cgroupsPathFor(id string) string { return cgroupsParent(id) + "/ctr" }
 
 // cgroupsParent is the per-run parent cgroup of container id.
 func cgroupsParent(id string) string { return fmt.Sprintf("/dotlab/%s", id) }
+
+// Config is the runtime-spec config.json that Run generates for spec, with
+// /work/out bound from outHost, for container id (runsc: gVisor's pids floor).
+// Exposed for documentation and benchmarks (bench/ runs it with bare runc).
+func Config(spec Spec, outHost, id string, runsc bool) *specs.Spec {
+	return ociConfig(spec, outHost, cgroupsPathFor(id), runsc)
+}
