@@ -13,7 +13,7 @@ go test -run '^$' -bench 'Download1GiB' -benchtime 3x -count 1 ./runner/
 
 echo "== whole CLI: dotlab rerun of a trivial claim vs bare runc run (means of $n)"
 work=$(mktemp -d /tmp/dotlabbench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work"; rmdir /sys/fs/cgroup/*/dotlab-bench 2>/dev/null || true' EXIT
 go build -o "$work/dotlab" ./cmd/dotlab
 bb=$(command -v busybox)
 mkdir -p "$work/rootfs/bin" "$work/rootfs/tmp" "$work/rootfs/etc" "$work/repo"

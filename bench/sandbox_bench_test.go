@@ -47,19 +47,8 @@ func prepare(b *testing.B) setup {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := store.Build(testfix.BusyboxRootfs(b), "localhost/bench/busybox")
-	if err != nil {
-		b.Fatal(err)
-	}
-	img, err := store.Image(d)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rootfs, err := store.Rootfs(img, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return setup{cache: cache, store: store, digest: d.String(), rootfs: rootfs}
+	d, rootfs := testfix.BusyboxImage(b, store, "localhost/bench/busybox")
+	return setup{cache: cache, store: store, digest: d, rootfs: rootfs}
 }
 
 // bareBundle is a hand-written bundle as `runc spec` makes it (rootless

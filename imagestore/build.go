@@ -66,35 +66,37 @@ func (s *Store) Build(rootfs, ref string) (v1.Hash, error) {
 		Config:       v1.Config{Env: []string{DefaultPath}},
 		RootFS:       v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{layerDigest}},
 	}
-	cfgRaw, err := json.Marshal(cfg)
+	cfgDesc, err := s.putJSON(cfg, types.OCIConfigJSON, "built config")
 	if err != nil {
-		return v1.Hash{}, err
-	}
-	cfgDigest, err := ParseDigest(sha256Digest(cfgRaw))
-	if err != nil {
-		return v1.Hash{}, err
-	}
-	if err := s.putBlob(bytes.NewReader(cfgRaw), cfgDigest, int64(len(cfgRaw)), "built config"); err != nil {
 		return v1.Hash{}, err
 	}
 	m := v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
-		Config:        v1.Descriptor{MediaType: types.OCIConfigJSON, Size: int64(len(cfgRaw)), Digest: cfgDigest},
+		Config:        cfgDesc,
 		Layers:        []v1.Descriptor{{MediaType: types.OCIUncompressedLayer, Size: size, Digest: layerDigest}},
 	}
-	mRaw, err := json.Marshal(m)
+	mDesc, err := s.putJSON(m, types.OCIManifestSchema1, "built manifest")
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	mDigest, err := ParseDigest(sha256Digest(mRaw))
+	return mDesc.Digest, s.addRef(mDesc, ref)
+}
+
+// putJSON stores v marshalled as JSON and returns its descriptor.
+func (s *Store) putJSON(v any, mt types.MediaType, what string) (v1.Descriptor, error) {
+	raw, err := json.Marshal(v)
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Descriptor{}, err
 	}
-	if err := s.putBlob(bytes.NewReader(mRaw), mDigest, int64(len(mRaw)), "built manifest"); err != nil {
-		return v1.Hash{}, err
+	d, err := ParseDigest(sha256Digest(raw))
+	if err != nil {
+		return v1.Descriptor{}, err
 	}
-	return mDigest, s.addRef(v1.Descriptor{MediaType: types.OCIManifestSchema1, Size: int64(len(mRaw)), Digest: mDigest}, ref)
+	if err := s.putBlob(bytes.NewReader(raw), d, int64(len(raw)), what); err != nil {
+		return v1.Descriptor{}, err
+	}
+	return v1.Descriptor{MediaType: mt, Size: int64(len(raw)), Digest: d}, nil
 }
 
 // writeTree writes the deterministic tar of dir to w (see Build).

@@ -11,8 +11,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 
+	"github.com/dotlab/dotlab/internal/safefs"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -136,43 +136,7 @@ func extractPlainTar(src, dir string) error {
 		return err
 	}
 	defer root.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
-		if name == "" {
-			continue
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
-				return err
-			}
-			f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("entry %q: type %q is not allowed in an OCI archive", h.Name, h.Typeflag)
-		}
-	}
+	return safefs.ExtractTar(root, rc, safefs.TarOptions{Strict: true})
 }
 
 // importLayout copies every image named in dir/index.json into the store.

@@ -12,6 +12,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // ErrNoDigest is returned (wrapped) for an image reference that is not pinned by digest.
@@ -175,19 +176,31 @@ func (s *Store) putImage(img v1.Image, what string) (v1.Descriptor, error) {
 	if err := s.putBlob(bytes.NewReader(cfg), cfgName, int64(len(cfg)), what+" config"); err != nil {
 		return v1.Descriptor{}, err
 	}
-	raw, err := img.RawManifest()
+	return s.putManifest(img, what+" manifest")
+}
+
+// manifestSource is what images and indexes share: their raw manifest, its digest and media type.
+type manifestSource interface {
+	RawManifest() ([]byte, error)
+	Digest() (v1.Hash, error)
+	MediaType() (types.MediaType, error)
+}
+
+// putManifest stores the manifest (or index) of m and returns its descriptor.
+func (s *Store) putManifest(m manifestSource, what string) (v1.Descriptor, error) {
+	raw, err := m.RawManifest()
 	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("%s: %w", what, err)
 	}
-	d, err := img.Digest()
+	d, err := m.Digest()
 	if err != nil {
 		return v1.Descriptor{}, err
 	}
-	mt, err := img.MediaType()
+	mt, err := m.MediaType()
 	if err != nil {
 		return v1.Descriptor{}, err
 	}
-	if err := s.putBlob(bytes.NewReader(raw), d, int64(len(raw)), what+" manifest"); err != nil {
+	if err := s.putBlob(bytes.NewReader(raw), d, int64(len(raw)), what); err != nil {
 		return v1.Descriptor{}, err
 	}
 	return v1.Descriptor{MediaType: mt, Size: int64(len(raw)), Digest: d}, nil
@@ -211,20 +224,5 @@ func (s *Store) putIndex(idx v1.ImageIndex, what string) (v1.Descriptor, error) 
 	if _, err := s.putImage(img, what); err != nil {
 		return v1.Descriptor{}, err
 	}
-	raw, err := idx.RawManifest()
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	d, err := idx.Digest()
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	mt, err := idx.MediaType()
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	if err := s.putBlob(bytes.NewReader(raw), d, int64(len(raw)), what+" index"); err != nil {
-		return v1.Descriptor{}, err
-	}
-	return v1.Descriptor{MediaType: mt, Size: int64(len(raw)), Digest: d}, nil
+	return s.putManifest(idx, what+" index")
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dotlab/dotlab/internal/safefs"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/klauspost/compress/zstd"
 )
@@ -208,7 +209,7 @@ func (u *unpacker) entry(tr io.Reader, hdr *tar.Header, created map[string]bool)
 	if u.entries > maxRootfsEntries {
 		return fmt.Errorf("image has more than %d entries", maxRootfsEntries)
 	}
-	name := strings.TrimPrefix(path.Clean("/"+hdr.Name), "/")
+	name := safefs.CleanName(hdr.Name)
 	if name == "" {
 		return nil // the root itself
 	}
@@ -244,15 +245,7 @@ func (u *unpacker) entry(tr io.Reader, hdr *tar.Header, created map[string]bool)
 		if u.bytes > maxRootfsBytes {
 			return fmt.Errorf("image unpacks to more than %d bytes", int64(maxRootfsBytes))
 		}
-		f, err := u.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(f, tr)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if _, err := safefs.CreateFrom(u.root, name, 0o600, tr); err != nil {
 			return err
 		}
 	case tar.TypeSymlink:
@@ -261,7 +254,7 @@ func (u *unpacker) entry(tr io.Reader, hdr *tar.Header, created map[string]bool)
 		}
 		return u.root.Lchown(name, hdr.Uid, hdr.Gid)
 	case tar.TypeLink:
-		target := strings.TrimPrefix(path.Clean("/"+hdr.Linkname), "/")
+		target := safefs.CleanName(hdr.Linkname)
 		if target == "" {
 			return errors.New("hard link to the root directory")
 		}

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"archive/tar"
 	"archive/zip"
 	"bufio"
 	"bytes"
@@ -12,10 +11,10 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/dotlab/dotlab/internal/safefs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
@@ -218,19 +217,8 @@ func writeEntry(root *os.Root, name string, symlink, executable bool, r io.Reade
 		}
 		return root.Symlink(string(target), name)
 	}
-	mode := os.FileMode(0o644)
-	if executable {
-		mode = 0o755
-	}
-	f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, r)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	mode := safefs.FileMode(executable)
+	if _, err := safefs.CreateFrom(root, name, mode, r); err != nil {
 		return err
 	}
 	return root.Chmod(name, mode)
@@ -264,7 +252,7 @@ func extractArchive(archive, dst string) error {
 			return fmt.Errorf("code.archive: %w", err)
 		}
 		for _, zf := range zr.File {
-			name := cleanEntry(zf.Name)
+			name := safefs.CleanName(zf.Name)
 			if name == "" {
 				continue
 			}
@@ -297,46 +285,16 @@ func extractArchive(archive, dst string) error {
 		if err != nil {
 			return fmt.Errorf("code.archive: %w", err)
 		}
-		return extractCodeTar(root, zr)
+		return codeTar(root, zr)
 	default:
-		return extractCodeTar(root, br)
+		return codeTar(root, br)
 	}
 }
 
-func extractCodeTar(root *os.Root, r io.Reader) error {
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("code.archive: not a tar, tar.gz or zip: %w", err)
-		}
-		name := cleanEntry(h.Name)
-		if name == "" {
-			continue
-		}
-		if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
-			return err
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg, tar.TypeSymlink:
-			body := io.Reader(tr)
-			if h.Typeflag == tar.TypeSymlink {
-				body = strings.NewReader(h.Linkname)
-			}
-			if err := writeEntry(root, name, h.Typeflag == tar.TypeSymlink, h.Mode&0o111 != 0, body); err != nil {
-				return fmt.Errorf("code.archive: %s: %w", name, err)
-			}
-		}
+func codeTar(root *os.Root, r io.Reader) error {
+	if err := safefs.ExtractTar(root, r, safefs.TarOptions{Symlinks: true}); err != nil {
+		return fmt.Errorf("code.archive: not a valid tar, tar.gz or zip: %w", err)
 	}
+	return nil
 }
 
-func cleanEntry(name string) string {
-	return strings.TrimPrefix(path.Clean("/"+filepath.ToSlash(name)), "/")
-}

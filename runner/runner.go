@@ -21,6 +21,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/imagestore"
+	"github.com/dotlab/dotlab/internal/safefs"
 	"github.com/dotlab/dotlab/sandbox"
 	"github.com/dotlab/dotlab/strictjson"
 	"golang.org/x/sys/unix"
@@ -367,7 +368,7 @@ func layoutData(m *dotlab.Manifest, paths map[string]string, dataDir string) err
 	}
 	defer root.Close()
 	for _, d := range m.Datasets {
-		rel := strings.TrimPrefix(path.Clean("/"+d.DataPath()), "/")
+		rel := safefs.CleanName(d.DataPath())
 		if rel == "" {
 			return issuef("datasets: %s has an empty path", d.Name)
 		}
@@ -393,14 +394,7 @@ func copyFile(src string, root *os.Root, rel string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := root.OpenFile(rel, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	_, err = safefs.CreateFrom(root, rel, 0o444, in)
 	return err
 }
 

@@ -28,18 +28,7 @@ func setup(t *testing.T, runtime string) (sandbox.Runtime, env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := store.Build(testfix.BusyboxRootfs(t), "test/busybox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := store.Image(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rootfs, err := store.Rootfs(img, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rootfs := testfix.BusyboxImage(t, store, "test/busybox")
 	e := env{rootfs: rootfs, code: t.TempDir(), data: t.TempDir()}
 	os.WriteFile(filepath.Join(e.code, "run.sh"), []byte("echo from code\n"), 0o644)
 	os.WriteFile(filepath.Join(e.data, "input.csv"), []byte("a,b\n1,2\n"), 0o644)
