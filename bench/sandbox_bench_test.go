@@ -19,6 +19,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testimage"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
 	git "github.com/go-git/go-git/v5"
@@ -47,7 +48,7 @@ func prepare(b *testing.B) setup {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, rootfs := testfix.BusyboxImage(b, store, "localhost/bench/busybox")
+	d, rootfs := testimage.Busybox(b, store, "localhost/bench/busybox")
 	return setup{cache: cache, store: store, digest: d, rootfs: rootfs}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testimage"
 	"github.com/dotlab/dotlab/sandbox"
 )
 
@@ -28,7 +29,7 @@ func setup(t *testing.T, runtime string) (sandbox.Runtime, env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rootfs := testfix.BusyboxImage(t, store, "test/busybox")
+	_, rootfs := testimage.Busybox(t, store, "test/busybox")
 	e := env{rootfs: rootfs, code: t.TempDir(), data: t.TempDir()}
 	os.WriteFile(filepath.Join(e.code, "run.sh"), []byte("echo from code\n"), 0o644)
 	os.WriteFile(filepath.Join(e.data, "input.csv"), []byte("a,b\n1,2\n"), 0o644)

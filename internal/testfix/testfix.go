@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"github.com/dotlab/dotlab/imagestore"
 )
 
 // Applets are the busybox applets linked into the fixture rootfs.
@@ -104,23 +102,4 @@ func copyFile(t testing.TB, src, dst string, mode os.FileMode) {
 	if err := os.Chmod(dst, mode); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// BusyboxImage builds BusyboxRootfs into store under ref and unpacks it. It
-// returns the manifest digest ("sha256:…") and the rootfs directory.
-func BusyboxImage(t testing.TB, store *imagestore.Store, ref string) (string, string) {
-	t.Helper()
-	d, err := store.Build(BusyboxRootfs(t), ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := store.Image(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rootfs, err := store.Rootfs(img, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.String(), rootfs
 }
