@@ -13,8 +13,8 @@ import (
 	"path"
 	"strings"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/dotlab/dotlab/internal/safefs"
+	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
@@ -297,4 +297,3 @@ func codeTar(root *os.Root, r io.Reader) error {
 	}
 	return nil
 }
-

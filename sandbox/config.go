@@ -206,8 +206,8 @@ func ociConfig(s Spec, outHost, cgroupsPath string, runsc bool) *specs.Spec {
 				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
 				// Memory is limited on the parent cgroup (memoryParent), where
 				// the OOM-kill count outlives the container's own cgroup.
-				Pids:    &specs.LinuxPids{Limit: &pids},
-				CPU:     &specs.LinuxCPU{Quota: &quota, Period: &period},
+				Pids: &specs.LinuxPids{Limit: &pids},
+				CPU:  &specs.LinuxCPU{Quota: &quota, Period: &period},
 			},
 			Seccomp: seccompProfile(),
 			MaskedPaths: []string{
