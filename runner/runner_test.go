@@ -407,3 +407,38 @@ func TestRerunWithRunsc(t *testing.T) {
 	r.Runtime = sandbox.Runtime{Name: "runsc", StateDir: filepath.Join(t.TempDir(), "runsc-state")}
 	mustRerun(t, r, f.manifest(f.fileURL(), meanScript), dotlab.OutcomeReproduced)
 }
+
+func TestHostileRunsAreContainedAndRecorded(t *testing.T) {
+	f := newFixture(t)
+	url := f.fileURL()
+	t.Run("fork bomb", func(t *testing.T) {
+		m := f.manifest(url, `bomb() { bomb | bomb & }; bomb; sleep 30`)
+		m.Limits.TimeoutSeconds = 2
+		mustRerun(t, f.r, m, dotlab.OutcomeSpecIssue, "timed out")
+	})
+	t.Run("huge output", func(t *testing.T) {
+		r := f.fresh(t, runner.LocalPolicy())
+		r.OutputBytes = 4 << 20
+		m := f.manifest(url, meanScript+`; dd if=/dev/zero of="$DOTLAB_OUT_DIR/big" bs=1M count=64 2>/dev/null; exit 0`)
+		_, out := mustRerun(t, r, m, dotlab.OutcomeSpecIssue, "output directory reached its size or file cap")
+		var total int64
+		filepath.Walk(filepath.Join(out, runner.OutSub), func(_ string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				total += fi.Size()
+			}
+			return nil
+		})
+		if total > 4<<20 {
+			t.Fatalf("out holds %d bytes over a 4 MiB cap", total)
+		}
+	})
+	t.Run("network and host secrets", func(t *testing.T) {
+		t.Setenv("DOTLAB_TEST_TOKEN", "tok-should-not-leak")
+		m := f.manifest(url, meanScript+`; env > "$DOTLAB_OUT_DIR/env.txt"; wget -q -T 2 -O - http://127.0.0.1:1/ || exit 7`)
+		_, out := mustRerun(t, f.r, m, dotlab.OutcomeSpecIssue, "exited with status 7")
+		env, _ := os.ReadFile(filepath.Join(out, runner.OutSub, "env.txt"))
+		if strings.Contains(string(env), "tok-should-not-leak") || !strings.Contains(string(env), "DOTLAB_SEED=42") {
+			t.Fatalf("sandbox environment: %s", env)
+		}
+	})
+}
