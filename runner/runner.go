@@ -57,6 +57,9 @@ func New(cacheDir string, rt sandbox.Runtime, p Policy, clock func() time.Time) 
 	if err != nil {
 		return nil, err
 	}
+	if rt.Clock == nil {
+		rt.Clock = clock
+	}
 	return &Runner{Store: store, Cache: cache, Runtime: rt, Policy: p, Clock: clock, ScratchDir: filepath.Join(cacheDir, "work")}, nil
 }
 

@@ -33,6 +33,15 @@ type Runtime struct {
 	StateDir string
 	// BundleDir is where per-run bundles are made; empty means os.TempDir().
 	BundleDir string
+	// Clock measures Result.Duration; nil means the wall clock.
+	Clock func() time.Time
+}
+
+func (r Runtime) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock()
+	}
+	return time.Now()
 }
 
 // Result is what a run produced.
@@ -246,7 +255,7 @@ func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, 
 		return err
 	}
 	defer oom.close()
-	start := time.Now()
+	start := r.now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("sandbox: start %s: %w", r.name(), err)
 	}
@@ -266,7 +275,7 @@ func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, 
 		<-done
 		return ctx.Err()
 	}
-	res.Duration = time.Since(start)
+	res.Duration = r.now().Sub(start)
 	res.ExitCode = exitCode(waitErr)
 	if res.ExitCode < 0 {
 		return fmt.Errorf("sandbox: %s run: %w", r.name(), waitErr)
