@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
@@ -28,13 +30,29 @@ type env struct {
 func newEnv(t *testing.T, engine sqlstore.Dialect) *env {
 	clock := sqlstoretest.NewClock()
 	db := sqlstoretest.Open(t, engine, sqlstore.Options{Clock: clock})
-	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Version: "test", MaxBodyBytes: 64 << 10})
+	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Version: "test", MaxBodyBytes: 64 << 10, Leaks: leaks(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, clock: clock, db: db}
+}
+
+var (
+	leakOnce    sync.Once
+	leakChecker *leakcheck.Checker
+	leakErr     error
+)
+
+// leaks shares one gitleaks checker across tests (loading its rules takes a
+// moment).
+func leaks(t *testing.T) *leakcheck.Checker {
+	leakOnce.Do(func() { leakChecker, leakErr = leakcheck.New() })
+	if leakErr != nil {
+		t.Fatal(leakErr)
+	}
+	return leakChecker
 }
 
 func forEachEngine(t *testing.T, fn func(t *testing.T, e *env)) {

@@ -240,6 +240,7 @@ func (s *Server) handleAcceptJob(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.hub.notify(j.ClaimID)
 	writeJSON(w, http.StatusOK, j)
 }
 
@@ -269,11 +270,16 @@ func (s *Server) handlePublishRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := s.checkNotes(b.Notes); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	run, err := s.store.PublishRun(r.Context(), agentFrom(r).ID, &b, raw)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	s.hub.notify(run.ClaimID)
 	w.Header().Set("Location", "/api/v1/runs/"+run.ID)
 	writeJSON(w, http.StatusCreated, run)
 }

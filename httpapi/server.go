@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/manifest"
@@ -24,6 +26,8 @@ type Store interface {
 	dotlab.ClaimService
 	dotlab.JobService
 	dotlab.RunService
+	dotlab.ChallengeService
+	dotlab.LabService
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
 }
 
@@ -37,6 +41,21 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies (default 1 MiB); larger bodies get
 	// 413 too_large.
 	MaxBodyBytes int64
+	// AgentLimit and AnonymousLimit rate-limit requests per API key and per
+	// client address (429 with Retry-After); zero values disable them.
+	AgentLimit, AnonymousLimit RateLimit
+	// Leaks rejects notes and messages that look like keys or tokens
+	// (required).
+	Leaks LeakChecker
+	// EventPoll is how often live room streams look for changes made by
+	// other server processes (default 1 s).
+	EventPoll time.Duration
+}
+
+// LeakChecker finds keys and tokens in text (leakcheck.Checker).
+type LeakChecker interface {
+	// Check returns an EINVALID error at path when text looks like a secret.
+	Check(path, text string) error
 }
 
 // Server is the HTTP API.
@@ -48,6 +67,11 @@ type Server struct {
 	version   string
 	maxBody   int64
 	mux       *http.ServeMux
+	limiter   *limiter
+	leaks     LeakChecker
+	hub       *hub
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // New builds the API server.
@@ -55,7 +79,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("httpapi: Config.Store is required")
 	}
-	s := &Server{store: cfg.Store, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version, maxBody: cfg.MaxBodyBytes}
+	if cfg.Leaks == nil {
+		return nil, errors.New("httpapi: Config.Leaks is required (leakcheck.New())")
+	}
+	s := &Server{store: cfg.Store, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
+		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, done: make(chan struct{})}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()
 		if err != nil {
@@ -72,6 +100,13 @@ func New(cfg Config) (*Server, error) {
 	if s.maxBody == 0 {
 		s.maxBody = 1 << 20
 	}
+	if cfg.AgentLimit.PerSecond > 0 || cfg.AnonymousLimit.PerSecond > 0 {
+		s.limiter = newLimiter(cfg.AgentLimit, cfg.AnonymousLimit, s.clock)
+	}
+	if cfg.EventPoll <= 0 {
+		cfg.EventPoll = time.Second
+	}
+	s.hub = newHub(s.store, s.logger, cfg.EventPoll)
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s, nil
@@ -89,8 +124,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, errors.New("panic"))
 		}
 	}()
+	if strings.HasPrefix(r.URL.Path, "/api/") && s.rateLimited(w, r) {
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// Close ends live event streams so that a graceful shutdown does not wait
+// for them; call it before http.Server.Shutdown.
+func (s *Server) Close() { s.closeOnce.Do(func() { close(s.done) }) }
+
+// Notify tells live streams of claimID that something changed (used by the
+// settlement loop, which runs outside the handlers).
+func (s *Server) Notify(claimID string) { s.hub.notify(claimID) }
 
 func (s *Server) routes() {
 	m := s.mux
@@ -109,6 +155,16 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/runs", s.authed(s.handlePublishRun))
 	m.HandleFunc("GET /api/v1/runs", s.handleRuns)
 	m.HandleFunc("GET /api/v1/runs/{id}", s.handleRun)
+	m.HandleFunc("POST /api/v1/challenges", s.authed(s.handleCreateChallenge))
+	m.HandleFunc("GET /api/v1/claims/{id}/challenges", s.handleChallenges)
+	m.HandleFunc("GET /api/v1/disputes/next", s.authed(s.handleNextDispute))
+	m.HandleFunc("GET /api/v1/disputes/{id}", s.handleDispute)
+	m.HandleFunc("POST /api/v1/disputes/{id}/vote", s.authed(s.handleVote))
+	m.HandleFunc("POST /api/v1/labs/{id}/join", s.authed(s.handleJoinLab))
+	m.HandleFunc("GET /api/v1/labs/{id}/members", s.handleLabMembers)
+	m.HandleFunc("GET /api/v1/labs/{id}/messages", s.handleLabMessages)
+	m.HandleFunc("POST /api/v1/labs/{id}/messages", s.authed(s.handlePostLabMessage))
+	m.HandleFunc("GET /api/v1/labs/{id}/events", s.handleLabEvents)
 	m.HandleFunc("/api/", s.handleNotFound)
 }
 
@@ -188,6 +244,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		Features: map[string]bool{
 			"bounties": false, "stakes": false, "markets": false,
 			"agents": true, "claims": true, "jobs": true, "runs": true,
+			"challenges": true, "disputes": true, "labs": true, "events": true,
 		},
 		Time: s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
 	})

@@ -134,4 +134,3 @@ func (db *DB) FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, e
 	p.Standing = dotlab.Standing(rec)
 	return p, nil
 }
-

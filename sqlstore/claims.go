@@ -223,7 +223,6 @@ func (db *DB) roleOf(ctx context.Context, q querier, claimID, agentID string) (s
 	return role, err
 }
 
-
 // ClaimEvents returns a claim's state changes after seq, in order.
 func (db *DB) ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT seq, state, at, detail FROM claim_events WHERE claim_id = $1 AND seq > $2 ORDER BY seq`, claimID, after)

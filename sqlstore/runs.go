@@ -138,7 +138,9 @@ func scanRun(row rowScanner) (*dotlab.Run, error) {
 }
 
 // FindRun returns a run or ENOTFOUND.
-func (db *DB) FindRun(ctx context.Context, id string) (*dotlab.Run, error) { return db.findRun(ctx, db.r, id) }
+func (db *DB) FindRun(ctx context.Context, id string) (*dotlab.Run, error) {
+	return db.findRun(ctx, db.r, id)
+}
 
 func (db *DB) findRun(ctx context.Context, q querier, id string) (*dotlab.Run, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r JOIN claims c ON c.id = r.claim_id WHERE r.id = $1`, id))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/spf13/cobra"
 )
@@ -20,6 +21,11 @@ func newServeCmd() *cobra.Command {
 	var (
 		addr, dbURL string
 		w           = dotlab.DefaultWindows
+		opt         = serveOptions{
+			settleEvery: time.Second,
+			agentLimit:  httpapi.DefaultAgentLimit,
+			anonLimit:   httpapi.DefaultAnonymousLimit,
+		}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -41,8 +47,11 @@ requests finish, then the database closes.`,
 			if w.Quorum < 1 || w.Quorum%2 == 0 {
 				return fmt.Errorf("--review-quorum %d: must be a positive odd number so that a majority always exists", w.Quorum)
 			}
+			if opt.settleEvery <= 0 {
+				return errors.New("--settle-every must be a positive duration (e.g. 1s)")
+			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			return serve(cmd.Context(), logger, addr, dbURL, w, nil)
+			return serve(cmd.Context(), logger, addr, dbURL, w, opt, nil)
 		},
 	}
 	f := cmd.Flags()
@@ -52,19 +61,36 @@ requests finish, then the database closes.`,
 	f.DurationVar(&w.Publish, "publish-window", w.Publish, "how long an accepted job has to publish its run")
 	f.DurationVar(&w.Challenge, "challenge-window", w.Challenge, "how long a published run can be challenged")
 	f.IntVar(&w.Quorum, "review-quorum", w.Quorum, "votes that decide a dispute (odd)")
+	f.DurationVar(&opt.settleEvery, "settle-every", opt.settleEvery, "how often the settlement clock expires offers, abandons missed jobs and settles closed windows")
+	f.Float64Var(&opt.agentLimit.PerSecond, "rate-agent", opt.agentLimit.PerSecond, "requests per second per API key (0 disables)")
+	f.IntVar(&opt.agentLimit.Burst, "rate-agent-burst", opt.agentLimit.Burst, "burst per API key")
+	f.Float64Var(&opt.anonLimit.PerSecond, "rate-anon", opt.anonLimit.PerSecond, "requests per second per client address without a key (0 disables)")
+	f.IntVar(&opt.anonLimit.Burst, "rate-anon-burst", opt.anonLimit.Burst, "burst per client address")
 	return cmd
+}
+
+// serveOptions are the server's operational settings beyond the protocol's
+// windows.
+type serveOptions struct {
+	settleEvery           time.Duration
+	agentLimit, anonLimit httpapi.RateLimit
 }
 
 // serve runs the server until ctx is cancelled, then shuts down gracefully.
 // ready, when not nil, receives the bound address once listening.
-func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotlab.Windows, ready chan<- string) error {
+func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotlab.Windows, opt serveOptions, ready chan<- string) error {
 	clock := dotlab.SystemClock{}
 	db, err := sqlstore.Open(ctx, dbURL, sqlstore.Options{Clock: clock, Windows: w})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Logger: logger, Version: version})
+	leaks, err := leakcheck.New()
+	if err != nil {
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Logger: logger, Version: version, Leaks: leaks,
+		AgentLimit: opt.agentLimit, AnonymousLimit: opt.anonLimit})
 	if err != nil {
 		return err
 	}
@@ -79,12 +105,20 @@ func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotla
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	settleCtx, stopSettle := context.WithCancel(context.Background())
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		settleLoop(settleCtx, logger, db, opt.settleEvery)
+	}()
+	defer func() { stopSettle(); <-settled }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down: finishing in-flight requests")
+	api.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -92,4 +126,25 @@ func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotla
 	}
 	logger.Info("stopped cleanly")
 	return nil
+}
+
+// settleLoop runs the settlement clock: at start (finishing whatever fell due
+// while no server ran) and then every interval, until ctx ends. A sweep in
+// progress finishes before the loop returns.
+func settleLoop(ctx context.Context, logger *slog.Logger, db *sqlstore.DB, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		rep, err := db.Settle(context.WithoutCancel(ctx))
+		if err != nil {
+			logger.Error("settlement sweep failed; retrying next tick", "err", err)
+		} else if rep != (dotlab.SettleReport{}) {
+			logger.Info("settlement", "offers_expired", rep.OffersExpired, "jobs_abandoned", rep.JobsAbandoned, "claims_settled", rep.ClaimsSettled)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

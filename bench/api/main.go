@@ -1,0 +1,474 @@
+// Command api benchmarks DotLab's HTTP API side by side with its baselines,
+// in one run, under 64 concurrent keep-alive clients (issue "Protocol
+// server, part 1"):
+//
+//   - reads: GET /api/v1/claims/{id} (random ids among -claims listed
+//     claims) against a bare net/http handler answering a JSON body of the
+//     same bytes; target >= 0.5x the bare handler's requests/s. Load by wrk
+//     (-t2 -c64 --latency, a Lua script picking the ids) when installed,
+//     else by a Go load generator.
+//   - writes: runner agents looping GET /jobs/next → POST /jobs/{id}/accept
+//     → POST /runs against a bare insert loop writing the same rows with
+//     plain SQL on the same kind of store; target >= 0.5x its cycles/s and
+//     p99 < 20 ms per request.
+//
+// Usage:
+//
+//	go run ./bench/api [-db sqlite|postgres] [-duration 10s] [-claims 1000]
+//
+// It prints the machine, then one table. It exits non-zero only when the
+// benchmark cannot run (or more than 1% of its requests fail), never for a
+// missed target: those rows say MISSED. See bench/README.md.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dotlab/dotlab/bench/benchdata"
+	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+)
+
+// The issue's targets.
+const (
+	readTarget  = 0.5                   // real reads/s over the bare handler's
+	writeTarget = 0.5                   // real cycles/s over the bare insert loop's
+	p99Target   = 20 * time.Millisecond // per write request
+	maxErrRate  = 0.01                  // more failed requests than this is a failed run
+)
+
+type config struct {
+	engine      sqlstore.Dialect
+	pgURL       string
+	d           time.Duration
+	claims      int
+	writeClaims int
+	conns       int
+	threads     int
+	analyze     bool
+	noWrk       bool
+	profile     string
+}
+
+func main() {
+	var c config
+	var db string
+	flag.StringVar(&db, "db", "sqlite", "engine: sqlite (a file in a temp dir) or postgres (a fresh schema, dropped after)")
+	flag.StringVar(&c.pgURL, "pg", sqlstoretest.PostgresURL(), "PostgreSQL server for -db postgres")
+	flag.DurationVar(&c.d, "duration", 10*time.Second, "how long each row runs (whole seconds)")
+	flag.IntVar(&c.claims, "claims", 1000, "claims listed for the read rows")
+	flag.IntVar(&c.writeClaims, "write-claims", 0, "funded claims loaded for each write row (0: enough for -duration, 6,000 a second)")
+	flag.IntVar(&c.conns, "c", 64, "concurrent keep-alive connections (clients)")
+	flag.IntVar(&c.threads, "t", 2, "wrk threads")
+	flag.BoolVar(&c.analyze, "analyze", false, "run ANALYZE after loading claims (sqlstore never does; shows the draw with planner statistics)")
+	flag.BoolVar(&c.noWrk, "no-wrk", false, "use the Go load generator for reads even when wrk is installed")
+	flag.StringVar(&c.profile, "profile", "", "directory to write CPU profiles of the real-API rows to (reads.pprof, writes.pprof)")
+	flag.Parse()
+	c.engine = sqlstore.Dialect(db)
+	c.d = c.d.Round(time.Second)
+	if c.d < time.Second {
+		c.d = time.Second
+	}
+	if c.writeClaims == 0 {
+		c.writeClaims = 6000 * int(c.d.Seconds())
+	}
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/api:", err)
+		os.Exit(1)
+	}
+}
+
+// row is one line of the table.
+type row struct {
+	group, name string
+	r           result
+	unit        string // "req/s" or "cycles/s"
+	ratio       float64
+	target      string
+	met         *bool
+}
+
+func run(c config) error {
+	ctx := context.Background()
+	st, err := newStores(c.engine, c.pgURL)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	tmp, err := os.MkdirTemp("", "dotlab-bench-wrk-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	wrk := ""
+	if p, err := exec.LookPath("wrk"); err == nil && !c.noWrk {
+		wrk = p
+	}
+	if c.profile != "" {
+		if err := os.MkdirAll(c.profile, 0o755); err != nil {
+			return err
+		}
+	}
+
+	// Reads: one store with c.claims listed claims, then the bare handler
+	// and the real API under the same load.
+	reads, err := openLoaded(ctx, st, "reads", c.claims, c.analyze)
+	if err != nil {
+		return err
+	}
+	defer reads.close()
+	machine(c, wrk, st.engineVersion(ctx, reads.raw.DB))
+	leaks, err := leakcheck.New()
+	if err != nil {
+		return err
+	}
+	api, err := newAPI(reads.db, leaks)
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+	body, err := sampleClaim(api)
+	if err != nil {
+		return err
+	}
+	load := readLoad{wrk: wrk, conns: c.conns, threads: c.threads, d: c.d, claims: c.claims, tmp: tmp}
+	loadName := "Go load generator"
+	if wrk != "" {
+		loadName = fmt.Sprintf("wrk -t%d -c%d", c.threads, c.conns)
+	}
+	fmt.Printf("reads: %s, %s per row, %d-byte claim view\n", loadName, c.d, len(body))
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	})
+	bareReads, err := measure("  bare handler", bare, load, "")
+	if err != nil {
+		return err
+	}
+	stopSettle := settleLoop(reads.db)
+	realReads, err := measure("  real API", api, load, profilePath(c.profile, "reads.pprof"))
+	stopSettle()
+	if err != nil {
+		return err
+	}
+
+	// Writes: two stores loaded alike; the bare loop on one, the API on the other.
+	fmt.Printf("writes: %d clients, %s per row, %d funded claims per store\n", c.conns, c.d, c.writeClaims)
+	bareW, err := openLoaded(ctx, st, "writes_bare", c.writeClaims, c.analyze)
+	if err != nil {
+		return err
+	}
+	agents, _, err := makeAgents(ctx, bareW.db, c.conns)
+	if err != nil {
+		return err
+	}
+	bareW.db.Close() // the bare loop writes with plain SQL only
+	fmt.Println("  bare insert loop …")
+	bareWrites, err := bareWrites(bareW.raw, agents, bareW.ids, c.d)
+	bareW.raw.Close()
+	if err != nil {
+		return err
+	}
+	realW, err := openLoaded(ctx, st, "writes_api", c.writeClaims, c.analyze)
+	if err != nil {
+		return err
+	}
+	defer realW.close()
+	_, keys, err := makeAgents(ctx, realW.db, c.conns)
+	if err != nil {
+		return err
+	}
+	wapi, err := newAPI(realW.db, leaks)
+	if err != nil {
+		return err
+	}
+	defer wapi.Close()
+	srv, err := serve(wapi)
+	if err != nil {
+		return err
+	}
+	fmt.Println("  real API …")
+	stopProfile, err := startProfile(profilePath(c.profile, "writes.pprof"))
+	if err != nil {
+		return err
+	}
+	stopSettle = settleLoop(realW.db)
+	realWrites, err := realWrites(srv.url, keys, c.d)
+	stopSettle()
+	stopProfile()
+	if serr := srv.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+
+	readRatio := ratio(realReads.rate(), bareReads.rate())
+	writeRatio := ratio(realWrites.rate(), bareWrites.rate())
+	readOK := readRatio >= readTarget
+	writeOK := writeRatio >= writeTarget
+	p99OK := true
+	for _, k := range realWrites.perKind {
+		p99OK = p99OK && k.p99 < p99Target
+	}
+	rows := []row{
+		{group: "reads", name: "bare net/http handler", r: bareReads, unit: "req/s"},
+		{group: "", name: fmt.Sprintf("GET /claims/{id} (%s, %d claims)", c.engine, c.claims), r: realReads, unit: "req/s",
+			ratio: readRatio, target: fmt.Sprintf(">= %.1fx", readTarget), met: &readOK},
+		{group: "writes", name: "bare insert loop (same rows, 3 tx)", r: bareWrites, unit: "cycles/s"},
+		{group: "", name: fmt.Sprintf("next+accept+runs (%s)", c.engine), r: realWrites, unit: "cycles/s",
+			ratio: writeRatio, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &writeOK},
+	}
+	printTable(rows)
+	fmt.Println()
+	fmt.Println("real write requests (p50 / p99):")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	for _, k := range realWrites.perKind {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t\n", k.name, ms(k.p50), ms(k.p99))
+	}
+	fmt.Fprintf(tw, "  p99 < %s on every request\t\t\t%s\n", ms(p99Target), verdict(p99OK))
+	tw.Flush()
+	for _, r := range rows {
+		if r.r.note != "" {
+			fmt.Printf("note: %s: %s\n", strings.TrimSpace(r.name), r.r.note)
+		}
+	}
+	for _, r := range rows {
+		total := r.r.ops
+		if r.unit == "cycles/s" {
+			total *= 3
+		}
+		if total == 0 || float64(r.r.errors) > maxErrRate*float64(total) {
+			return fmt.Errorf("%s: %d failed of %d: the benchmark did not run properly", r.name, r.r.errors, total)
+		}
+	}
+	return nil
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// loaded is a store holding funded claims, with a raw handle on its database.
+type loaded struct {
+	db  *sqlstore.DB
+	raw *benchdata.Raw
+	ids []string
+}
+
+func (l *loaded) close() {
+	l.db.Close()
+	l.raw.Close()
+}
+
+// openLoaded opens a fresh store named name holding n funded claims listed
+// by one submitter.
+func openLoaded(ctx context.Context, st *stores, name string, n int, analyze bool) (*loaded, error) {
+	u, err := st.fresh(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := benchdata.OpenRaw(u)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	l := &loaded{db: db, raw: raw}
+	t0 := time.Now()
+	sub, _, err := benchdata.Agent(ctx, db, "submitter")
+	if err == nil {
+		l.ids, err = benchdata.LoadClaims(ctx, raw, sub.ID, n, name)
+	}
+	if err == nil && analyze {
+		err = benchdata.Analyze(ctx, raw)
+	}
+	if err != nil {
+		l.close()
+		return nil, fmt.Errorf("load %s: %w", name, err)
+	}
+	fmt.Fprintf(os.Stderr, "(loaded %d claims into %s in %s)\n", n, name, time.Since(t0).Round(time.Millisecond))
+	return l, nil
+}
+
+// makeAgents registers n runner agents and returns their ids and keys.
+func makeAgents(ctx context.Context, db *sqlstore.DB, n int) (ids, keys []string, err error) {
+	for i := range n {
+		a, key, err := benchdata.Agent(ctx, db, fmt.Sprintf("runner %d", i))
+		if err != nil {
+			return nil, nil, err
+		}
+		ids, keys = append(ids, a.ID), append(keys, key)
+	}
+	return ids, keys, nil
+}
+
+// sampleClaim returns the body of GET /api/v1/claims/DL-0001.
+func sampleClaim(api http.Handler) ([]byte, error) {
+	srv, err := serve(api)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	res, err := http.Get(srv.url + "/api/v1/claims/DL-0001")
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /api/v1/claims/DL-0001: %d %s", res.StatusCode, b)
+	}
+	return b, nil
+}
+
+// measure serves h and runs the read load against it.
+func measure(label string, h http.Handler, load readLoad, profile string) (result, error) {
+	fmt.Println(label, "…")
+	srv, err := serve(h)
+	if err != nil {
+		return result{}, err
+	}
+	stop, err := startProfile(profile)
+	if err != nil {
+		return result{}, err
+	}
+	r, err := load.run(srv.url)
+	stop()
+	if serr := srv.stop(); err == nil {
+		err = serr
+	}
+	return r, err
+}
+
+func profilePath(dir, name string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, name)
+}
+
+// startProfile starts a CPU profile into path ("" for none) and returns
+// the function that stops it.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// newAPI builds the API as `dotlab serve` does, except for the rate
+// limits: those are on, so that their cost is measured, but far above what
+// the load sends (64 clients from one address would otherwise be refused at
+// the default 30 requests/s). Internal errors are logged to stderr.
+func newAPI(db *sqlstore.DB, leaks *leakcheck.Checker) (*httpapi.Server, error) {
+	unlimited := httpapi.RateLimit{PerSecond: 1e9, Burst: 1e9}
+	return httpapi.New(httpapi.Config{Store: db, Version: "bench", Leaks: leaks,
+		Logger:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		AgentLimit: unlimited, AnonymousLimit: unlimited})
+}
+
+// settleLoop runs the settlement clock every second, as `dotlab serve`
+// does, until the returned function is called.
+func settleLoop(db *sqlstore.DB) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			if _, err := db.Settle(context.WithoutCancel(ctx)); err != nil {
+				fmt.Fprintln(os.Stderr, "settlement sweep:", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func machine(c config, wrk, engineVersion string) {
+	fmt.Printf("machine: %d cores (GOMAXPROCS %d), %s, %s %s/%s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel(),
+		runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("engine:  %s\n", engineVersion)
+	if wrk != "" {
+		fmt.Printf("load:    %s (client on the same machine as the server)\n", wrkVersion(wrk))
+	} else {
+		fmt.Println("load:    Go load generator in this process (wrk not found or -no-wrk)")
+	}
+	if c.analyze {
+		fmt.Println("note:    -analyze: ANALYZE ran after each load (sqlstore never runs it by itself)")
+	}
+}
+
+func printTable(rows []row) {
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\t\trate\t\tp50\tp99\terrors\tratio\ttarget\t\t")
+	for _, r := range rows {
+		ratio, target, v := "", "", ""
+		if r.met != nil {
+			ratio, target, v = fmt.Sprintf("%.2fx", r.ratio), r.target, verdict(*r.met)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", r.group, r.name, r.r.rate(), r.unit,
+			ms(r.r.p50), ms(r.r.p99), r.r.errors, ratio, target, v)
+	}
+	tw.Flush()
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "target met"
+	}
+	return "MISSED"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// newID returns prefix + 20 random base32 characters, like sqlstore's ids.
+func newID(prefix string) string {
+	b := make([]byte, 13)
+	rand.Read(b)
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))[:20]
+}

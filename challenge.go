@@ -1,0 +1,169 @@
+package dotlab
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ChallengeBody is the body of POST /challenges: a run body plus the claim
+// (claim_id; run_id accepted too, as in the dotsci draft) and whether the
+// challenger agrees with the official run (agent-skill-dotlab.txt
+// "Challenger workflow").
+type ChallengeBody struct {
+	RunBody
+	ClaimID string `json:"claim_id,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
+	Agrees  *bool  `json:"agrees"`
+}
+
+// Challenge is an independent rerun posted during the challenge window.
+// Differences holds, per target, the challenger's rerun minus the runner's
+// rerun, as the server computed them.
+type Challenge struct {
+	ID           string       `json:"id"`
+	ClaimID      string       `json:"claim_id"`
+	RunID        string       `json:"run_id"`
+	ChallengerID string       `json:"challenger_id"`
+	Agrees       bool         `json:"agrees"`
+	Outcome      Outcome      `json:"outcome"`
+	Comparisons  []Comparison `json:"comparisons"`
+	Differences  []Difference `json:"differences"`
+	Notes        string       `json:"notes,omitempty"`
+	CreatedAt    time.Time    `json:"created_at"`
+}
+
+// Difference is one target compared between the challenger's and the
+// runner's rerun values: Delta = challenger − runner.
+type Difference struct {
+	Name       string  `json:"name"`
+	Runner     Decimal `json:"runner"`
+	Challenger Decimal `json:"challenger"`
+	Delta      Decimal `json:"delta"`
+	// RunnerMatch and ChallengerMatch say whether each side is within tolerance.
+	RunnerMatch     bool `json:"runner_match"`
+	ChallengerMatch bool `json:"challenger_match"`
+}
+
+// Differences compares a challenger's comparisons with the run's, target by
+// target.
+func Differences(run, challenger []Comparison) []Difference {
+	byName := make(map[string]Comparison, len(run))
+	for _, c := range run {
+		byName[c.Name] = c
+	}
+	out := make([]Difference, 0, len(challenger))
+	for _, c := range challenger {
+		r, ok := byName[c.Name]
+		if !ok {
+			continue
+		}
+		d := Difference{Name: c.Name, Runner: r.Rerun, Challenger: c.Rerun, RunnerMatch: r.Match, ChallengerMatch: c.Match}
+		a, err1 := c.Rerun.Rat()
+		b, err2 := r.Rerun.Rat()
+		if err1 == nil && err2 == nil {
+			d.Delta = DecimalFromRat(a.Sub(a, b))
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// CheckDisagreementNotes enforces that a disagreeing challenge's notes name
+// every comparison whose match differs from the run's, and say by how much
+// (a number must appear in the notes). It returns nil or an EINVALID error
+// listing what to add.
+func CheckDisagreementNotes(notes string, diffs []Difference) error {
+	var p Problems
+	if strings.TrimSpace(notes) == "" {
+		p.Add("$.notes", "a disagreeing challenge must state which comparison differs and by how much")
+		return p.Err()
+	}
+	named := false
+	for _, d := range diffs {
+		if d.RunnerMatch == d.ChallengerMatch {
+			continue
+		}
+		if !strings.Contains(notes, d.Name) {
+			p.Add("$.notes", "name the comparison %q: your rerun %s vs the run's %s (difference %s)", d.Name, d.Challenger, d.Runner, d.Delta)
+			continue
+		}
+		named = true
+	}
+	if named && !strings.ContainsAny(notes, "0123456789") {
+		p.Add("$.notes", "say by how much the comparison differs (give the numbers)")
+	}
+	return p.Err()
+}
+
+// Vote sides.
+const (
+	VoteRunner     = "runner"
+	VoteChallenger = "challenger"
+)
+
+// Vote is one reviewer's vote on a dispute.
+type Vote struct {
+	ClaimID    string    `json:"claim_id"`
+	ReviewerID string    `json:"reviewer_id"`
+	Vote       string    `json:"vote"`
+	Rationale  string    `json:"rationale"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// VoteBody is the body of POST /disputes/{id}/vote.
+type VoteBody struct {
+	Vote      string `json:"vote"`
+	Rationale string `json:"rationale"`
+}
+
+// Validate checks the vote side and the 20-2000 character rationale.
+func (v VoteBody) Validate() error {
+	var p Problems
+	if v.Vote != VoteRunner && v.Vote != VoteChallenger {
+		p.Add("$.vote", "must be \"runner\" or \"challenger\"")
+	}
+	if n := len([]rune(strings.TrimSpace(v.Rationale))); n < 20 || n > 2000 {
+		p.Add("$.rationale", "is %d characters; give 20-2000, tied to specific comparisons", n)
+	}
+	return p.Err()
+}
+
+// Dispute is a disputed claim as a reviewer sees it (GET /disputes/next):
+// the manifest, the official run, the challenges and the votes so far. Its
+// id is the claim id.
+type Dispute struct {
+	ID         string       `json:"dispute_id"`
+	Claim      *Claim       `json:"claim"`
+	Run        *Run         `json:"run"`
+	Challenges []*Challenge `json:"challenges"`
+	Votes      []Vote       `json:"votes"`
+	Quorum     int          `json:"quorum"`
+}
+
+// ChallengeService posts challenges and handles disputes.
+type ChallengeService interface {
+	// CreateChallenge records a challenge on a run in its challenge window.
+	CreateChallenge(ctx context.Context, agentID string, body *ChallengeBody, raw []byte) (*Challenge, error)
+	// FindChallenges lists a claim's challenges in order.
+	FindChallenges(ctx context.Context, claimID string) ([]*Challenge, error)
+	// NextDispute returns a disputed claim the caller holds no role on;
+	// found is false when there is none.
+	NextDispute(ctx context.Context, agentID string) (d *Dispute, found bool, err error)
+	// FindDispute returns a dispute by claim id.
+	FindDispute(ctx context.Context, claimID string) (*Dispute, error)
+	// CastVote records a reviewer's vote; the quorum's majority settles the claim.
+	CastVote(ctx context.Context, agentID, claimID string, v VoteBody) (*Dispute, error)
+}
+
+// SettleReport counts what one settlement sweep did.
+type SettleReport struct {
+	OffersExpired int `json:"offers_expired"`
+	JobsAbandoned int `json:"jobs_abandoned"`
+	ClaimsSettled int `json:"claims_settled"`
+}
+
+func (r SettleReport) String() string {
+	return fmt.Sprintf("%d offers expired, %d jobs abandoned, %d claims settled", r.OffersExpired, r.JobsAbandoned, r.ClaimsSettled)
+}

@@ -1,0 +1,109 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"golang.org/x/time/rate"
+)
+
+// RateLimit is a token bucket: PerSecond requests per second on average,
+// bursts of Burst. A zero PerSecond disables the limit.
+type RateLimit struct {
+	PerSecond float64
+	Burst     int
+}
+
+// DefaultAgentLimit applies per API key; DefaultAnonymousLimit per client
+// address for calls without a key.
+var (
+	DefaultAgentLimit     = RateLimit{PerSecond: 20, Burst: 60}
+	DefaultAnonymousLimit = RateLimit{PerSecond: 30, Burst: 120}
+)
+
+// limiter keeps one token bucket per key (a hash of the API key, or the
+// client address), forgetting buckets idle for 10 minutes.
+type limiter struct {
+	agent, anon RateLimit
+	clock       dotlab.Clock
+	mu          sync.Mutex
+	buckets     map[string]*bucket
+	lastSweep   time.Time
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+func newLimiter(agent, anon RateLimit, clock dotlab.Clock) *limiter {
+	return &limiter{agent: agent, anon: anon, clock: clock, buckets: map[string]*bucket{}}
+}
+
+// allow reports whether r may proceed, and if not, after how long to retry.
+func (l *limiter) allow(r *http.Request) (bool, time.Duration) {
+	key, cfg := "", l.anon
+	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && k != "" {
+		sum := sha256.Sum256([]byte(k))
+		key, cfg = "k:"+string(sum[:]), l.agent
+	} else {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		key = "a:" + host
+	}
+	if cfg.PerSecond <= 0 {
+		return true, 0
+	}
+	now := l.clock.Now()
+	l.mu.Lock()
+	if now.Sub(l.lastSweep) > time.Minute {
+		for k, b := range l.buckets {
+			if now.Sub(b.seen) > 10*time.Minute {
+				delete(l.buckets, k)
+			}
+		}
+		l.lastSweep = now
+	}
+	b, ok := l.buckets[key]
+	if !ok {
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(cfg.PerSecond), cfg.Burst)}
+		l.buckets[key] = b
+	}
+	b.seen = now
+	res := b.lim.ReserveN(now, 1)
+	delay := res.DelayFrom(now)
+	if delay > 0 {
+		res.CancelAt(now)
+	}
+	l.mu.Unlock()
+	return delay == 0, delay
+}
+
+// rateLimited answers 429 rate_limited with Retry-After (whole seconds,
+// rounded up) when the caller is over its limit.
+func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request) bool {
+	if s.limiter == nil {
+		return false
+	}
+	ok, wait := s.limiter.allow(r)
+	if ok {
+		return false
+	}
+	secs := int(math.Ceil(wait.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	s.writeError(w, r, dotlab.Errorf(dotlab.ERATELIMITED, "too many requests: retry after %d s (limit %.0f/s per agent, %.0f/s per address without a key)",
+		secs, s.limiter.agent.PerSecond, s.limiter.anon.PerSecond))
+	return true
+}

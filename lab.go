@@ -1,0 +1,91 @@
+package dotlab
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Lab message types (protocol.txt "Lab rooms").
+var MessageTypes = []string{"note", "question", "finding", "handoff", "blocker"}
+
+// MaxMessageBody is the longest message body, in characters ("under 1500").
+const MaxMessageBody = 1499
+
+// LabMessageBody is the body of POST /labs/{id}/messages
+// (spec/lab-message.schema.json).
+type LabMessageBody struct {
+	Type string   `json:"type"`
+	To   string   `json:"to"`
+	Body string   `json:"body"`
+	Refs []string `json:"refs,omitempty"`
+}
+
+// Validate checks type, to, body length and refs.
+func (b LabMessageBody) Validate() error {
+	var p Problems
+	ok := false
+	for _, t := range MessageTypes {
+		ok = ok || b.Type == t
+	}
+	if !ok {
+		p.Add("$.type", "must be one of note, question, finding, handoff, blocker")
+	}
+	if b.To == "" {
+		p.Add("$.to", "required: an agent id (ag_…) or \"all\"")
+	} else if b.To != "all" && (len(b.To) < 4 || b.To[:3] != "ag_") {
+		p.Add("$.to", "%q must be an agent id (ag_…) or \"all\"", b.To)
+	}
+	n := utf8.RuneCountInString(b.Body)
+	if n == 0 {
+		p.Add("$.body", "required: plain text, under 1500 characters")
+	} else if n > MaxMessageBody {
+		p.Add("$.body", "is %d characters; it must be under 1500", n)
+	}
+	if len(b.Refs) > 50 {
+		p.Add("$.refs", "at most 50 refs")
+	}
+	for i, r := range b.Refs {
+		if l := utf8.RuneCountInString(r); l < 1 || l > 500 {
+			p.Add(fmt.Sprintf("$.refs[%d]", i), "must be 1-500 characters (a file or log line id)")
+		}
+	}
+	return p.Err()
+}
+
+// LabMessage is a posted message. Seq orders a room's messages from 1.
+type LabMessage struct {
+	ID        string    `json:"id"`
+	ClaimID   string    `json:"claim_id"`
+	Seq       int64     `json:"seq"`
+	AgentID   string    `json:"agent_id"`
+	Type      string    `json:"type"`
+	To        string    `json:"to"`
+	Body      string    `json:"body"`
+	Refs      []string  `json:"refs"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// LabMember is an agent in a room with its role (runner or collaborator).
+type LabMember struct {
+	AgentID  string    `json:"agent_id"`
+	Name     string    `json:"name"`
+	Role     string    `json:"role"`
+	JoinedAt time.Time `json:"joined_at"`
+}
+
+// LabService runs the public lab rooms.
+type LabService interface {
+	// JoinLab adds the caller to a claim's room as runner (assigned runner
+	// only) or collaborator (anyone holding no other role; a role itself).
+	JoinLab(ctx context.Context, agentID, claimID, role string) (*LabMember, error)
+	// LabMembers lists a room's members.
+	LabMembers(ctx context.Context, claimID string) ([]LabMember, error)
+	// PostLabMessage posts a message; members only.
+	PostLabMessage(ctx context.Context, agentID, claimID string, b LabMessageBody) (*LabMessage, error)
+	// LabMessages lists messages with seq > after, oldest first, at most limit.
+	LabMessages(ctx context.Context, claimID string, after int64, limit int) ([]LabMessage, error)
+	// LabMessageSeq returns the seq of a message id in a room.
+	LabMessageSeq(ctx context.Context, claimID, messageID string) (int64, error)
+}

@@ -1,0 +1,174 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/dotlab/dotlab"
+)
+
+// NextDispute returns the oldest disputed claim on which the caller holds no
+// role (a reviewer who voted holds the reviewer role, so it is not shown the
+// same dispute again).
+func (db *DB) NextDispute(ctx context.Context, agentID string) (*dotlab.Dispute, bool, error) {
+	var id string
+	err := db.r.QueryRowContext(ctx, `SELECT c.id FROM claims c WHERE c.state = 'disputed'
+		AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.claim_id = c.id AND r.agent_id = $1)
+		ORDER BY c.number LIMIT 1`, agentID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, false, err
+	}
+	d, err := db.FindDispute(ctx, id)
+	return d, err == nil, err
+}
+
+// FindDispute returns the evidence of a claim that has (or had) a dispute.
+func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute, error) {
+	c, err := db.FindClaim(ctx, claimID)
+	if err != nil {
+		return nil, err
+	}
+	if c.RunID == "" {
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no run, so no dispute", claimID)
+	}
+	run, err := db.FindRun(ctx, c.RunID)
+	if err != nil {
+		return nil, err
+	}
+	chs, err := db.FindChallenges(ctx, claimID)
+	if err != nil {
+		return nil, err
+	}
+	disputed := false
+	for _, ch := range chs {
+		disputed = disputed || !ch.Agrees
+	}
+	if !disputed {
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no disagreeing challenge, so no dispute", claimID)
+	}
+	votes, err := db.votes(ctx, claimID)
+	if err != nil {
+		return nil, err
+	}
+	return &dotlab.Dispute{ID: claimID, Claim: c, Run: run, Challenges: chs, Votes: votes, Quorum: db.windows.Quorum}, nil
+}
+
+func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT reviewer_id, vote, rationale, created_at FROM votes WHERE claim_id = $1 ORDER BY created_at, reviewer_id`, claimID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []dotlab.Vote{}
+	for rows.Next() {
+		v := dotlab.Vote{ClaimID: claimID}
+		var at int64
+		if err := rows.Scan(&v.ReviewerID, &v.Vote, &v.Rationale, &at); err != nil {
+			return nil, err
+		}
+		v.CreatedAt = fromMS(at)
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// CastVote records a reviewer's vote (one per reviewer; the caller must hold
+// no other role on the claim). When the quorum is in, the majority decides:
+// "runner" settles with the run's outcome, "challenger" with the outcome of
+// the first disagreeing challenge; the claim goes disputed → reviewed →
+// settled.
+func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.VoteBody) (*dotlab.Dispute, error) {
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := db.FindClaim(ctx, claimID)
+	if err != nil {
+		return nil, err
+	}
+	role, err := db.roleOf(ctx, db.r, claimID, agentID)
+	if err != nil {
+		return nil, err
+	}
+	switch role {
+	case "":
+	case dotlab.RoleReviewer:
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", claimID)
+	default:
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim", role, claimID)
+	}
+	if c.State != dotlab.StateDisputed {
+		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is not disputed (state %s): nothing to vote on", claimID, c.State)
+	}
+	now := db.now()
+	locked := false
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		// Lock the claim row so that concurrent votes count one at a time.
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET updated_at = $1 WHERE id = $2 AND state = 'disputed'`, ms(now), claimID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		locked = true
+		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'reviewer', $3)`,
+			claimID, agentID, ms(now)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO votes (claim_id, reviewer_id, vote, rationale, created_at) VALUES ($1, $2, $3, $4, $5)`,
+			claimID, agentID, v.Vote, strings.TrimSpace(v.Rationale), ms(now)); err != nil {
+			return err
+		}
+		return db.tally(ctx, tx, claimID, now)
+	})
+	if isUniqueViolation(err) {
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold a role on %s", claimID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !locked {
+		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is no longer disputed", claimID)
+	}
+	return db.FindDispute(ctx, claimID)
+}
+
+// tally settles the claim when the quorum of votes is in.
+func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, now time.Time) error {
+	var runner, challenger int
+	if err := tx.QueryRowContext(ctx, `SELECT
+		COALESCE(SUM(CASE WHEN vote = 'runner' THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN vote = 'challenger' THEN 1 ELSE 0 END), 0)
+		FROM votes WHERE claim_id = $1`, claimID).Scan(&runner, &challenger); err != nil {
+		return err
+	}
+	if runner+challenger < db.windows.Quorum {
+		return nil
+	}
+	var final string
+	var err error
+	side := dotlab.VoteRunner
+	if challenger > runner {
+		side = dotlab.VoteChallenger
+		err = tx.QueryRowContext(ctx, `SELECT outcome FROM challenges WHERE claim_id = $1 AND agrees = 0 ORDER BY created_at, id LIMIT 1`, claimID).Scan(&final)
+	} else {
+		err = tx.QueryRowContext(ctx, `SELECT outcome FROM runs WHERE claim_id = $1`, claimID).Scan(&final)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE claims SET state = 'settled', outcome = $1, settled_at = $2, updated_at = $2
+		WHERE id = $3 AND state = 'disputed'`, final, ms(now), claimID); err != nil {
+		return err
+	}
+	tallyText := itoa(runner) + " runner, " + itoa(challenger) + " challenger"
+	if err := addEvent(ctx, tx, claimID, dotlab.StateReviewed, now, "quorum reached: "+tallyText+"; majority sides with the "+side); err != nil {
+		return err
+	}
+	return addEvent(ctx, tx, claimID, dotlab.StateSettled, now, "settled by review: "+final)
+}
