@@ -208,8 +208,12 @@ func writeGitTree(tree *object.Tree, dst string) error {
 	})
 }
 
-// writeEntry creates one file (or symlink, whose target is read from r) in root.
+// writeEntry creates one file (or symlink, whose target is read from r) in
+// root, refusing a path that goes through a symbolic link.
 func writeEntry(root *os.Root, name string, symlink, executable bool, r io.Reader) error {
+	if err := safefs.NoSymlinkParents(root, name); err != nil {
+		return err
+	}
 	if symlink {
 		target, err := io.ReadAll(io.LimitReader(r, 4096))
 		if err != nil {
@@ -292,7 +296,7 @@ func extractArchive(archive, dst string) error {
 }
 
 func codeTar(root *os.Root, r io.Reader) error {
-	if err := safefs.ExtractTar(root, r, safefs.TarOptions{Symlinks: true}); err != nil {
+	if err := safefs.ExtractTar(root, r, safefs.TarOptions{Symlinks: true, NoThroughLinks: true}); err != nil {
 		return fmt.Errorf("code.archive: not a valid tar, tar.gz or zip: %w", err)
 	}
 	return nil

@@ -125,6 +125,9 @@ func TestExtractArchiveStaysInside(t *testing.T) {
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Fatalf("archive wrote outside its directory: %v (err %v)", entries, err)
 	}
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("an entry through a symlink was accepted: %v", err)
+	}
 	if fi, err := os.Stat(filepath.Join(dst, "pkg", "run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Fatalf("pkg/run.sh: %v %v", fi, err)
 	}

@@ -42,6 +42,9 @@ type TarOptions struct {
 	// Strict makes any other entry type (hard links, devices, FIFOs) an
 	// error instead of skipping it.
 	Strict bool
+	// NoThroughLinks refuses entries whose parent path goes through a
+	// symbolic link (NoSymlinkParents), as a code checkout must.
+	NoThroughLinks bool
 }
 
 // ExtractTar writes a tar stream under root: directories (0755), regular
@@ -60,6 +63,11 @@ func ExtractTar(root *os.Root, r io.Reader, opts TarOptions) error {
 		name := CleanName(h.Name)
 		if name == "" {
 			continue
+		}
+		if opts.NoThroughLinks {
+			if err := NoSymlinkParents(root, name); err != nil {
+				return err
+			}
 		}
 		if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -86,4 +94,26 @@ func FileMode(executable bool) os.FileMode {
 		return 0o755
 	}
 	return 0o644
+}
+
+// NoSymlinkParents returns an error if any directory on the way to name
+// (not name itself) is a symbolic link in root: a checkout must not write
+// through a link, even one that stays inside the tree (git refuses the same).
+func NoSymlinkParents(root *os.Root, name string) error {
+	dir := path.Dir(name)
+	if dir == "." {
+		return nil
+	}
+	p := ""
+	for _, part := range strings.Split(dir, "/") {
+		p = path.Join(p, part)
+		fi, err := root.Lstat(p)
+		if err != nil {
+			return nil // not there yet: it will be created as a directory
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s: writes through the symbolic link %s", name, p)
+		}
+	}
+	return nil
 }
