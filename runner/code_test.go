@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -19,8 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dotlab/dotlab/imagestore"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 func commitFiles(t *testing.T, r *git.Repository, dir string, files map[string]string) string {
@@ -207,5 +213,34 @@ func TestHashCopyOnePass(t *testing.T) {
 	want := sha256Hex(data)
 	if got != want {
 		t.Fatalf("hash %s, want %s", got, want)
+	}
+}
+
+func TestStrictPolicyRefusesLoopbackRegistry(t *testing.T) {
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	img, err := random.Image(512, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	ref, _ := name.NewDigest(host + "/lab/x@" + d.String())
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	store, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := Policy{}
+	// Even told to speak plain http, the strict transport will not dial loopback.
+	_, _, err = store.Resolve(context.Background(), ref.String(), imagestore.PullOptions{Transport: strict.Transport(), AllowHTTP: true})
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("strict policy reached a loopback registry: %v", err)
+	}
+	local := LocalPolicy()
+	if _, pulled, err := store.Resolve(context.Background(), ref.String(), imagestore.PullOptions{Transport: local.Transport(), AllowHTTP: true}); err != nil || !pulled {
+		t.Fatalf("local policy: %v", err)
 	}
 }
