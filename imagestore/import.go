@@ -268,7 +268,7 @@ func (s *Store) importDockerSave(src, ref string) ([]Imported, error) {
 		if err != nil {
 			return nil, fmt.Errorf("import %s: %w", src, err)
 		}
-		desc, err := s.putImage(img, "import "+src)
+		desc, err := s.putImage(img, "import "+src, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 
@@ -34,6 +35,8 @@ type PullOptions struct {
 	AllowHTTP bool
 	// Offline refuses to pull at all: only the local store is consulted.
 	Offline bool
+	// Progress, when set, sees the layer bytes pulled so far and their total.
+	Progress Progress
 }
 
 // ParseRef parses an image reference that must carry "@sha256:<64 hex>". A
@@ -114,7 +117,7 @@ func (s *Store) Pull(ctx context.Context, dig name.Digest, opts PullOptions) err
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if _, err := s.putIndex(idx, what); err != nil {
+		if _, err := s.putIndex(idx, what, opts.Progress); err != nil {
 			return err
 		}
 	} else {
@@ -122,7 +125,7 @@ func (s *Store) Pull(ctx context.Context, dig name.Digest, opts PullOptions) err
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if _, err := s.putImage(img, what); err != nil {
+		if _, err := s.putImage(img, what, opts.Progress); err != nil {
 			return err
 		}
 	}
@@ -137,11 +140,18 @@ func (s *Store) Pull(ctx context.Context, dig name.Digest, opts PullOptions) err
 
 // putImage copies img into the store through the verifying writer: every layer
 // (compressed bytes, checked against the layer digest in the manifest), the
-// config, then the manifest. It returns the manifest's descriptor.
-func (s *Store) putImage(img v1.Image, what string) (v1.Descriptor, error) {
+// config, then the manifest. It returns the manifest's descriptor. progress
+// (may be nil) sees layer bytes copied so far.
+func (s *Store) putImage(img v1.Image, what string, progress Progress) (v1.Descriptor, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("%s: %w", what, err)
+	}
+	var total, done int64
+	for _, l := range layers {
+		if size, err := l.Size(); err == nil {
+			total += size
+		}
 	}
 	for _, l := range layers {
 		d, err := l.Digest()
@@ -159,7 +169,11 @@ func (s *Store) putImage(img v1.Image, what string) (v1.Descriptor, error) {
 		if err != nil {
 			return v1.Descriptor{}, fmt.Errorf("%s layer %s: %w", what, d, err)
 		}
-		err = s.putBlob(rc, d, size, what+" layer "+d.String())
+		var r io.Reader = rc
+		if progress != nil {
+			r = &progressReader{r: rc, done: &done, total: total, report: progress}
+		}
+		err = s.putBlob(r, d, size, what+" layer "+d.String())
 		rc.Close()
 		if err != nil {
 			return v1.Descriptor{}, err
@@ -208,7 +222,7 @@ func (s *Store) putManifest(m manifestSource, what string) (v1.Descriptor, error
 
 // putIndex stores an index and the one child image for linux/GOARCH (other
 // platforms are not fetched). It returns the index's descriptor.
-func (s *Store) putIndex(idx v1.ImageIndex, what string) (v1.Descriptor, error) {
+func (s *Store) putIndex(idx v1.ImageIndex, what string, progress Progress) (v1.Descriptor, error) {
 	im, err := idx.IndexManifest()
 	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("%s: %w", what, err)
@@ -221,8 +235,25 @@ func (s *Store) putIndex(idx v1.ImageIndex, what string) (v1.Descriptor, error) 
 	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("%s: %w", what, err)
 	}
-	if _, err := s.putImage(img, what); err != nil {
+	if _, err := s.putImage(img, what, progress); err != nil {
 		return v1.Descriptor{}, err
 	}
 	return s.putManifest(idx, what+" index")
+}
+
+// progressReader reports cumulative bytes read through it.
+type progressReader struct {
+	r      io.Reader
+	done   *int64
+	total  int64
+	report Progress
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	*p.done += int64(n)
+	if n > 0 {
+		p.report(*p.done, p.total)
+	}
+	return n, err
 }

@@ -136,7 +136,7 @@ func imageOf(t *testing.T, s *Store, layers ...[]byte) *Image {
 			t.Fatal(err)
 		}
 	}
-	desc, err := s.putImage(img, "test")
+	desc, err := s.putImage(img, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,9 +356,13 @@ func TestPullByDigestFromLoopbackRegistry(t *testing.T) {
 	_, ref := pushRandom(t, host)
 	s := openStore(t)
 	ctx := context.Background()
-	img, pulled, err := s.Resolve(ctx, ref.String(), PullOptions{AllowHTTP: true})
+	var seen, total int64
+	img, pulled, err := s.Resolve(ctx, ref.String(), PullOptions{AllowHTTP: true, Progress: func(d, t int64) { seen, total = d, t }})
 	if err != nil || !pulled {
 		t.Fatalf("resolve: pulled=%v err=%v", pulled, err)
+	}
+	if seen == 0 || seen != total {
+		t.Fatalf("pull progress ended at %d of %d", seen, total)
 	}
 	if img.Digest.String() != ref.DigestStr() {
 		t.Fatalf("digest %s, want %s", img.Digest, ref.DigestStr())

@@ -298,9 +298,11 @@ func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Man
 // environment resolves the image strictly by digest and unpacks it.
 func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) (*imagestore.Image, string, error) {
 	start := r.Clock()
-	img, pulled, err := r.Store.Resolve(ctx, m.Environment.Image, imagestore.PullOptions{
-		Transport: r.Policy.Transport(), AllowHTTP: r.Policy.AllowPrivate,
-	})
+	opts := imagestore.PullOptions{Transport: r.Policy.Transport(), AllowHTTP: r.Policy.AllowPrivate}
+	if r.Progress != nil {
+		opts.Progress = func(done, total int64) { r.Progress("pull "+m.Environment.ImageDigest()[:19], done, total) }
+	}
+	img, pulled, err := r.Store.Resolve(ctx, m.Environment.Image, opts)
 	switch {
 	case errors.Is(err, imagestore.ErrNoDigest), errors.Is(err, imagestore.ErrImageUnknown):
 		log.Error("environment", "image cannot be resolved", map[string]any{"image": m.Environment.Image, "error": err.Error()})
