@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/runner"
@@ -102,7 +103,13 @@ Make /tmp in the tree mode 1777.`,
 				return err
 			}
 			p := runner.Policy{AllowPrivate: allowPrivate}
-			img, pulled, err := s.Resolve(cmd.Context(), args[0], imagestore.PullOptions{Transport: p.Transport(), AllowHTTP: allowPrivate})
+			opts := imagestore.PullOptions{Transport: p.Transport(), AllowHTTP: allowPrivate}
+			if isTerminal(cmd.ErrOrStderr()) {
+				pl := &progressLine{w: cmd.ErrOrStderr(), clock: time.Now}
+				opts.Progress = func(done, total int64) { pl.update("pull", done, total) }
+				defer fmt.Fprintln(cmd.ErrOrStderr())
+			}
+			img, pulled, err := s.Resolve(cmd.Context(), args[0], opts)
 			if err != nil {
 				return err
 			}
