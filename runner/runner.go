@@ -416,7 +416,7 @@ func (r *Runner) execute(ctx context.Context, log *Log, m *dotlab.Manifest, img 
 			OutputBytes:    r.OutputBytes,
 		},
 	}
-	log.Info("execute", "command", map[string]any{"argv": m.Entrypoint, "cwd": m.Dir(), "env": spec.Env(),
+	log.Info("execute", "command: "+strings.Join(m.Entrypoint, " "), map[string]any{"argv": m.Entrypoint, "cwd": m.Dir(), "env": spec.Env(),
 		"runtime": r.runtimeName(), "timeout_seconds": lim.TimeoutSeconds, "memory_mb": lim.MemoryMB, "cpus": lim.CPUs})
 	stdout := &tailBuffer{max: 64 << 10}
 	stderr := &tailBuffer{max: 64 << 10}
