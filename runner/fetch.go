@@ -148,12 +148,21 @@ func (f *fetcher) once(ctx context.Context, what string, u *url.URL, want string
 		return Fetched{}, err
 	}
 	defer os.Remove(tmp.Name())
-	if total > 0 {
-		// Reserve the blocks up front: the filesystem then does less work per write.
-		unix.Fallocate(int(tmp.Fd()), 0, 0, total)
+	if total > f.policy.maxBytes() {
+		tmp.Close()
+		return Fetched{}, fmt.Errorf("%s: %d bytes is over the %d-byte limit", what, total, f.policy.maxBytes())
 	}
 	limited := &io.LimitedReader{R: body, N: f.policy.maxBytes() + 1}
-	got, n, err := hashCopy(ctx, tmp, limited, f.report(what, total))
+	var got string
+	var n int64
+	// With the length known and the blocks reserved (so writing through the
+	// mapping cannot fail for lack of space), receive straight into a mapping
+	// of the file: one copy instead of two. Otherwise copy through buffers.
+	if total > 0 && unix.Fallocate(int(tmp.Fd()), 0, 0, total) == nil {
+		got, n, err = mappedHashCopy(ctx, tmp, limited, total, f.report(what, total))
+	} else {
+		got, n, err = hashCopy(ctx, tmp, limited, f.report(what, total))
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -257,6 +266,58 @@ func hashCopy(ctx context.Context, w io.Writer, r io.Reader, progress func(int64
 		return "", n, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// mappedHashCopy reads exactly size bytes from r into f (already sized and
+// allocated to size) through a shared memory mapping, hashing each block on
+// a second goroutine as soon as it has arrived: the bytes are copied once,
+// from the socket into the page cache, and hashed from there. Fewer bytes is
+// io.ErrUnexpectedEOF (with the count); more is an error.
+func mappedHashCopy(ctx context.Context, f *os.File, r io.Reader, size int64, progress func(int64)) (string, int64, error) {
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return "", 0, err
+	}
+	defer unix.Munmap(mem)
+	h := sha256.New()
+	blocks := make(chan []byte, 16)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		for b := range blocks {
+			h.Write(b)
+		}
+	}()
+	var off int64
+	var rerr error
+	for off < size && rerr == nil {
+		if rerr = ctx.Err(); rerr != nil {
+			break
+		}
+		end := min(off+4*copyBufSize, size)
+		var m int
+		m, rerr = fill(r, mem[off:end])
+		if m > 0 {
+			blocks <- mem[off : off+int64(m)]
+			off += int64(m)
+			if progress != nil {
+				progress(off)
+			}
+		}
+	}
+	close(blocks)
+	<-hashed
+	if rerr == io.EOF && off < size {
+		rerr = io.ErrUnexpectedEOF
+	}
+	if rerr != nil && rerr != io.EOF {
+		return "", off, rerr
+	}
+	var one [1]byte
+	if k, _ := r.Read(one[:]); k > 0 {
+		return "", off, fmt.Errorf("more than the %d bytes announced", size)
+	}
+	return hex.EncodeToString(h.Sum(nil)), off, nil
 }
 
 // fill reads until buf is full or r fails; io.EOF is returned as is (a
