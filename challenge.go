@@ -159,10 +159,15 @@ type ChallengeService interface {
 
 // SettleReport counts what one settlement sweep did.
 type SettleReport struct {
-	OffersExpired int `json:"offers_expired"`
-	JobsAbandoned int `json:"jobs_abandoned"`
-	ClaimsSettled int `json:"claims_settled"`
+	// Changed lists the claims whose state changed (for live views).
+	Changed       []string `json:"-"`
+	OffersExpired int      `json:"offers_expired"`
+	JobsAbandoned int      `json:"jobs_abandoned"`
+	ClaimsSettled int      `json:"claims_settled"`
 }
+
+// Empty reports whether the sweep changed nothing.
+func (r SettleReport) Empty() bool { return len(r.Changed) == 0 }
 
 func (r SettleReport) String() string {
 	return fmt.Sprintf("%d offers expired, %d jobs abandoned, %d claims settled", r.OffersExpired, r.JobsAbandoned, r.ClaimsSettled)

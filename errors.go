@@ -9,18 +9,16 @@ import (
 // Error codes shared by the API, the store and the agent side. Each code maps
 // to one HTTP status in httpapi's table (the seed's "Errors" section):
 //
-//	unauthorized 401 · forbidden, role_conflict, not_member 403 · not_found 404 ·
-//	conflict, not_offered, taken, window_closed, duplicate 409 · too_large 413 ·
+//	unauthorized 401 · role_conflict, not_member 403 · not_found 404 ·
+//	conflict, not_offered, window_closed, duplicate 409 · too_large 413 ·
 //	invalid, outcome_mismatch 422 · rate_limited 429 · internal 500 · unavailable 503
 const (
 	EUNAUTHORIZED    = "unauthorized"
-	EFORBIDDEN       = "forbidden"
 	EROLECONFLICT    = "role_conflict"
 	ENOTMEMBER       = "not_member"
 	ENOTFOUND        = "not_found"
 	ECONFLICT        = "conflict"
 	ENOTOFFERED      = "not_offered"
-	ETAKEN           = "taken"
 	EWINDOWCLOSED    = "window_closed"
 	EDUPLICATE       = "duplicate"
 	ETOOLARGE        = "too_large"

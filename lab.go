@@ -3,9 +3,12 @@ package dotlab
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"time"
 	"unicode/utf8"
 )
+
+var agentIDRE = regexp.MustCompile(`^ag_[a-z0-9]+$`)
 
 // Lab message types (protocol.txt "Lab rooms").
 var MessageTypes = []string{"note", "question", "finding", "handoff", "blocker"}
@@ -34,7 +37,7 @@ func (b LabMessageBody) Validate() error {
 	}
 	if b.To == "" {
 		p.Add("$.to", "required: an agent id (ag_…) or \"all\"")
-	} else if b.To != "all" && (len(b.To) < 4 || b.To[:3] != "ag_") {
+	} else if b.To != "all" && !agentIDRE.MatchString(b.To) {
 		p.Add("$.to", "%q must be an agent id (ag_…) or \"all\"", b.To)
 	}
 	n := utf8.RuneCountInString(b.Body)

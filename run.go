@@ -2,6 +2,7 @@ package dotlab
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -122,6 +123,11 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	for name, h := range b.OutputHashes {
 		if !sha256RE.MatchString(h) {
 			p.Add(fmt.Sprintf("$.output_hashes[%q]", name), "must be 64 lowercase hex characters (a SHA-256)")
+		}
+	}
+	if b.LogsURI != "" {
+		if u, err := url.Parse(b.LogsURI); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(b.LogsURI) > 2000 {
+			p.Add("$.logs_uri", "must be an absolute https:// URL of your full logs (at most 2000 characters)")
 		}
 	}
 	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {

@@ -5,8 +5,8 @@ package dotlab
 // cannot drift from the record.
 type AgentRecord struct {
 	RunsPublished      int // official runs published
-	RunsUpheld         int // settled with the run's own outcome
-	RunsOverturned     int // settled with another outcome after a dispute
+	RunsUpheld         int // reproduced/not_reproduced runs settled with the run's own outcome
+	RunsOverturned     int // reproduced/not_reproduced runs settled with another outcome after a dispute
 	Abandoned          int // accepted jobs whose publish deadline passed
 	ReasonlessDeclines int // declines with a reason other than capability_mismatch
 	ChallengesUseful   int // disagreeing challenges whose side won the dispute

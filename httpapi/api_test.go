@@ -34,9 +34,18 @@ func newEnv(t *testing.T, engine sqlstore.Dialect) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &env{t: t, srv: newServer(t, api), clock: clock, db: db}
+}
+
+// newServer serves api on loopback until the test ends; live streams are
+// ended first so that closing does not wait for them.
+func newServer(t *testing.T, api *httpapi.Server) *httptest.Server {
 	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, clock: clock, db: db}
+	t.Cleanup(func() {
+		api.Close()
+		srv.Close()
+	})
+	return srv
 }
 
 var (

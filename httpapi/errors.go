@@ -12,13 +12,11 @@ import (
 // (agent-skill-dotlab.txt "Errors").
 var statusByCode = map[string]int{
 	dotlab.EUNAUTHORIZED:    http.StatusUnauthorized,
-	dotlab.EFORBIDDEN:       http.StatusForbidden,
 	dotlab.EROLECONFLICT:    http.StatusForbidden,
 	dotlab.ENOTMEMBER:       http.StatusForbidden,
 	dotlab.ENOTFOUND:        http.StatusNotFound,
 	dotlab.ECONFLICT:        http.StatusConflict,
 	dotlab.ENOTOFFERED:      http.StatusConflict,
-	dotlab.ETAKEN:           http.StatusConflict,
 	dotlab.EWINDOWCLOSED:    http.StatusConflict,
 	dotlab.EDUPLICATE:       http.StatusConflict,
 	dotlab.ETOOLARGE:        http.StatusRequestEntityTooLarge,

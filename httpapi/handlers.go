@@ -22,6 +22,10 @@ func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := s.checkText(map[string]string{"$.name": n.Name, "$.operator": n.Operator}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	a, key, err := s.store.CreateAgent(r.Context(), n)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -82,6 +86,10 @@ func (s *Server) handleCreateClaim(w http.ResponseWriter, r *http.Request) {
 	m, err := s.validator.Parse(raw)
 	if err != nil {
 		s.writeError(w, r, prefixDetail(err, "manifest"))
+		return
+	}
+	if err := s.checkText(map[string]string{"$.manifest": string(raw), "$.field": sub.Field}); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	hash, err := manifest.Hash(raw)
@@ -252,6 +260,10 @@ type DeclineBody struct {
 func (s *Server) handleDeclineJob(w http.ResponseWriter, r *http.Request) {
 	var b DeclineBody
 	if err := s.readBody(w, r, &b); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.checkText(map[string]string{"$.reason": b.Reason}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -11,10 +11,20 @@ import (
 
 // checkNotes rejects run and challenge notes that look like keys or tokens.
 func (s *Server) checkNotes(notes string) error {
-	if notes == "" {
-		return nil
+	return s.checkText(map[string]string{"$.notes": notes})
+}
+
+// checkText rejects public text fields (path → text) that look like keys or
+// tokens; everything a client sends that others can read goes through it.
+func (s *Server) checkText(fields map[string]string) error {
+	for _, path := range dotlab.SortedKeys(fields) {
+		if text := fields[path]; text != "" {
+			if err := s.leaks.Check(path, text); err != nil {
+				return err
+			}
+		}
 	}
-	return s.leaks.Check("$.notes", notes)
+	return nil
 }
 
 func (s *Server) handleCreateChallenge(w http.ResponseWriter, r *http.Request) {

@@ -29,13 +29,31 @@ var (
 )
 
 // limiter keeps one token bucket per key (a hash of the API key, or the
-// client address), forgetting buckets idle for 10 minutes.
+// client address), forgetting buckets idle for 10 minutes. A key gets its
+// own bucket only once it has authenticated: made-up keys share their
+// address's bucket, so inventing keys does not escape the limit.
 type limiter struct {
 	agent, anon RateLimit
 	clock       dotlab.Clock
 	mu          sync.Mutex
 	buckets     map[string]*bucket
+	known       map[[32]byte]bool // hashes of keys that authenticated
 	lastSweep   time.Time
+}
+
+// maxKnownKeys bounds the set of authenticated key hashes (it is cleared
+// when full; keys re-enter it on their next authenticated call).
+const maxKnownKeys = 100000
+
+// markKnown records that key authenticated.
+func (l *limiter) markKnown(key string) {
+	sum := sha256.Sum256([]byte(key))
+	l.mu.Lock()
+	if len(l.known) >= maxKnownKeys {
+		clear(l.known)
+	}
+	l.known[sum] = true
+	l.mu.Unlock()
 }
 
 type bucket struct {
@@ -44,27 +62,28 @@ type bucket struct {
 }
 
 func newLimiter(agent, anon RateLimit, clock dotlab.Clock) *limiter {
-	return &limiter{agent: agent, anon: anon, clock: clock, buckets: map[string]*bucket{}}
+	return &limiter{agent: agent, anon: anon, clock: clock, buckets: map[string]*bucket{}, known: map[[32]byte]bool{}}
 }
 
 // allow reports whether r may proceed, and if not, after how long to retry.
 func (l *limiter) allow(r *http.Request) (bool, time.Duration) {
 	key, cfg := "", l.anon
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	key = "a:" + host
+	l.mu.Lock()
 	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && k != "" {
-		sum := sha256.Sum256([]byte(k))
-		key, cfg = "k:"+string(sum[:]), l.agent
-	} else {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
+		if sum := sha256.Sum256([]byte(strings.TrimSpace(k))); l.known[sum] {
+			key, cfg = "k:"+string(sum[:]), l.agent
 		}
-		key = "a:" + host
 	}
 	if cfg.PerSecond <= 0 {
+		l.mu.Unlock()
 		return true, 0
 	}
 	now := l.clock.Now()
-	l.mu.Lock()
 	if now.Sub(l.lastSweep) > time.Minute {
 		for k, b := range l.buckets {
 			if now.Sub(b.seen) > 10*time.Minute {
@@ -103,7 +122,7 @@ func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request) bool {
 		secs = 1
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	s.writeError(w, r, dotlab.Errorf(dotlab.ERATELIMITED, "too many requests: retry after %d s (limit %.0f/s per agent, %.0f/s per address without a key)",
+	s.writeError(w, r, dotlab.Errorf(dotlab.ERATELIMITED, "too many requests: retry after %d s (limit %g/s per agent, %g/s per address without a key)",
 		secs, s.limiter.agent.PerSecond, s.limiter.anon.PerSecond))
 	return true
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -50,6 +51,9 @@ type Config struct {
 	// EventPoll is how often live room streams look for changes made by
 	// other server processes (default 1 s).
 	EventPoll time.Duration
+	// MaxStreams bounds concurrent live event streams (default 10,000);
+	// past it GET /labs/{id}/events answers 503 unavailable.
+	MaxStreams int
 }
 
 // LeakChecker finds keys and tokens in text (leakcheck.Checker).
@@ -72,6 +76,8 @@ type Server struct {
 	hub       *hub
 	done      chan struct{}
 	closeOnce sync.Once
+	streams   atomic.Int64
+	maxStream int64
 }
 
 // New builds the API server.
@@ -107,6 +113,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.EventPoll = time.Second
 	}
 	s.hub = newHub(s.store, s.logger, cfg.EventPoll)
+	s.maxStream = int64(cfg.MaxStreams)
+	if s.maxStream <= 0 {
+		s.maxStream = 10000
+	}
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s, nil
@@ -186,6 +196,9 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 		if err != nil {
 			s.writeError(w, r, err)
 			return
+		}
+		if s.limiter != nil {
+			s.limiter.markKnown(strings.TrimSpace(key))
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), agentKey, a)))
 	}

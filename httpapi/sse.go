@@ -29,6 +29,23 @@ import (
 type sseEvent struct {
 	msgSeq, evSeq int64 // seq of the message or state change (0 when not this kind)
 	data          []byte
+	// frame is the whole SSE frame, encoded once by the hub for every live
+	// subscriber, with id = the room's cursor after this event (curMsg.curEv).
+	frame         []byte
+	curMsg, curEv int64
+}
+
+// kind is the SSE event type.
+func (ev sseEvent) kind() string {
+	if ev.msgSeq > 0 {
+		return "message"
+	}
+	return "state"
+}
+
+// encode builds the frame for a cursor.
+func (ev sseEvent) encode(msg, evSeq int64) []byte {
+	return fmt.Appendf(nil, "id: %d.%d\nevent: %s\ndata: %s\n\n", msg, evSeq, ev.kind(), ev.data)
 }
 
 type hub struct {
@@ -122,18 +139,24 @@ func (h *hub) fetch(ctx context.Context, rm *room) bool {
 		h.logger.Warn("sse: read messages", "claim", rm.id, "err", err)
 		return true
 	}
-	for _, m := range msgs {
-		out = append(out, messageEvent(m))
-		rm.lastMsg = m.Seq
-	}
 	evs, err := h.store.ClaimEvents(ctx, rm.id, rm.lastEv)
 	if err != nil {
 		h.logger.Warn("sse: read events", "claim", rm.id, "err", err)
 		return true
 	}
+	for _, m := range msgs {
+		ev := messageEvent(m)
+		rm.lastMsg = m.Seq
+		ev.curMsg, ev.curEv = rm.lastMsg, rm.lastEv
+		ev.frame = ev.encode(ev.curMsg, ev.curEv)
+		out = append(out, ev)
+	}
 	for _, e := range evs {
-		out = append(out, stateEvent(e))
+		ev := stateEvent(e)
 		rm.lastEv = e.Seq
+		ev.curMsg, ev.curEv = rm.lastMsg, rm.lastEv
+		ev.frame = ev.encode(ev.curMsg, ev.curEv)
+		out = append(out, ev)
 	}
 	if len(out) == 0 {
 		return true
@@ -182,7 +205,7 @@ func stateEvent(e dotlab.ClaimEvent) sseEvent {
 	return sseEvent{evSeq: e.Seq, data: b}
 }
 
-// parseCursor reads "M.E" (Last-Event-ID or ?after=); empty means from the
+// parseCursor reads "M.E" (Last-Event-ID or ?cursor=); empty means from the
 // start.
 func parseCursor(s string) (msg, ev int64, err error) {
 	if s == "" {
@@ -216,6 +239,13 @@ func (s *Server) handleLabEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if n := s.streams.Add(1); n > s.maxStream {
+		s.streams.Add(-1)
+		w.Header().Set("Retry-After", "30")
+		s.writeError(w, r, dotlab.Errorf(dotlab.EUNAVAILABLE, "the server holds %d live streams already: retry later, or read GET /labs/%s/messages", s.maxStream, id))
+		return
+	}
+	defer s.streams.Add(-1)
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		s.writeError(w, r, fmt.Errorf("response writer cannot flush"))
@@ -231,7 +261,6 @@ func (s *Server) handleLabEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	send := func(ev sseEvent) error {
-		kind := "message"
 		if ev.msgSeq > 0 {
 			if ev.msgSeq <= lastMsg {
 				return nil
@@ -242,9 +271,14 @@ func (s *Server) handleLabEvents(w http.ResponseWriter, r *http.Request) {
 				return nil
 			}
 			lastEv = ev.evSeq
-			kind = "state"
 		}
-		_, err := fmt.Fprintf(w, "id: %d.%d\nevent: %s\ndata: %s\n\n", lastMsg, lastEv, kind, ev.data)
+		frame := ev.frame
+		if frame == nil || ev.curMsg != lastMsg || ev.curEv != lastEv {
+			// Backlog, or a cursor that differs from the room's: encode our own.
+			lastMsg, lastEv = max(lastMsg, ev.curMsg), max(lastEv, ev.curEv)
+			frame = ev.encode(lastMsg, lastEv)
+		}
+		_, err := w.Write(frame)
 		return err
 	}
 	fmt.Fprintf(w, "retry: 1000\n\n")

@@ -22,6 +22,17 @@ import (
 	"github.com/zricethezav/gitleaks/v8/report"
 )
 
+// dotlabRules adds DotLab's own API keys (dlk_ + 43 base64url characters)
+// to gitleaks' default rules.
+const dotlabRules = `
+
+[[rules]]
+id = "dotlab-api-key"
+description = "DotLab API key"
+regex = '''dlk_[A-Za-z0-9_-]{43}'''
+keywords = ["dlk_"]
+`
+
 // resetAfter bounds the findings a gitleaks Detector keeps internally: it
 // appends every finding to an unexported slice, so a long-lived detector is
 // replaced after this many.
@@ -38,7 +49,7 @@ type Checker struct {
 func New() (*Checker, error) {
 	v := viper.New()
 	v.SetConfigType("toml")
-	if err := v.ReadConfig(strings.NewReader(config.DefaultConfig)); err != nil {
+	if err := v.ReadConfig(strings.NewReader(config.DefaultConfig + dotlabRules)); err != nil {
 		return nil, fmt.Errorf("gitleaks config: %w", err)
 	}
 	var vc config.ViperConfig

@@ -63,6 +63,7 @@ func secretMessages() map[string]string {
 		"azure storage":          "DefaultEndpointsProtocol=https;AccountName=lab;AccountKey=" + g(alnum, 86) + "==;EndpointSuffix=core.windows.net",
 		"databricks":             "dapi" + g(hexl, 32),
 		"linear":                 "lin_api_" + g(alnum, 40),
+		"dotlab api key":         "my key is dlk_" + g(b64, 43),
 		"dotlab-like bearer key": `curl -H "Authorization: Bearer ` + g(b64, 43) + `"`,
 	}
 }

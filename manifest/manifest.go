@@ -16,6 +16,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/big"
 	"path"
 	"regexp"
 	"sort"
@@ -241,6 +243,14 @@ func Check(m *dotlab.Manifest) error {
 		if err != nil {
 			p.Add(at+".tolerance.value", "%v", err)
 			continue
+		}
+		for _, v := range []struct {
+			path string
+			r    *big.Rat
+		}{{at + ".value", pub}, {at + ".tolerance.value", tol}} {
+			if f, _ := v.r.Float64(); math.IsInf(f, 0) {
+				p.Add(v.path, "is beyond the range of IEEE doubles (about ±1.8e308), which the manifest's RFC 8785 identity needs")
+			}
 		}
 		if tol.Sign() < 0 {
 			p.Add(at+".tolerance.value", "must be >= 0")

@@ -11,3 +11,11 @@ var ManifestSchema []byte
 
 // ManifestSchemaURL is the $id of ManifestSchema.
 const ManifestSchemaURL = "https://dotlab.online/spec/manifest.schema.json"
+
+// LabMessageSchema is spec/lab-message.schema.json (POST /labs/{id}/messages).
+//
+//go:embed lab-message.schema.json
+var LabMessageSchema []byte
+
+// LabMessageSchemaURL is the $id of LabMessageSchema.
+const LabMessageSchemaURL = "https://dotlab.online/spec/lab-message.schema.json"

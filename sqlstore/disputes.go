@@ -4,27 +4,62 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/dotlab/dotlab"
 )
 
-// NextDispute returns the oldest disputed claim on which the caller holds no
-// role (a reviewer who voted holds the reviewer role, so it is not shown the
-// same dispute again).
+// NextDispute assigns the caller a dispute to review, drawn at random among
+// disputed claims on which it holds no role, and returns its evidence. The
+// assignment is the reviewer role on that claim: only assigned reviewers may
+// vote, so reviewers cannot pick the dispute they vote on. While the caller
+// has an assigned dispute it has not voted on, NextDispute returns that one.
 func (db *DB) NextDispute(ctx context.Context, agentID string) (*dotlab.Dispute, bool, error) {
 	var id string
-	err := db.r.QueryRowContext(ctx, `SELECT c.id FROM claims c WHERE c.state = 'disputed'
-		AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.claim_id = c.id AND r.agent_id = $1)
+	err := db.r.QueryRowContext(ctx, `SELECT r.claim_id FROM roles r JOIN claims c ON c.id = r.claim_id
+		WHERE r.agent_id = $1 AND r.role = 'reviewer' AND c.state = 'disputed'
+		AND NOT EXISTS (SELECT 1 FROM votes v WHERE v.claim_id = r.claim_id AND v.reviewer_id = $1)
 		ORDER BY c.number LIMIT 1`, agentID).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	} else if err != nil {
+	if err == nil {
+		d, err := db.FindDispute(ctx, id)
+		return d, err == nil, err
+	} else if !errors.Is(err, sql.ErrNoRows) {
 		return nil, false, err
 	}
-	d, err := db.FindDispute(ctx, id)
-	return d, err == nil, err
+	rows, err := db.r.QueryContext(ctx, `SELECT c.id FROM claims c WHERE c.state = 'disputed'
+		AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.claim_id = c.id AND r.agent_id = $1)
+		ORDER BY c.number LIMIT 1000`, agentID)
+	if err != nil {
+		return nil, false, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	now := db.now()
+	for _, id := range ids {
+		_, err := db.w.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'reviewer', $3)`, id, agentID, ms(now))
+		if isUniqueViolation(err) {
+			continue // took another role on it meanwhile
+		} else if err != nil {
+			return nil, false, err
+		}
+		d, err := db.FindDispute(ctx, id)
+		return d, err == nil, err
+	}
+	return nil, false, nil
 }
 
 // FindDispute returns the evidence of a claim that has (or had) a dispute.
@@ -77,8 +112,9 @@ func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) 
 	return out, rows.Err()
 }
 
-// CastVote records a reviewer's vote (one per reviewer; the caller must hold
-// no other role on the claim). When the quorum is in, the majority decides:
+// CastVote records the vote of a reviewer assigned this dispute by
+// NextDispute (one vote per reviewer; 403 role_conflict for anyone else).
+// When the quorum is in, the majority decides:
 // "runner" settles with the run's outcome, "challenger" with the outcome of
 // the first disagreeing challenge; the claim goes disputed → reviewed →
 // settled.
@@ -95,9 +131,16 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 		return nil, err
 	}
 	switch role {
-	case "":
 	case dotlab.RoleReviewer:
-		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", claimID)
+		var one int
+		err := db.r.QueryRowContext(ctx, `SELECT 1 FROM votes WHERE claim_id = $1 AND reviewer_id = $2`, claimID, agentID).Scan(&one)
+		if err == nil {
+			return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", claimID)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+	case "":
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "%s is not assigned to you: reviewers are drawn at random by GET /disputes/next", claimID)
 	default:
 		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim", role, claimID)
 	}
@@ -116,10 +159,6 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 			return nil
 		}
 		locked = true
-		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'reviewer', $3)`,
-			claimID, agentID, ms(now)); err != nil {
-			return err
-		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO votes (claim_id, reviewer_id, vote, rationale, created_at) VALUES ($1, $2, $3, $4, $5)`,
 			claimID, agentID, v.Vote, strings.TrimSpace(v.Rationale), ms(now)); err != nil {
 			return err
@@ -127,7 +166,7 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 		return db.tally(ctx, tx, claimID, now)
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold a role on %s", claimID)
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", claimID)
 	}
 	if err != nil {
 		return nil, err

@@ -162,8 +162,8 @@ func (db *DB) openOffer(ctx context.Context, agentID string, now time.Time) (*do
 }
 
 // AcceptJob accepts the caller's open offer: the claim becomes assigned with
-// a publish deadline, and the caller takes the runner role. Accepting an
-// offer already accepted by the caller returns the job unchanged.
+// a publish deadline, and the caller takes the runner role. Accepting twice
+// is 409 conflict (the job is already accepted).
 func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.Job, error) {
 	now := db.now()
 	deadline := now.Add(db.windows.Publish)
@@ -188,6 +188,9 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 		}
 		return addEvent(ctx, tx, claimID, dotlab.StateAssigned, now, "runner "+agentID+" accepted")
 	})
+	if isUniqueViolation(err) {
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold another role on %s: decline the offer", claimID)
+	}
 	if err != nil {
 		return nil, err
 	}

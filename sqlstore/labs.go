@@ -70,6 +70,9 @@ func (db *DB) JoinLab(ctx context.Context, agentID, claimID, role string) (*dotl
 		default:
 			return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim", held, claimID)
 		}
+		if c.RunnerID == agentID {
+			return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "%s is offered to you: accept it and join as runner, or decline it first", claimID)
+		}
 		err = db.tx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'collaborator', $3)`,
 				claimID, agentID, ms(now)); err != nil {

@@ -96,7 +96,7 @@ func TestLifecycleReproducedSettlesWhenWindowCloses(t *testing.T) {
 		if c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeReproduced {
 			t.Fatalf("claim: %s %s", c.State, c.Outcome)
 		}
-		if rep := w.settle(); rep != (dotlab.SettleReport{}) {
+		if rep := w.settle(); !rep.Empty() {
 			t.Fatalf("settlement not idempotent: %v", rep)
 		}
 		p, _ := w.db.FindAgent(ctx, runner.ID)
@@ -164,7 +164,15 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		_, err = w.db.CastVote(ctx, runner.ID, id, dotlab.VoteBody{Vote: "runner", Rationale: "I stand by my run, sd_diff 1.2299 is right"})
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
+		// Only reviewers the draw assigned may vote.
+		_, err = w.db.CastVote(ctx, reviewers[1].ID, id, dotlab.VoteBody{Vote: "runner", Rationale: rationale})
+		wantCode(t, err, dotlab.EROLECONFLICT)
 		for i, v := range []string{"challenger", "runner", "challenger"} {
+			if i > 0 {
+				if d, found, _ := w.db.NextDispute(ctx, reviewers[i].ID); !found || d.ID != id {
+					t.Fatalf("reviewer %d not assigned", i)
+				}
+			}
 			if _, err := w.db.CastVote(ctx, reviewers[i].ID, id, dotlab.VoteBody{Vote: v, Rationale: rationale}); err != nil {
 				t.Fatal(err)
 			}
@@ -177,8 +185,9 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		if c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeReproduced {
 			t.Fatalf("after votes: %s %s", c.State, c.Outcome)
 		}
-		_, err = w.db.CastVote(ctx, reviewers[3].ID, id, dotlab.VoteBody{Vote: "runner", Rationale: rationale})
-		wantCode(t, err, dotlab.EWINDOWCLOSED)
+		if _, found, _ := w.db.NextDispute(ctx, reviewers[3].ID); found {
+			t.Fatal("settled dispute still drawn")
+		}
 		ev, _ := w.db.ClaimEvents(ctx, id, 0)
 		var states []dotlab.ClaimState
 		for _, e := range ev {

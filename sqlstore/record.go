@@ -23,7 +23,9 @@ func (db *DB) agentRecord(ctx context.Context, agentID string) (dotlab.AgentReco
 		}
 		rec.RunsPublished++
 		rec.Outcomes[dotlab.Outcome(runOutcome)]++
-		if state == string(dotlab.StateSettled) {
+		// spec_issue and input_mismatch settle at once and cannot be
+		// challenged, so they earn no standing either way.
+		if state == string(dotlab.StateSettled) && dotlab.Outcome(runOutcome).Compared() {
 			if final == runOutcome {
 				rec.RunsUpheld++
 			} else {

@@ -29,7 +29,7 @@ func (db *DB) Settle(ctx context.Context) (dotlab.SettleReport, error) {
 	now := db.now()
 	steps := []struct {
 		count *int
-		step  func(context.Context, time.Time) (applied, seen int, err error)
+		step  func(context.Context, time.Time) (applied []string, seen int, err error)
 	}{
 		{&rep.OffersExpired, db.expireOffers},
 		{&rep.JobsAbandoned, db.abandonJobs},
@@ -38,7 +38,8 @@ func (db *DB) Settle(ctx context.Context) (dotlab.SettleReport, error) {
 	for _, s := range steps {
 		for {
 			applied, seen, err := s.step(ctx, now)
-			*s.count += applied
+			*s.count += len(applied)
+			rep.Changed = append(rep.Changed, applied...)
 			if err != nil {
 				return rep, err
 			}
@@ -50,10 +51,11 @@ func (db *DB) Settle(ctx context.Context) (dotlab.SettleReport, error) {
 	return rep, nil
 }
 
-// applyEach runs fn for each due item in its own transaction and counts
-// those it applied (fn reports false when another process got there first).
-func (db *DB) applyEach(ctx context.Context, ds []due, fn func(*sql.Tx, due) (bool, error)) (int, int, error) {
-	applied := 0
+// applyEach runs fn for each due item in its own transaction and returns
+// the claims it applied to (fn reports false when another process got there
+// first) and how many items it saw.
+func (db *DB) applyEach(ctx context.Context, ds []due, fn func(*sql.Tx, due) (bool, error)) ([]string, int, error) {
+	var applied []string
 	for _, d := range ds {
 		done := false
 		err := db.tx(ctx, func(tx *sql.Tx) error {
@@ -65,7 +67,7 @@ func (db *DB) applyEach(ctx context.Context, ds []due, fn func(*sql.Tx, due) (bo
 			return applied, len(ds), err
 		}
 		if done {
-			applied++
+			applied = append(applied, d.claim)
 		}
 	}
 	return applied, len(ds), nil
@@ -92,11 +94,11 @@ func (db *DB) dueRows(ctx context.Context, query string, now time.Time) ([]due, 
 	return out, rows.Err()
 }
 
-func (db *DB) expireOffers(ctx context.Context, now time.Time) (int, int, error) {
+func (db *DB) expireOffers(ctx context.Context, now time.Time) ([]string, int, error) {
 	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE offer_expires_at <= $1 AND state = 'funded'
 		AND runner_id IS NOT NULL ORDER BY offer_expires_at LIMIT $2`, now)
 	if err != nil {
-		return 0, 0, err
+		return nil, 0, err
 	}
 	return db.applyEach(ctx, ds, func(tx *sql.Tx, d due) (bool, error) {
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = NULL, offer_expires_at = NULL, draw_key = $1, updated_at = $2
@@ -113,11 +115,11 @@ func (db *DB) expireOffers(ctx context.Context, now time.Time) (int, int, error)
 	})
 }
 
-func (db *DB) abandonJobs(ctx context.Context, now time.Time) (int, int, error) {
+func (db *DB) abandonJobs(ctx context.Context, now time.Time) ([]string, int, error) {
 	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE publish_deadline <= $1 AND state IN ('assigned', 'running')
 		ORDER BY publish_deadline LIMIT $2`, now)
 	if err != nil {
-		return 0, 0, err
+		return nil, 0, err
 	}
 	return db.applyEach(ctx, ds, func(tx *sql.Tx, d due) (bool, error) {
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = 'funded', runner_id = NULL, publish_deadline = NULL, draw_key = $1, updated_at = $2
@@ -144,11 +146,11 @@ func (db *DB) abandonJobs(ctx context.Context, now time.Time) (int, int, error) 
 	})
 }
 
-func (db *DB) settleWindows(ctx context.Context, now time.Time) (int, int, error) {
+func (db *DB) settleWindows(ctx context.Context, now time.Time) ([]string, int, error) {
 	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE challenge_deadline <= $1 AND state = 'challenge_window'
 		ORDER BY challenge_deadline LIMIT $2`, now)
 	if err != nil {
-		return 0, 0, err
+		return nil, 0, err
 	}
 	return db.applyEach(ctx, ds, func(tx *sql.Tx, d due) (bool, error) {
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = 'settled',

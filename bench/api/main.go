@@ -65,6 +65,7 @@ type config struct {
 	analyze     bool
 	noWrk       bool
 	profile     string
+	skipWrites  bool
 }
 
 func main() {
@@ -80,6 +81,7 @@ func main() {
 	flag.BoolVar(&c.analyze, "analyze", false, "run ANALYZE after loading claims (sqlstore never does; shows the draw with planner statistics)")
 	flag.BoolVar(&c.noWrk, "no-wrk", false, "use the Go load generator for reads even when wrk is installed")
 	flag.StringVar(&c.profile, "profile", "", "directory to write CPU profiles of the real-API rows to (reads.pprof, writes.pprof)")
+	flag.BoolVar(&c.skipWrites, "reads-only", false, "run the read rows only")
 	flag.Parse()
 	c.engine = sqlstore.Dialect(db)
 	c.d = c.d.Round(time.Second)
@@ -112,41 +114,71 @@ func run(c config) error {
 		return err
 	}
 	defer st.close()
-	tmp, err := os.MkdirTemp("", "dotlab-bench-wrk-")
+	if c.profile != "" {
+		if err := os.MkdirAll(c.profile, 0o755); err != nil {
+			return err
+		}
+	}
+	leaks, err := leakcheck.New()
 	if err != nil {
 		return err
+	}
+	rows, err := readRows(ctx, c, st, leaks)
+	if err != nil {
+		return err
+	}
+	var kinds []kindLatency
+	if !c.skipWrites {
+		var w []row
+		w, kinds, err = writeRows(ctx, c, st, leaks)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, w...)
+	}
+	printTable(rows)
+	if kinds != nil {
+		fmt.Println()
+		fmt.Println("real write requests (p50 / p99):")
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		p99OK := true
+		for _, k := range kinds {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t\n", k.name, ms(k.p50), ms(k.p99))
+			p99OK = p99OK && k.p99 < p99Target
+		}
+		fmt.Fprintf(tw, "  p99 < %s on every request\t\t\t%s\n", ms(p99Target), verdict(p99OK))
+		tw.Flush()
+	}
+	return checkErrors(rows)
+}
+
+// readRows measures GET /api/v1/claims/{id} on a store with c.claims
+// listed claims against a bare handler answering the same bytes, under the
+// same load.
+func readRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Checker) ([]row, error) {
+	tmp, err := os.MkdirTemp("", "dotlab-bench-wrk-")
+	if err != nil {
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	wrk := ""
 	if p, err := exec.LookPath("wrk"); err == nil && !c.noWrk {
 		wrk = p
 	}
-	if c.profile != "" {
-		if err := os.MkdirAll(c.profile, 0o755); err != nil {
-			return err
-		}
-	}
-
-	// Reads: one store with c.claims listed claims, then the bare handler
-	// and the real API under the same load.
 	reads, err := openLoaded(ctx, st, "reads", c.claims, c.analyze)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer reads.close()
 	machine(c, wrk, st.engineVersion(ctx, reads.raw.DB))
-	leaks, err := leakcheck.New()
-	if err != nil {
-		return err
-	}
 	api, err := newAPI(reads.db, leaks)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer api.Close()
 	body, err := sampleClaim(api)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	load := readLoad{wrk: wrk, conns: c.conns, threads: c.threads, d: c.d, claims: c.claims, tmp: tmp}
 	loadName := "Go load generator"
@@ -158,93 +190,92 @@ func run(c config) error {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(body)
 	})
-	bareReads, err := measure("  bare handler", bare, load, "")
+	bareR, err := measure("  bare handler", bare, load, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	stopSettle := settleLoop(reads.db)
-	realReads, err := measure("  real API", api, load, profilePath(c.profile, "reads.pprof"))
+	realR, err := measure("  real API", api, load, profilePath(c.profile, "reads.pprof"))
 	stopSettle()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	r := ratio(realR.rate(), bareR.rate())
+	ok := r >= readTarget
+	return []row{
+		{group: "reads", name: fmt.Sprintf("bare net/http handler (%d-byte body)", len(body)), r: bareR, unit: "req/s"},
+		{name: fmt.Sprintf("GET /claims/{id} (%s, %d claims)", c.engine, c.claims), r: realR, unit: "req/s",
+			ratio: r, target: fmt.Sprintf(">= %.1fx", readTarget), met: &ok},
+	}, nil
+}
 
-	// Writes: two stores loaded alike; the bare loop on one, the API on the other.
+// writeRows measures the runner cycle through the API against the bare
+// insert loop, each on its own store loaded alike with c.writeClaims funded
+// claims, and returns the per-request latencies of the API row.
+func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Checker) ([]row, []kindLatency, error) {
 	fmt.Printf("writes: %d clients, %s per row, %d funded claims per store\n", c.conns, c.d, c.writeClaims)
-	bareW, err := openLoaded(ctx, st, "writes_bare", c.writeClaims, c.analyze)
+	bareStore, err := openLoaded(ctx, st, "writes_bare", c.writeClaims, c.analyze)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	agents, _, err := makeAgents(ctx, bareW.db, c.conns)
+	defer bareStore.close()
+	agents, _, err := makeAgents(ctx, bareStore.db, c.conns)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	bareW.db.Close() // the bare loop writes with plain SQL only
 	fmt.Println("  bare insert loop …")
-	bareWrites, err := bareWrites(bareW.raw, agents, bareW.ids, c.d)
-	bareW.raw.Close()
+	bareW, err := runBareWrites(bareStore.raw, agents, bareStore.ids, c.d)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	realW, err := openLoaded(ctx, st, "writes_api", c.writeClaims, c.analyze)
+	bareStore.close()
+
+	apiStore, err := openLoaded(ctx, st, "writes_api", c.writeClaims, c.analyze)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer realW.close()
-	_, keys, err := makeAgents(ctx, realW.db, c.conns)
+	defer apiStore.close()
+	_, keys, err := makeAgents(ctx, apiStore.db, c.conns)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	wapi, err := newAPI(realW.db, leaks)
+	api, err := newAPI(apiStore.db, leaks)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer wapi.Close()
-	srv, err := serve(wapi)
+	defer api.Close()
+	srv, err := serve(api)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	fmt.Println("  real API …")
 	stopProfile, err := startProfile(profilePath(c.profile, "writes.pprof"))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	stopSettle = settleLoop(realW.db)
-	realWrites, err := realWrites(srv.url, keys, c.d)
+	stopSettle := settleLoop(apiStore.db)
+	realW, err := runRealWrites(srv.url, keys, c.d)
 	stopSettle()
 	stopProfile()
 	if serr := srv.stop(); err == nil {
 		err = serr
 	}
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	r := ratio(realW.rate(), bareW.rate())
+	ok := r >= writeTarget
+	return []row{
+		{group: "writes", name: "bare insert loop (same rows, 3 tx)", r: bareW, unit: "cycles/s"},
+		{name: fmt.Sprintf("next+accept+runs (%s)", c.engine), r: realW, unit: "cycles/s",
+			ratio: r, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &ok},
+	}, realW.perKind, nil
+}
 
-	readRatio := ratio(realReads.rate(), bareReads.rate())
-	writeRatio := ratio(realWrites.rate(), bareWrites.rate())
-	readOK := readRatio >= readTarget
-	writeOK := writeRatio >= writeTarget
-	p99OK := true
-	for _, k := range realWrites.perKind {
-		p99OK = p99OK && k.p99 < p99Target
-	}
-	rows := []row{
-		{group: "reads", name: "bare net/http handler", r: bareReads, unit: "req/s"},
-		{group: "", name: fmt.Sprintf("GET /claims/{id} (%s, %d claims)", c.engine, c.claims), r: realReads, unit: "req/s",
-			ratio: readRatio, target: fmt.Sprintf(">= %.1fx", readTarget), met: &readOK},
-		{group: "writes", name: "bare insert loop (same rows, 3 tx)", r: bareWrites, unit: "cycles/s"},
-		{group: "", name: fmt.Sprintf("next+accept+runs (%s)", c.engine), r: realWrites, unit: "cycles/s",
-			ratio: writeRatio, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &writeOK},
-	}
-	printTable(rows)
-	fmt.Println()
-	fmt.Println("real write requests (p50 / p99):")
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	for _, k := range realWrites.perKind {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t\n", k.name, ms(k.p50), ms(k.p99))
-	}
-	fmt.Fprintf(tw, "  p99 < %s on every request\t\t\t%s\n", ms(p99Target), verdict(p99OK))
-	tw.Flush()
+// checkErrors prints the rows' notes and fails the run when a row measured
+// nothing or more than maxErrRate of its requests failed.
+func checkErrors(rows []row) error {
+	fmt.Printf("load average after: %s\n", loadavg())
 	for _, r := range rows {
 		if r.r.note != "" {
 			fmt.Printf("note: %s: %s\n", strings.TrimSpace(r.name), r.r.note)
@@ -271,14 +302,18 @@ func ratio(a, b float64) float64 {
 
 // loaded is a store holding funded claims, with a raw handle on its database.
 type loaded struct {
-	db  *sqlstore.DB
-	raw *benchdata.Raw
-	ids []string
+	db     *sqlstore.DB
+	raw    *benchdata.Raw
+	ids    []string
+	closed bool
 }
 
 func (l *loaded) close() {
-	l.db.Close()
-	l.raw.Close()
+	if !l.closed {
+		l.db.Close()
+		l.raw.Close()
+		l.closed = true
+	}
 }
 
 // openLoaded opens a fresh store named name holding n funded claims listed
@@ -432,6 +467,7 @@ func machine(c config, wrk, engineVersion string) {
 	fmt.Printf("machine: %d cores (GOMAXPROCS %d), %s, %s %s/%s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel(),
 		runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Printf("engine:  %s\n", engineVersion)
+	fmt.Printf("load average before: %s (other work on the machine skews every row)\n", loadavg())
 	if wrk != "" {
 		fmt.Printf("load:    %s (client on the same machine as the server)\n", wrkVersion(wrk))
 	} else {
@@ -455,6 +491,16 @@ func printTable(rows []row) {
 			ms(r.r.p50), ms(r.r.p99), r.r.errors, ratio, target, v)
 	}
 	tw.Flush()
+}
+
+// loadavg returns the 1, 5 and 15 minute load averages.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 func verdict(ok bool) string {

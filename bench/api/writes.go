@@ -50,11 +50,11 @@ func (w *writeClient) do(method, url string, body []byte) (int, []byte, error) {
 	return res.StatusCode, b, err
 }
 
-// realWrites runs the runner workflow through the API: each of len(keys)
+// runRealWrites runs the runner workflow through the API: each of len(keys)
 // agents loops GET /jobs/next → POST /jobs/{id}/accept → POST /runs (a
 // valid reproduced body) for d, or until no funded claim is left. One op
 // is one full cycle; latencies are per request.
-func realWrites(base string, keys []string, d time.Duration) (result, error) {
+func runRealWrites(base string, keys []string, d time.Duration) (result, error) {
 	tmpl, _, err := benchdata.RunBody(idMark)
 	if err != nil {
 		return result{}, err
@@ -137,14 +137,14 @@ func realWrites(base string, keys []string, d time.Duration) (result, error) {
 	return r, nil
 }
 
-// bareWrites writes the rows of the same cycle with plain SQL on raw: for
+// runBareWrites writes the rows of the same cycle with plain SQL on raw: for
 // each claim, the offer (claim update + job insert), the accept (claim and
 // job updates, runner role, event) and the run (claim update, run insert,
 // job update, two events), three transactions as on the real path, with
 // the same statements and values, from len(agents) goroutines each taking
 // the next claim of ids. No reads: this is the database's limit for these
 // rows. Latencies are per transaction.
-func bareWrites(raw *benchdata.Raw, agents []string, ids []string, d time.Duration) (result, error) {
+func runBareWrites(raw *benchdata.Raw, agents []string, ids []string, d time.Duration) (result, error) {
 	body, comps, err := benchdata.RunBody(idMark)
 	if err != nil {
 		return result{}, err

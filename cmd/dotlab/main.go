@@ -56,6 +56,9 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newServeCmd(),
 		newManifestCmd(),
+		newAgentCmd(),
+		newClaimCmd(),
+		newLabCmd(),
 		newImageCmd(),
 		newRerunCmd(),
 	)

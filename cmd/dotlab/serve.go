@@ -98,7 +98,7 @@ func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotla
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum)
 	if ready != nil {
 		ready <- ln.Addr().String()
@@ -109,7 +109,7 @@ func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotla
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		settleLoop(settleCtx, logger, db, opt.settleEvery)
+		settleLoop(settleCtx, logger, db, opt.settleEvery, api.Notify)
 	}()
 	defer func() { stopSettle(); <-settled }()
 	select {
@@ -131,15 +131,18 @@ func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotla
 // settleLoop runs the settlement clock: at start (finishing whatever fell due
 // while no server ran) and then every interval, until ctx ends. A sweep in
 // progress finishes before the loop returns.
-func settleLoop(ctx context.Context, logger *slog.Logger, db *sqlstore.DB, every time.Duration) {
+func settleLoop(ctx context.Context, logger *slog.Logger, db *sqlstore.DB, every time.Duration, notify func(claimID string)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		rep, err := db.Settle(context.WithoutCancel(ctx))
 		if err != nil {
 			logger.Error("settlement sweep failed; retrying next tick", "err", err)
-		} else if rep != (dotlab.SettleReport{}) {
+		} else if !rep.Empty() {
 			logger.Info("settlement", "offers_expired", rep.OffersExpired, "jobs_abandoned", rep.JobsAbandoned, "claims_settled", rep.ClaimsSettled)
+			for _, id := range rep.Changed {
+				notify(id)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,180 @@
+package client
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/httpapi"
+)
+
+// Status is GET /status.
+func (c *Client) Status(ctx context.Context) (*httpapi.Status, error) {
+	var s httpapi.Status
+	_, err := c.do(ctx, "GET", "/status", nil, &s)
+	return &s, err
+}
+
+// Register is POST /agents; the key in the answer is shown once.
+func (c *Client) Register(ctx context.Context, n dotlab.NewAgent) (*httpapi.AgentCreated, error) {
+	var a httpapi.AgentCreated
+	_, err := c.do(ctx, "POST", "/agents", n, &a)
+	return &a, err
+}
+
+// Me is GET /agents/me.
+func (c *Client) Me(ctx context.Context) (*dotlab.AgentProfile, error) {
+	var p dotlab.AgentProfile
+	_, err := c.do(ctx, "GET", "/agents/me", nil, &p)
+	return &p, err
+}
+
+// Agent is GET /agents/{id}.
+func (c *Client) Agent(ctx context.Context, id string) (*dotlab.AgentProfile, error) {
+	var p dotlab.AgentProfile
+	_, err := c.do(ctx, "GET", "/agents/"+url.PathEscape(id), nil, &p)
+	return &p, err
+}
+
+// SubmitClaim is POST /claims with the manifest text.
+func (c *Client) SubmitClaim(ctx context.Context, manifest []byte, field string) (*httpapi.ClaimView, error) {
+	var v httpapi.ClaimView
+	_, err := c.do(ctx, "POST", "/claims", map[string]string{"manifest": string(manifest), "field": field}, &v)
+	return &v, err
+}
+
+// Claim is GET /claims/{id}.
+func (c *Client) Claim(ctx context.Context, id string) (*httpapi.ClaimView, error) {
+	var v httpapi.ClaimView
+	_, err := c.do(ctx, "GET", "/claims/"+url.PathEscape(id), nil, &v)
+	return &v, err
+}
+
+// Claims is GET /claims (one page).
+func (c *Client) Claims(ctx context.Context, state dotlab.ClaimState, after string, limit int) (*httpapi.ClaimPage, error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", string(state))
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var p httpapi.ClaimPage
+	_, err := c.do(ctx, "GET", "/claims?"+q.Encode(), nil, &p)
+	return &p, err
+}
+
+// ClaimManifest is GET /claims/{id}/manifest: the bytes as submitted.
+func (c *Client) ClaimManifest(ctx context.Context, id string) ([]byte, error) {
+	var raw []byte
+	_, err := c.do(ctx, "GET", "/claims/"+url.PathEscape(id)+"/manifest", nil, &raw)
+	return raw, err
+}
+
+// NextJob is GET /jobs/next; ErrNone on 204.
+func (c *Client) NextJob(ctx context.Context) (*dotlab.Job, error) {
+	var j dotlab.Job
+	st, err := c.do(ctx, "GET", "/jobs/next", nil, &j)
+	if err == nil && st == 204 {
+		return nil, ErrNone
+	}
+	return &j, err
+}
+
+// Accept is POST /jobs/{id}/accept.
+func (c *Client) Accept(ctx context.Context, id string) (*dotlab.Job, error) {
+	var j dotlab.Job
+	_, err := c.do(ctx, "POST", "/jobs/"+url.PathEscape(id)+"/accept", nil, &j)
+	return &j, err
+}
+
+// Decline is POST /jobs/{id}/decline.
+func (c *Client) Decline(ctx context.Context, id, reason string) (*dotlab.Job, error) {
+	var j dotlab.Job
+	_, err := c.do(ctx, "POST", "/jobs/"+url.PathEscape(id)+"/decline", map[string]string{"reason": reason}, &j)
+	return &j, err
+}
+
+// PublishRun is POST /runs.
+func (c *Client) PublishRun(ctx context.Context, b *dotlab.RunBody) (*dotlab.Run, error) {
+	var r dotlab.Run
+	_, err := c.do(ctx, "POST", "/runs", b, &r)
+	return &r, err
+}
+
+// Run is GET /runs/{id}.
+func (c *Client) Run(ctx context.Context, id string) (*dotlab.Run, error) {
+	var r dotlab.Run
+	_, err := c.do(ctx, "GET", "/runs/"+url.PathEscape(id), nil, &r)
+	return &r, err
+}
+
+// Runs is GET /runs?status=… (one page).
+func (c *Client) Runs(ctx context.Context, status dotlab.ClaimState, after string) (*httpapi.RunPage, error) {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", string(status))
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	var p httpapi.RunPage
+	_, err := c.do(ctx, "GET", "/runs?"+q.Encode(), nil, &p)
+	return &p, err
+}
+
+// Challenge is POST /challenges.
+func (c *Client) Challenge(ctx context.Context, b *dotlab.ChallengeBody) (*dotlab.Challenge, error) {
+	var ch dotlab.Challenge
+	_, err := c.do(ctx, "POST", "/challenges", b, &ch)
+	return &ch, err
+}
+
+// NextDispute is GET /disputes/next; ErrNone on 204.
+func (c *Client) NextDispute(ctx context.Context) (*dotlab.Dispute, error) {
+	var d dotlab.Dispute
+	st, err := c.do(ctx, "GET", "/disputes/next", nil, &d)
+	if err == nil && st == 204 {
+		return nil, ErrNone
+	}
+	return &d, err
+}
+
+// Vote is POST /disputes/{id}/vote.
+func (c *Client) Vote(ctx context.Context, id string, v dotlab.VoteBody) (*dotlab.Dispute, error) {
+	var d dotlab.Dispute
+	_, err := c.do(ctx, "POST", "/disputes/"+url.PathEscape(id)+"/vote", v, &d)
+	return &d, err
+}
+
+// JoinLab is POST /labs/{id}/join.
+func (c *Client) JoinLab(ctx context.Context, id, role string) (*dotlab.LabMember, error) {
+	var m dotlab.LabMember
+	_, err := c.do(ctx, "POST", "/labs/"+url.PathEscape(id)+"/join", map[string]string{"role": role}, &m)
+	return &m, err
+}
+
+// Messages is GET /labs/{id}/messages?after= (one page).
+func (c *Client) Messages(ctx context.Context, id, after string, limit int) (*httpapi.MessagePage, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var p httpapi.MessagePage
+	_, err := c.do(ctx, "GET", "/labs/"+url.PathEscape(id)+"/messages?"+q.Encode(), nil, &p)
+	return &p, err
+}
+
+// Post is POST /labs/{id}/messages.
+func (c *Client) Post(ctx context.Context, id string, m dotlab.LabMessageBody) (*dotlab.LabMessage, error) {
+	var out dotlab.LabMessage
+	_, err := c.do(ctx, "POST", "/labs/"+url.PathEscape(id)+"/messages", m, &out)
+	return &out, err
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+)
+
+// startServer runs `dotlab serve` in-process on SQLite until the test ends.
+func startServer(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "127.0.0.1:0", sqlstoretest.URL(t, sqlstore.SQLite), dotlab.DefaultWindows, serveOptions{settleEvery: 100e6}, ready)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case addr := <-ready:
+		return "http://" + addr
+	case err := <-done:
+		t.Fatal(err)
+	}
+	return ""
+}
+
+func TestAgentClaimAndLabCommands(t *testing.T) {
+	server := startServer(t)
+	cfg := t.TempDir()
+	t.Setenv("DOTLAB_CONFIG_DIR", cfg)
+	out, errOut, code := runCLI(t, "agent", "register", "--server", server, "--name", "ada", "--operator", "tests", "--capabilities", "python,r")
+	if code != 0 {
+		t.Fatalf("register: %d %s", code, errOut)
+	}
+	data, err := os.ReadFile(filepath.Join(cfg, "agents.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(filepath.Join(cfg, "agents.json"))
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials mode %v, want 0600", st.Mode().Perm())
+	}
+	if !strings.Contains(string(data), "dlk_") || strings.Contains(out, "dlk_") {
+		t.Fatalf("key must be stored and never printed: out %q", out)
+	}
+	out, _, code = runCLI(t, "agent", "me", "--server", server)
+	if code != 0 || !strings.Contains(out, `"name": "ada"`) {
+		t.Fatalf("me: %d %s", code, out)
+	}
+	mf := filepath.Join(t.TempDir(), "m.json")
+	os.WriteFile(mf, sqlstoretest.ManifestJSON("cli claim"), 0o644)
+	out, errOut, code = runCLI(t, "claim", "submit", mf, "--server", server, "--field", "statistics")
+	if code != 0 || !strings.Contains(out, "listed DL-0001") {
+		t.Fatalf("submit: %d %s %s", code, out, errOut)
+	}
+	// The submitter holds a role, so it cannot join the room as collaborator.
+	_, errOut, code = runCLI(t, "lab", "post", "DL-0001", "hello", "--server", server, "--join", "collaborator")
+	if code == 0 || !strings.Contains(errOut, "role_conflict") {
+		t.Fatalf("post as submitter: %d %s", code, errOut)
+	}
+	// A second agent collaborates.
+	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
+	runCLI(t, "agent", "register", "--server", server, "--name", "bo", "--operator", "tests")
+	out, errOut, code = runCLI(t, "lab", "post", "DL-0001", "t = 4.062 on 9 df", "--server", server, "--join", "collaborator", "--type", "finding", "--ref", "results.json")
+	if code != 0 || !strings.Contains(out, "finding") {
+		t.Fatalf("post: %d %s %s", code, out, errOut)
+	}
+	out, _, code = runCLI(t, "lab", "read", "DL-0001", "--server", server)
+	if code != 0 || !strings.Contains(out, "t = 4.062 on 9 df [results.json]") {
+		t.Fatalf("read: %d %q", code, out)
+	}
+	_, errOut, code = runCLI(t, "claim", "submit", "../../manifest/testdata/valid.json", "--server", "not a url", "--field", "x")
+	if code == 0 || !strings.Contains(errOut, "--server") {
+		t.Fatalf("bad server: %d %s", code, errOut)
+	}
+}

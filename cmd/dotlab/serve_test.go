@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+)
+
+// TestServeLifecycleRealClock runs `dotlab serve` in-process with
+// second-long windows on the wall clock: a reproduced run settles when its
+// one-second challenge window closes, by the settlement loop alone; then the
+// server shuts down gracefully on cancel.
+func TestServeLifecycleRealClock(t *testing.T) {
+	for _, e := range sqlstoretest.Engines {
+		t.Run(string(e), func(t *testing.T) {
+			dbURL := sqlstoretest.URL(t, e)
+			ctx, cancel := context.WithCancel(context.Background())
+			ready := make(chan string, 1)
+			served := make(chan error, 1)
+			w := dotlab.Windows{Accept: time.Second, Publish: 2 * time.Second, Challenge: time.Second, Quorum: 3}
+			opt := serveOptions{settleEvery: 100 * time.Millisecond}
+			go func() {
+				served <- serve(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "127.0.0.1:0", dbURL, w, opt, ready)
+			}()
+			var base string
+			select {
+			case addr := <-ready:
+				base = "http://" + addr + "/api/v1"
+			case err := <-served:
+				t.Fatal(err)
+			}
+			call := func(method, path, key string, body any, out any) int {
+				b, _ := json.Marshal(body)
+				req, _ := http.NewRequest(method, base+path, bytes.NewReader(b))
+				if key != "" {
+					req.Header.Set("Authorization", "Bearer "+key)
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				if out != nil {
+					json.NewDecoder(res.Body).Decode(out)
+				}
+				return res.StatusCode
+			}
+			var sub, run httpapi.AgentCreated
+			call("POST", "/agents", "", dotlab.NewAgent{Name: "s", Operator: "t"}, &sub)
+			call("POST", "/agents", "", dotlab.NewAgent{Name: "r", Operator: "t"}, &run)
+			var c httpapi.ClaimView
+			if st := call("POST", "/claims", sub.APIKey, map[string]string{"manifest": string(sqlstoretest.ManifestJSON("real clock")), "field": "statistics"}, &c); st != 201 {
+				t.Fatalf("submit: %d", st)
+			}
+			// An ignored offer returns to the pool after the 1 s accept window.
+			var ignored httpapi.AgentCreated
+			call("POST", "/agents", "", dotlab.NewAgent{Name: "ignores", Operator: "t"}, &ignored)
+			if st := call("GET", "/jobs/next", ignored.APIKey, nil, nil); st != 200 {
+				t.Fatalf("first offer: %d", st)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for call("GET", "/jobs/next", run.APIKey, nil, nil) != 200 {
+				if time.Now().After(deadline) {
+					t.Fatal("ignored offer never returned to the pool")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			call("POST", "/jobs/"+c.ID+"/accept", run.APIKey, nil, nil)
+			if st := call("POST", "/runs", run.APIKey, sqlstoretest.RunBody(c.ID, "1.58", "1.17", dotlab.OutcomeReproduced), nil); st != 201 {
+				t.Fatalf("run: %d", st)
+			}
+			for {
+				call("GET", "/claims/"+c.ID, "", nil, &c)
+				if c.State == dotlab.StateSettled {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("not settled by the clock: state %s", c.State)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if c.Outcome != dotlab.OutcomeReproduced {
+				t.Fatalf("outcome %s", c.Outcome)
+			}
+			cancel()
+			select {
+			case err := <-served:
+				if err != nil {
+					t.Fatalf("shutdown: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("server did not shut down")
+			}
+			// The database closed cleanly and reopens with everything in it.
+			db, err := sqlstore.Open(context.Background(), dbURL, sqlstore.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			got, err := db.FindClaim(context.Background(), c.ID)
+			if err != nil || got.State != dotlab.StateSettled {
+				t.Fatalf("after restart: %v %v", got, err)
+			}
+		})
+	}
+}
