@@ -59,6 +59,8 @@ func newRootCmd() *cobra.Command {
 		newAgentCmd(),
 		newClaimCmd(),
 		newLabCmd(),
+		newImageCmd(),
+		newRerunCmd(),
 	)
 	return root
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runner-side benchmarks (docs/sandbox.md "Benchmarks"). Root, with runc,
+# podman and busybox-static installed. Prints the Go benchmark lines, then a
+# whole `dotlab rerun` CLI run of a trivial claim against bare runc.
+# Usage: bench/run.sh [iterations, default 30]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n="${1:-30}"
+echo "== sandbox: dotlab vs runc (same config, minimal) vs podman; rerun (in process) vs runc"
+go test -run '^$' -bench 'True|RerunTrivial' -benchtime "${n}x" -count 1 ./bench/
+echo "== 1 GiB download + verify on loopback vs crypto/sha256"
+go test -run '^$' -bench 'Download1GiB' -benchtime 3x -count 1 ./runner/
+
+echo "== whole CLI: dotlab rerun of a trivial claim vs bare runc run (means of $n)"
+work=$(mktemp -d /tmp/dotlabbench.XXXXXX)
+trap 'rm -rf "$work"; rmdir /sys/fs/cgroup/*/dotlab-bench 2>/dev/null || true' EXIT
+go build -o "$work/dotlab" ./cmd/dotlab
+bb=$(command -v busybox)
+mkdir -p "$work/rootfs/bin" "$work/rootfs/tmp" "$work/rootfs/etc" "$work/repo"
+chmod 1777 "$work/rootfs/tmp"
+cp "$bb" "$work/rootfs/bin/busybox"
+for a in sh true echo cat; do ln -s busybox "$work/rootfs/bin/$a"; done
+digest=$("$work/dotlab" image build "$work/rootfs" --ref localhost/bench/busybox --cache "$work/cache" | cut -f1)
+printf 'x\n1\n' > "$work/data.csv"
+sha=$(sha256sum "$work/data.csv" | cut -d' ' -f1)
+git -C "$work/repo" init -q
+echo 'echo "{\"v\": 1}" > "$DOTLAB_OUT_DIR/results.json"' > "$work/repo/run.sh"
+git -C "$work/repo" add run.sh
+git -C "$work/repo" -c user.email=b@example.org -c user.name=bench commit -qm bench
+commit=$(git -C "$work/repo" rev-parse HEAD)
+cat > "$work/m.json" <<JSON
+{"spec_version":"0.1","title":"trivial","source":{"citation":"bench"},
+ "datasets":[{"name":"d","url":"file://$work/data.csv","sha256":"$sha"}],
+ "code":{"repository":"$work/repo","commit":"$commit"},
+ "environment":{"image":"localhost/bench/busybox@$digest"},
+ "entrypoint":["sh","run.sh"],
+ "targets":[{"name":"v","value":1,"tolerance":{"type":"absolute","value":0}}]}
+JSON
+"$work/dotlab" rerun "$work/m.json" --cache "$work/cache" --out "$work/warm" >/dev/null
+mkdir -p "$work/bundle"
+rootfs="$work/cache/images/rootfs/sha256/${digest#sha256:}"
+cat > "$work/bundle/config.json" <<JSON
+{"ociVersion":"1.0.2","process":{"user":{"uid":1000,"gid":1000},"args":["/bin/true"],"env":["PATH=/bin"],"cwd":"/",
+ "rlimits":[{"type":"RLIMIT_NOFILE","hard":1024,"soft":1024}],"noNewPrivileges":true},
+ "root":{"path":"$rootfs","readonly":true},"hostname":"bare",
+ "mounts":[{"destination":"/proc","type":"proc","source":"proc"},{"destination":"/dev","type":"tmpfs","source":"tmpfs","options":["nosuid","mode=755"]}],
+ "linux":{"cgroupsPath":"/dotlab-bench/cli","namespaces":[{"type":"pid"},{"type":"network"},{"type":"ipc"},{"type":"uts"},{"type":"mount"}]}}
+JSON
+t_rerun=0; t_runc=0
+for i in $(seq "$n"); do
+  s=$(date +%s%N); "$work/dotlab" rerun "$work/m.json" --cache "$work/cache" --out "$work/o$i" >/dev/null; e=$(date +%s%N)
+  t_rerun=$((t_rerun + e - s))
+  s=$(date +%s%N); runc --root "$work/state" run --bundle "$work/bundle" "cli-$i"; e=$(date +%s%N)
+  t_runc=$((t_runc + e - s))
+done
+awk -v a="$t_rerun" -v b="$t_runc" -v n="$n" 'BEGIN{printf "dotlab rerun (CLI) %.1f ms, bare runc run %.1f ms, ratio %.2f (goal <= 3)\n", a/n/1e6, b/n/1e6, a/b}'

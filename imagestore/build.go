@@ -1,0 +1,185 @@
+package imagestore
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// BuildEpoch is the modification time every entry of a built image carries
+// (and the config's "created"), so a tree always packs to the same bytes.
+var buildEpoch = time.Unix(0, 0).UTC()
+
+// DefaultPath is the PATH a built image's config declares.
+const DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Build packs the directory rootfs into a single-layer OCI image, stores it
+// under ref (may be empty) and returns the manifest digest.
+//
+// The packing is deterministic, so the same tree gives the same digest on any
+// machine: entries in lexical order, directories before their contents, every
+// mtime at the Unix epoch, owner 0:0 with no user or group names, permission
+// bits (including sticky; setuid/setgid are dropped) as found, hard links
+// within the tree kept as tar hard links to the first path in that order, and
+// an uncompressed layer (no gzip, whose output may differ between versions).
+// Devices, FIFOs and sockets are refused. The config names linux and this
+// machine's architecture and sets PATH only.
+func (s *Store) Build(rootfs, ref string) (v1.Hash, error) {
+	tmp, err := os.CreateTemp(s.tmpDir(), "build-*.tar")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	if err := writeTree(io.MultiWriter(tmp, h), rootfs); err != nil {
+		return v1.Hash{}, fmt.Errorf("build %s: %w", rootfs, err)
+	}
+	size, err := tmp.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	layerDigest := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return v1.Hash{}, err
+	}
+	if err := s.putBlob(tmp, layerDigest, size, "built layer"); err != nil {
+		return v1.Hash{}, err
+	}
+	cfg := v1.ConfigFile{
+		Architecture: runtime.GOARCH,
+		OS:           "linux",
+		Created:      v1.Time{Time: buildEpoch},
+		Config:       v1.Config{Env: []string{DefaultPath}},
+		RootFS:       v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{layerDigest}},
+	}
+	cfgDesc, err := s.putJSON(cfg, types.OCIConfigJSON, "built config")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	m := v1.Manifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		Config:        cfgDesc,
+		Layers:        []v1.Descriptor{{MediaType: types.OCIUncompressedLayer, Size: size, Digest: layerDigest}},
+	}
+	mDesc, err := s.putJSON(m, types.OCIManifestSchema1, "built manifest")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	return mDesc.Digest, s.addRef(mDesc, ref)
+}
+
+// putJSON stores v marshalled as JSON and returns its descriptor.
+func (s *Store) putJSON(v any, mt types.MediaType, what string) (v1.Descriptor, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	d, err := ParseDigest(sha256Digest(raw))
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	if err := s.putBlob(bytes.NewReader(raw), d, int64(len(raw)), what); err != nil {
+		return v1.Descriptor{}, err
+	}
+	return v1.Descriptor{MediaType: mt, Size: int64(len(raw)), Digest: d}, nil
+}
+
+// writeTree writes the deterministic tar of dir to w (see Build).
+func writeTree(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	type inode struct{ dev, ino uint64 }
+	seen := map[inode]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{
+			Name:    rel,
+			Mode:    int64(fi.Mode().Perm()),
+			ModTime: buildEpoch,
+			Format:  tar.FormatPAX,
+		}
+		if fi.Mode()&fs.ModeSticky != 0 {
+			hdr.Mode |= 0o1000
+		}
+		mode := fi.Mode()
+		switch {
+		case mode.IsDir():
+			hdr.Typeflag = tar.TypeDir
+			hdr.Name += "/"
+		case mode&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			hdr.Typeflag = tar.TypeSymlink
+			hdr.Linkname = target
+			hdr.Mode = 0o777
+		case mode.IsRegular():
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if ok && st.Nlink > 1 {
+				key := inode{uint64(st.Dev), st.Ino}
+				if first, dup := seen[key]; dup {
+					hdr.Typeflag = tar.TypeLink
+					hdr.Linkname = first
+					return tw.WriteHeader(hdr)
+				}
+				seen[key] = rel
+			}
+			hdr.Typeflag = tar.TypeReg
+			hdr.Size = fi.Size()
+		default:
+			return fmt.Errorf("%s: %s files cannot go into an image", p, mode.Type())
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		n, err := io.Copy(tw, f)
+		if err != nil {
+			return err
+		}
+		if n != hdr.Size {
+			return fmt.Errorf("%s changed size while packing", p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}

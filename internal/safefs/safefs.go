@@ -1,0 +1,119 @@
+// Package safefs writes untrusted trees (image layers, code archives, OCI
+// archives, analysis outputs) through an os.Root, so that no entry name,
+// symlink or hard link can make a write land outside the chosen directory
+// (DESIGN.md "Fetching what a stranger's manifest names").
+package safefs
+
+import (
+	"archive/tar"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+)
+
+// CleanName turns an archive entry name into a clean relative path ("" for
+// the root itself): leading slashes and ".." that would climb above the root
+// are dropped.
+func CleanName(name string) string {
+	return strings.TrimPrefix(path.Clean("/"+name), "/")
+}
+
+// CreateFrom creates name in root (it must not exist; O_EXCL, so an existing
+// symlink is never followed), copies r into it and closes it. It returns the
+// number of bytes written.
+func CreateFrom(root *os.Root, name string, perm os.FileMode, r io.Reader) (int64, error) {
+	f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// TarOptions say which entries ExtractTar keeps.
+type TarOptions struct {
+	// Symlinks keeps symbolic links (as links; never followed here).
+	Symlinks bool
+	// Strict makes any other entry type (hard links, devices, FIFOs) an
+	// error instead of skipping it.
+	Strict bool
+	// NoThroughLinks refuses entries whose parent path goes through a
+	// symbolic link (NoSymlinkParents), as a code checkout must.
+	NoThroughLinks bool
+}
+
+// ExtractTar writes a tar stream under root: directories (0755), regular
+// files (0755 when the entry has an execute bit, else 0644) and, with
+// opts.Symlinks, symbolic links. Names are cleaned with CleanName.
+func ExtractTar(root *os.Root, r io.Reader, opts TarOptions) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := CleanName(h.Name)
+		if name == "" {
+			continue
+		}
+		if opts.NoThroughLinks {
+			if err := NoSymlinkParents(root, name); err != nil {
+				return err
+			}
+		}
+		if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		switch {
+		case h.Typeflag == tar.TypeDir:
+			err = root.MkdirAll(name, 0o755)
+		case h.Typeflag == tar.TypeReg:
+			_, err = CreateFrom(root, name, FileMode(h.Mode&0o111 != 0), tr)
+		case h.Typeflag == tar.TypeSymlink && opts.Symlinks:
+			err = root.Symlink(h.Linkname, name)
+		case opts.Strict:
+			err = fmt.Errorf("entry type %q is not allowed here", h.Typeflag)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+}
+
+// FileMode is 0755 for an executable file, else 0644.
+func FileMode(executable bool) os.FileMode {
+	if executable {
+		return 0o755
+	}
+	return 0o644
+}
+
+// NoSymlinkParents returns an error if any directory on the way to name
+// (not name itself) is a symbolic link in root: a checkout must not write
+// through a link, even one that stays inside the tree (git refuses the same).
+func NoSymlinkParents(root *os.Root, name string) error {
+	dir := path.Dir(name)
+	if dir == "." {
+		return nil
+	}
+	p := ""
+	for _, part := range strings.Split(dir, "/") {
+		p = path.Join(p, part)
+		fi, err := root.Lstat(p)
+		if err != nil {
+			return nil // not there yet: it will be created as a directory
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s: writes through the symbolic link %s", name, p)
+		}
+	}
+	return nil
+}

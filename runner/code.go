@@ -1,0 +1,303 @@
+package runner
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/dotlab/dotlab/internal/safefs"
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	gitclient "github.com/go-git/go-git/v5/plumbing/transport/git"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// ErrNoCommit is returned (wrapped) when the pinned commit is not in the repository.
+var ErrNoCommit = errors.New("commit not found in the repository")
+
+// ErrNoRepository is returned (wrapped) when the repository cannot be found
+// at its URL (HTTP 404, no such local path).
+var ErrNoRepository = errors.New("repository not found")
+
+// checkoutCommit writes the tree of commit (40 hex, resolved as an object id,
+// never as a ref name) from repository into dst (an empty directory).
+//
+// https/http/git repositories are fetched with go-git's upload-pack protocol
+// over the policy's http client (no submodules, no hooks, no external git);
+// a local path or file:// URL is opened in place with go-git. The tree is
+// written by writeTree, which refuses .git entries and cannot write outside dst.
+func checkoutCommit(ctx context.Context, p Policy, repository, commit, dst, scratch string) error {
+	if !plumbing.IsHash(commit) || len(commit) != 40 {
+		return fmt.Errorf("code.commit %q: want a full 40-hex commit id", commit)
+	}
+	h := plumbing.NewHash(commit)
+	u, err := p.CheckURL("code.repository", repository)
+	if err != nil {
+		return err
+	}
+	var st storer.EncodedObjectStorer
+	switch u.Scheme {
+	case "file", "":
+		repo, err := git.PlainOpenWithOptions(u.Path, &git.PlainOpenOptions{DetectDotGit: false})
+		if err != nil {
+			return fmt.Errorf("code.repository %s: %w: %v", repository, ErrNoRepository, err)
+		}
+		st = repo.Storer
+	default:
+		gitdir, err := os.MkdirTemp(scratch, "git-*")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(gitdir)
+		fs := filesystem.NewStorage(osfs.New(gitdir), cache.NewObjectLRUDefault())
+		if err := fetchCommit(ctx, p, repository, h, fs); err != nil {
+			return err
+		}
+		st = fs
+	}
+	c, err := object.GetCommit(st, h)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		return fmt.Errorf("code.commit %s: %w %s", commit, ErrNoCommit, repository)
+	}
+	if err != nil {
+		return fmt.Errorf("code.commit %s: %w", commit, err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return fmt.Errorf("code.commit %s: tree: %w", commit, err)
+	}
+	return writeGitTree(tree, dst)
+}
+
+// fetchCommit runs one upload-pack exchange asking for commit h (and, if the
+// server refuses unadvertised objects, for every advertised branch and tag),
+// storing the pack in st.
+func fetchCommit(ctx context.Context, p Policy, repository string, h plumbing.Hash, st *filesystem.Storage) error {
+	ep, err := transport.NewEndpoint(repository)
+	if err != nil {
+		return fmt.Errorf("code.repository %q: %w", repository, err)
+	}
+	var tr transport.Transport
+	switch ep.Protocol {
+	case "https", "http":
+		tr = githttp.NewClient(p.Client())
+	case "git":
+		tr = gitclient.DefaultClient
+	default:
+		return fmt.Errorf("code.repository: transport %q is %w", ep.Protocol, ErrRefused)
+	}
+	ctx, cancel := p.ctxWithTimeout(ctx)
+	defer cancel()
+	try := func(wants []plumbing.Hash) error {
+		sess, err := tr.NewUploadPackSession(ep, nil)
+		if err != nil {
+			return err
+		}
+		defer sess.Close()
+		adv, err := sess.AdvertisedReferencesContext(ctx)
+		if err != nil {
+			return err
+		}
+		if wants == nil {
+			refs, err := adv.AllReferences()
+			if err != nil {
+				return err
+			}
+			seen := map[plumbing.Hash]bool{}
+			for name, ref := range refs {
+				n := name.String()
+				if ref.Type() == plumbing.HashReference && (strings.HasPrefix(n, "refs/heads/") || strings.HasPrefix(n, "refs/tags/")) && !seen[ref.Hash()] {
+					seen[ref.Hash()] = true
+					wants = append(wants, ref.Hash())
+				}
+			}
+			if len(wants) == 0 {
+				return fmt.Errorf("%w: the repository advertises no branches or tags", ErrNoCommit)
+			}
+		}
+		req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
+		req.Wants = wants
+		resp, err := sess.UploadPack(ctx, req)
+		if err != nil {
+			return err
+		}
+		defer resp.Close()
+		var pack io.Reader = resp
+		switch {
+		case req.Capabilities.Supports(capability.Sideband64k):
+			pack = sideband.NewDemuxer(sideband.Sideband64k, resp)
+		case req.Capabilities.Supports(capability.Sideband):
+			pack = sideband.NewDemuxer(sideband.Sideband, resp)
+		}
+		return packfile.UpdateObjectStorage(st, pack)
+	}
+	err = try([]plumbing.Hash{h})
+	if err == nil {
+		if _, gerr := object.GetCommit(st, h); gerr == nil {
+			return nil
+		}
+	}
+	if errors.Is(err, transport.ErrRepositoryNotFound) {
+		return fmt.Errorf("code.repository %s: %w", repository, ErrNoRepository)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("code.repository %s: %w", repository, ctx.Err())
+	}
+	if err := try(nil); err != nil {
+		if errors.Is(err, transport.ErrRepositoryNotFound) {
+			return fmt.Errorf("code.repository %s: %w", repository, ErrNoRepository)
+		}
+		if errors.Is(err, ErrNoCommit) {
+			return fmt.Errorf("code.commit %s: %w", h, err)
+		}
+		return fmt.Errorf("code.repository %s: fetch: %w", repository, err)
+	}
+	return nil
+}
+
+// writeGitTree writes every file of tree under dst through an os.Root:
+// regular and executable files with modes 0644/0755, symlinks as symlinks
+// (never followed here), submodules skipped. A path with a ".git" component
+// is refused (it would plant repository metadata or hooks).
+func writeGitTree(tree *object.Tree, dst string) error {
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return tree.Files().ForEach(func(f *object.File) error {
+		for _, part := range strings.Split(f.Name, "/") {
+			if strings.EqualFold(part, ".git") {
+				return fmt.Errorf("code: tree entry %q writes into .git: refused", f.Name)
+			}
+		}
+		if f.Mode == filemode.Submodule {
+			return nil
+		}
+		if err := root.MkdirAll(path.Dir(f.Name), 0o755); err != nil {
+			return fmt.Errorf("code: %s: %w", f.Name, err)
+		}
+		rc, err := f.Reader()
+		if err != nil {
+			return fmt.Errorf("code: %s: %w", f.Name, err)
+		}
+		defer rc.Close()
+		if err := writeEntry(root, f.Name, f.Mode == filemode.Symlink, f.Mode == filemode.Executable, rc); err != nil {
+			return fmt.Errorf("code: %s: %w", f.Name, err)
+		}
+		return nil
+	})
+}
+
+// writeEntry creates one file (or symlink, whose target is read from r) in
+// root, refusing a path that goes through a symbolic link.
+func writeEntry(root *os.Root, name string, symlink, executable bool, r io.Reader) error {
+	if err := safefs.NoSymlinkParents(root, name); err != nil {
+		return err
+	}
+	if symlink {
+		target, err := io.ReadAll(io.LimitReader(r, 4096))
+		if err != nil {
+			return err
+		}
+		return root.Symlink(string(target), name)
+	}
+	mode := safefs.FileMode(executable)
+	if _, err := safefs.CreateFrom(root, name, mode, r); err != nil {
+		return err
+	}
+	return root.Chmod(name, mode)
+}
+
+// extractArchive unpacks a code archive (tar, tar.gz or zip, detected by
+// content) into dst through an os.Root. Directories, regular files and
+// symlinks are kept (file modes reduced to 0644/0755); other entry types are
+// skipped; nothing can land outside dst.
+func extractArchive(archive, dst string) error {
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	magic, _ := br.Peek(4)
+	switch {
+	case bytes.HasPrefix(magic, []byte("PK\x03\x04")):
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		zr, err := zip.NewReader(f, fi.Size())
+		if err != nil {
+			return fmt.Errorf("code.archive: %w", err)
+		}
+		for _, zf := range zr.File {
+			name := safefs.CleanName(zf.Name)
+			if name == "" {
+				continue
+			}
+			if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
+				return err
+			}
+			if zf.FileInfo().IsDir() {
+				if err := root.MkdirAll(name, 0o755); err != nil {
+					return err
+				}
+				continue
+			}
+			mode := zf.Mode()
+			if !mode.IsRegular() && mode&os.ModeSymlink == 0 {
+				continue
+			}
+			rc, err := zf.Open()
+			if err != nil {
+				return err
+			}
+			err = writeEntry(root, name, mode&os.ModeSymlink != 0, mode&0o111 != 0, rc)
+			rc.Close()
+			if err != nil {
+				return fmt.Errorf("code.archive: %s: %w", name, err)
+			}
+		}
+		return nil
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("code.archive: %w", err)
+		}
+		return codeTar(root, zr)
+	default:
+		return codeTar(root, br)
+	}
+}
+
+func codeTar(root *os.Root, r io.Reader) error {
+	if err := safefs.ExtractTar(root, r, safefs.TarOptions{Symlinks: true, NoThroughLinks: true}); err != nil {
+		return fmt.Errorf("code.archive: not a valid tar, tar.gz or zip: %w", err)
+	}
+	return nil
+}

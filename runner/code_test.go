@@ -1,0 +1,277 @@
+package runner
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dotlab/dotlab/imagestore"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+func commitFiles(t *testing.T, r *git.Repository, dir string, files map[string]string) string {
+	t.Helper()
+	wt, _ := r.Worktree()
+	for name, body := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
+		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
+		if _, err := wt.Add(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := wt.Commit("c", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.org", When: time.Unix(1e9, 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.String()
+}
+
+// gitHTTP serves the repositories under root with git's own smart-HTTP CGI
+// (git http-backend), as a forge would.
+func gitHTTP(t *testing.T, root string) string {
+	t.Helper()
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI must provide git")
+		}
+		t.Skip("needs git")
+	}
+	h := &cgi.Handler{Path: gitBin, Args: []string{"http-backend"},
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}, Stderr: io.Discard}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestCheckoutOverHTTPAndLocal(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "lab")
+	r, err := git.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := commitFiles(t, r, dir, map[string]string{"analysis.sh": "v1", "lib/util.sh": "u"})
+	tip := commitFiles(t, r, dir, map[string]string{"analysis.sh": "v2"})
+	base := gitHTTP(t, root)
+	p := LocalPolicy()
+	for _, repoURL := range []string{base + "/lab/.git", dir, "file://" + dir} {
+		for commit, want := range map[string]string{old: "v1", tip: "v2"} {
+			dst := t.TempDir()
+			if err := checkoutCommit(context.Background(), p, repoURL, commit, dst, t.TempDir()); err != nil {
+				t.Fatalf("%s at %s: %v", repoURL, commit, err)
+			}
+			got, _ := os.ReadFile(filepath.Join(dst, "analysis.sh"))
+			if string(got) != want {
+				t.Fatalf("%s at %s: analysis.sh = %q, want %q", repoURL, commit, got, want)
+			}
+			if _, err := os.Stat(filepath.Join(dst, ".git")); err == nil {
+				t.Fatalf("checkout contains .git")
+			}
+		}
+		missing := strings.Repeat("cd", 20)
+		if err := checkoutCommit(context.Background(), p, repoURL, missing, t.TempDir(), t.TempDir()); !errors.Is(err, ErrNoCommit) {
+			t.Fatalf("%s: missing commit: %v", repoURL, err)
+		}
+	}
+	if err := checkoutCommit(context.Background(), p, base+"/nope/.git", tip, t.TempDir(), t.TempDir()); !errors.Is(err, ErrNoRepository) {
+		t.Fatalf("missing repository: %v", err)
+	}
+	// The strict policy refuses both the plain-http loopback forge and local paths.
+	for _, u := range []string{base + "/lab/.git", strings.Replace(base, "http://", "https://", 1) + "/lab/.git", dir} {
+		if err := checkoutCommit(context.Background(), Policy{}, u, tip, t.TempDir(), t.TempDir()); !errors.Is(err, ErrRefused) {
+			t.Fatalf("strict policy, %s: %v", u, err)
+		}
+	}
+}
+
+func TestExtractArchiveStaysInside(t *testing.T) {
+	outside := t.TempDir()
+	var tgz bytes.Buffer
+	zw := gzip.NewWriter(&tgz)
+	tw := tar.NewWriter(zw)
+	add := func(h *tar.Header, body string) {
+		h.Size = int64(len(body))
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		tw.WriteHeader(h)
+		tw.Write([]byte(body))
+	}
+	add(&tar.Header{Name: "pkg/run.sh", Typeflag: tar.TypeReg, Mode: 0o755}, "echo hi")
+	add(&tar.Header{Name: "../../../../" + outside + "/escaped", Typeflag: tar.TypeReg}, "x")
+	add(&tar.Header{Name: "pkg/out", Typeflag: tar.TypeSymlink, Linkname: outside}, "")
+	add(&tar.Header{Name: "pkg/out/through-link", Typeflag: tar.TypeReg}, "x")
+	tw.Close()
+	zw.Close()
+	archive := filepath.Join(t.TempDir(), "code.tar.gz")
+	os.WriteFile(archive, tgz.Bytes(), 0o644)
+	dst := t.TempDir()
+	err := extractArchive(archive, dst)
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("archive wrote outside its directory: %v (err %v)", entries, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("an entry through a symlink was accepted: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "pkg", "run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("pkg/run.sh: %v %v", fi, err)
+	}
+
+	var zbuf bytes.Buffer
+	zwr := zip.NewWriter(&zbuf)
+	w, _ := zwr.Create("src/a.txt")
+	w.Write([]byte("zip"))
+	w, _ = zwr.Create("../../evil.txt")
+	w.Write([]byte("evil"))
+	zwr.Close()
+	zpath := filepath.Join(t.TempDir(), "code.zip")
+	os.WriteFile(zpath, zbuf.Bytes(), 0o644)
+	zdst := filepath.Join(t.TempDir(), "code")
+	os.Mkdir(zdst, 0o755)
+	if err := extractArchive(zpath, zdst); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(zdst, "src", "a.txt")); string(got) != "zip" {
+		t.Fatalf("zip entry: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(zdst), "evil.txt")); err == nil {
+		t.Fatalf("zip entry escaped")
+	}
+}
+
+func TestPolicyAddresses(t *testing.T) {
+	strict := Policy{}
+	local := LocalPolicy()
+	for addr, wantStrict := range map[string]bool{
+		"93.184.216.34": true, "2606:2800:220:1:248:1893:25c8:1946": true,
+		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
+		"169.254.169.254": false, "100.100.100.200": false, "fd00:ec2::254": false, "fe80::1": false,
+		"0.0.0.0": false, "::": false, "224.0.0.1": false, "::ffff:127.0.0.1": false, "100.64.0.1": false,
+	} {
+		ip := netip.MustParseAddr(addr)
+		if got := strict.CheckAddr(ip) == nil; got != wantStrict {
+			t.Errorf("strict %s allowed=%v, want %v", addr, got, wantStrict)
+		}
+	}
+	if local.CheckAddr(netip.MustParseAddr("127.0.0.1")) != nil {
+		t.Error("local policy refuses loopback")
+	}
+	if local.CheckAddr(netip.MustParseAddr("169.254.169.254")) == nil {
+		t.Error("cloud metadata must be refused even with AllowPrivate")
+	}
+	for raw, ok := range map[string]bool{"https://x.org/a": true, "http://x.org/a": false, "file:///etc/passwd": false,
+		"ftp://x.org/a": false, "git://x.org/r": false, "https://user:pw@x.org/a": false} {
+		if _, err := strict.CheckURL("t", raw); (err == nil) != ok {
+			t.Errorf("strict CheckURL(%s) = %v", raw, err)
+		}
+	}
+}
+
+func TestRedirectFromHTTPSToHTTPIsRefused(t *testing.T) {
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("data")) }))
+	defer plain.Close()
+	tls := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, plain.URL+"/data", http.StatusFound)
+	}))
+	defer tls.Close()
+	c := LocalPolicy().Client()
+	c.Transport.(*schemeCheck).next.(*http.Transport).TLSClientConfig = tls.Client().Transport.(*http.Transport).TLSClientConfig
+	_, err := c.Get(tls.URL)
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("https→http redirect: %v", err)
+	}
+}
+
+func TestHashCopyOnePass(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 300000) // 4.8 MB, not a multiple of the buffer
+	var out bytes.Buffer
+	got, n, err := hashCopy(context.Background(), &out, bytes.NewReader(data), nil)
+	if err != nil || n != int64(len(data)) || !bytes.Equal(out.Bytes(), data) {
+		t.Fatalf("copy: n=%d err=%v", n, err)
+	}
+	want := sha256Hex(data)
+	if got != want {
+		t.Fatalf("hash %s, want %s", got, want)
+	}
+}
+
+func TestStrictPolicyRefusesLoopbackRegistry(t *testing.T) {
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	img, err := random.Image(512, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	ref, _ := name.NewDigest(host + "/lab/x@" + d.String())
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	store, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := Policy{}
+	// Even told to speak plain http, the strict transport will not dial loopback.
+	_, _, err = store.Resolve(context.Background(), ref.String(), imagestore.PullOptions{Transport: strict.Transport(), AllowHTTP: true})
+	if !errors.Is(err, ErrRefused) {
+		t.Fatalf("strict policy reached a loopback registry: %v", err)
+	}
+	local := LocalPolicy()
+	if _, pulled, err := store.Resolve(context.Background(), ref.String(), imagestore.PullOptions{Transport: local.Transport(), AllowHTTP: true}); err != nil || !pulled {
+		t.Fatalf("local policy: %v", err)
+	}
+}
+
+func TestMappedHashCopy(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<18+3) // 4 MiB + 48 bytes
+	open := func(size int64) *os.File {
+		f, err := os.CreateTemp(t.TempDir(), "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f := open(int64(len(data)))
+	got, n, err := mappedHashCopy(context.Background(), f, bytes.NewReader(data), int64(len(data)), nil)
+	f.Close()
+	if err != nil || n != int64(len(data)) || got != sha256Hex(data) {
+		t.Fatalf("exact: %s %d %v", got, n, err)
+	}
+	if written, _ := os.ReadFile(f.Name()); !bytes.Equal(written, data) {
+		t.Fatal("file content differs")
+	}
+	f = open(int64(len(data)) + 10)
+	if _, _, err := mappedHashCopy(context.Background(), f, bytes.NewReader(data), int64(len(data))+10, nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("short input: %v", err)
+	}
+	f = open(int64(len(data)) - 10)
+	if _, _, err := mappedHashCopy(context.Background(), f, bytes.NewReader(data), int64(len(data))-10, nil); err == nil {
+		t.Fatal("long input accepted")
+	}
+}

@@ -1,0 +1,341 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cache is a content-addressed file cache: DIR/sha256/<hex> holds exactly the
+// bytes whose SHA-256 is <hex> (files are renamed in only after the hash
+// matched, and are read-only). DIR/tmp holds downloads in progress.
+type Cache struct {
+	dir string
+}
+
+// OpenCache opens (creating) a cache in dir.
+func OpenCache(dir string) (*Cache, error) {
+	for _, d := range []string{filepath.Join(dir, "sha256"), filepath.Join(dir, "tmp")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return &Cache{dir: dir}, nil
+}
+
+// Path is where the blob with this sha256 hex is (or would be).
+func (c *Cache) Path(hexsum string) string { return filepath.Join(c.dir, "sha256", hexsum) }
+
+// StatusError is a non-2xx answer to a download.
+type StatusError struct {
+	URL  string
+	Code int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("GET %s: HTTP %d %s", e.URL, e.Code, http.StatusText(e.Code))
+}
+
+// Permanent reports whether the status says the file is not there to fetch
+// (4xx), as opposed to a server or network trouble worth retrying.
+func (e *StatusError) Permanent() bool { return e.Code >= 400 && e.Code < 500 }
+
+// ErrTruncated marks a body that ended before its Content-Length.
+var ErrTruncated = errors.New("download truncated")
+
+// Fetched is the result of one fetch: the sha256 (hex) of the bytes received,
+// how many, whether the cache already had them, and the cache path when the
+// hash matched what was wanted (empty otherwise: a mismatching file is not kept).
+type Fetched struct {
+	SHA256   string
+	Bytes    int64
+	CacheHit bool
+	Path     string
+}
+
+// fetcher downloads into a Cache under a Policy.
+type fetcher struct {
+	cache    *Cache
+	policy   Policy
+	client   *http.Client
+	progress func(name string, done, total int64)
+}
+
+// fetch gets rawURL into the cache, hashing while it streams (one pass over
+// the bytes: the download is never read back). want is the expected sha256
+// hex. A cached copy is re-hashed (one read) before it is trusted. Transient
+// failures (network, 5xx, truncation) are retried up to 3 attempts.
+func (f *fetcher) fetch(ctx context.Context, what, rawURL, want string) (Fetched, error) {
+	u, err := f.policy.CheckURL(what, rawURL)
+	if err != nil {
+		return Fetched{}, err
+	}
+	if p := f.cache.Path(want); fileExists(p) {
+		in, err := os.Open(p)
+		if err == nil {
+			defer in.Close()
+			got, n, err := hashCopy(ctx, io.Discard, in, f.report(what, -1))
+			if err == nil && got == want {
+				return Fetched{SHA256: got, Bytes: n, CacheHit: true, Path: p}, nil
+			}
+		}
+		// A cached file that no longer hashes right is discarded and refetched.
+		os.Remove(p)
+	}
+	var last error
+	for attempt := 0; attempt < 3; attempt++ {
+		res, err := f.once(ctx, what, u, want)
+		if err == nil {
+			return res, nil
+		}
+		last = err
+		var se *StatusError
+		if errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || ctx.Err() != nil || u.Scheme == "file" || u.Scheme == "" {
+			break
+		}
+	}
+	return Fetched{}, last
+}
+
+func (f *fetcher) once(ctx context.Context, what string, u *url.URL, want string) (Fetched, error) {
+	ctx, cancel := f.policy.ctxWithTimeout(ctx)
+	defer cancel()
+	var body io.Reader
+	total := int64(-1)
+	switch u.Scheme {
+	case "file", "":
+		in, err := os.Open(u.Path)
+		if err != nil {
+			return Fetched{}, fmt.Errorf("%s: %w", what, err)
+		}
+		defer in.Close()
+		if fi, err := in.Stat(); err == nil {
+			total = fi.Size()
+		}
+		body = in
+	default:
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return Fetched{}, err
+		}
+		req.Header.Set("Accept-Encoding", "identity")
+		resp, err := f.client.Do(req)
+		if err != nil {
+			return Fetched{}, fmt.Errorf("%s: %w", what, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return Fetched{}, fmt.Errorf("%s: %w", what, &StatusError{URL: u.Redacted(), Code: resp.StatusCode})
+		}
+		total = resp.ContentLength
+		if total > f.policy.maxBytes() {
+			return Fetched{}, fmt.Errorf("%s: %d bytes is over the %d-byte limit", what, total, f.policy.maxBytes())
+		}
+		body = resp.Body
+	}
+	tmp, err := os.CreateTemp(filepath.Join(f.cache.dir, "tmp"), "fetch-*")
+	if err != nil {
+		return Fetched{}, err
+	}
+	defer os.Remove(tmp.Name())
+	if total > f.policy.maxBytes() {
+		tmp.Close()
+		return Fetched{}, fmt.Errorf("%s: %d bytes is over the %d-byte limit", what, total, f.policy.maxBytes())
+	}
+	limited := &io.LimitedReader{R: body, N: f.policy.maxBytes() + 1}
+	var got string
+	var n int64
+	// With the length known and the blocks reserved (so writing through the
+	// mapping cannot fail for lack of space), receive straight into a mapping
+	// of the file: one copy instead of two. Otherwise copy through buffers.
+	if total > 0 && unix.Fallocate(int(tmp.Fd()), 0, 0, total) == nil {
+		got, n, err = mappedHashCopy(ctx, tmp, limited, total, f.report(what, total))
+	} else {
+		got, n, err = hashCopy(ctx, tmp, limited, f.report(what, total))
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("%w after %d of %d bytes", ErrTruncated, n, total)
+	}
+	if err != nil {
+		return Fetched{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if n > f.policy.maxBytes() {
+		return Fetched{}, fmt.Errorf("%s: more than the %d-byte limit", what, f.policy.maxBytes())
+	}
+	if total >= 0 && n != total {
+		return Fetched{}, fmt.Errorf("%s: %w after %d of %d bytes", what, ErrTruncated, n, total)
+	}
+	res := Fetched{SHA256: got, Bytes: n}
+	if got != want {
+		return res, nil
+	}
+	if err := os.Chmod(tmp.Name(), 0o444); err != nil {
+		return Fetched{}, err
+	}
+	dst := f.cache.Path(got)
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return Fetched{}, err
+	}
+	res.Path = dst
+	return res, nil
+}
+
+func (f *fetcher) report(what string, total int64) func(int64) {
+	if f.progress == nil {
+		return nil
+	}
+	return func(done int64) { f.progress(what, done, total) }
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// copyBufSize is the unit handed between the reading and hashing goroutines.
+const copyBufSize = 1 << 20
+
+// hashCopy copies r to w and returns the sha256 hex of the bytes and their
+// count. Reading and writing run on one goroutine and hashing on another,
+// over a ring of buffers, so on two or more cores the hash costs no extra
+// wall time beyond its own throughput; every byte is read exactly once.
+func hashCopy(ctx context.Context, w io.Writer, r io.Reader, progress func(int64)) (string, int64, error) {
+	const nbuf = 4
+	free := make(chan []byte, nbuf)
+	for i := 0; i < nbuf; i++ {
+		free <- make([]byte, copyBufSize)
+	}
+	full := make(chan []byte, nbuf)
+	h := sha256.New()
+	hashed := make(chan struct{})
+	go func(h hash.Hash) {
+		defer close(hashed)
+		for b := range full {
+			h.Write(b)
+			free <- b[:cap(b)]
+		}
+	}(h)
+	var n int64
+	var err error
+	discard := w == io.Discard
+	for {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		buf := <-free
+		m, rerr := fill(r, buf)
+		if m > 0 {
+			full <- buf[:m]
+			if !discard {
+				if _, werr := w.Write(buf[:m]); werr != nil {
+					err = werr
+					break
+				}
+			}
+			n += int64(m)
+			if progress != nil {
+				progress(n)
+			}
+		} else {
+			free <- buf
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			err = rerr
+			break
+		}
+	}
+	close(full)
+	<-hashed
+	if err != nil {
+		return "", n, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// mappedHashCopy reads exactly size bytes from r into f (already sized and
+// allocated to size) through a shared memory mapping, hashing each block on
+// a second goroutine as soon as it has arrived: the bytes are copied once,
+// from the socket into the page cache, and hashed from there. Fewer bytes is
+// io.ErrUnexpectedEOF (with the count); more is an error.
+func mappedHashCopy(ctx context.Context, f *os.File, r io.Reader, size int64, progress func(int64)) (string, int64, error) {
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return "", 0, err
+	}
+	defer unix.Munmap(mem)
+	h := sha256.New()
+	blocks := make(chan []byte, 16)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		for b := range blocks {
+			h.Write(b)
+		}
+	}()
+	var off int64
+	var rerr error
+	for off < size && rerr == nil {
+		if rerr = ctx.Err(); rerr != nil {
+			break
+		}
+		end := min(off+4*copyBufSize, size)
+		var m int
+		m, rerr = fill(r, mem[off:end])
+		if m > 0 {
+			blocks <- mem[off : off+int64(m)]
+			off += int64(m)
+			if progress != nil {
+				progress(off)
+			}
+		}
+	}
+	close(blocks)
+	<-hashed
+	if rerr == io.EOF && off < size {
+		rerr = io.ErrUnexpectedEOF
+	}
+	if rerr != nil && rerr != io.EOF {
+		return "", off, rerr
+	}
+	var one [1]byte
+	if k, _ := r.Read(one[:]); k > 0 {
+		return "", off, fmt.Errorf("more than the %d bytes announced", size)
+	}
+	return hex.EncodeToString(h.Sum(nil)), off, nil
+}
+
+// fill reads until buf is full or r fails; io.EOF is returned as is (a
+// body cut short of its Content-Length fails with io.ErrUnexpectedEOF instead).
+func fill(r io.Reader, buf []byte) (int, error) {
+	m := 0
+	for m < len(buf) {
+		k, err := r.Read(buf[m:])
+		m += k
+		if err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// sha256Hex is the lowercase hex SHA-256 of data.
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,108 @@
+package runner
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+)
+
+// LogEntry is one line of logs.jsonl (protocol.txt "Logs"): time (RFC 3339,
+// UTC), level (info|warn|error), step (run|inputs|environment|code|execute|
+// outputs|results|compare|outcome), a message and structured data.
+type LogEntry struct {
+	T     string         `json:"t"`
+	Level string         `json:"level"`
+	Step  string         `json:"step"`
+	Msg   string         `json:"msg"`
+	Data  map[string]any `json:"data"`
+}
+
+// Log writes LogEntry lines to w, timestamped by clock, and hands each entry
+// to echo (may be nil) for a human-readable view. Safe for concurrent use.
+type Log struct {
+	mu    sync.Mutex
+	w     io.Writer
+	clock func() time.Time
+	echo  func(LogEntry)
+	err   error
+}
+
+// NewLog returns a Log writing JSON lines to w.
+func NewLog(w io.Writer, clock func() time.Time, echo func(LogEntry)) *Log {
+	return &Log{w: w, clock: clock, echo: echo}
+}
+
+func (l *Log) add(level, step, msg string, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	e := LogEntry{T: l.clock().UTC().Format(time.RFC3339Nano), Level: level, Step: step, Msg: msg, Data: data}
+	line, err := json.Marshal(e)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		_, err = l.w.Write(append(line, '\n'))
+	}
+	if err != nil && l.err == nil {
+		l.err = err
+	}
+	if l.echo != nil {
+		l.echo(e)
+	}
+}
+
+// Info, Warn and Error add one entry at that level.
+func (l *Log) Info(step, msg string, data map[string]any)  { l.add("info", step, msg, data) }
+func (l *Log) Warn(step, msg string, data map[string]any)  { l.add("warn", step, msg, data) }
+func (l *Log) Error(step, msg string, data map[string]any) { l.add("error", step, msg, data) }
+
+// Err is the first write error, if any.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// tailBuffer keeps the first and last max/2 bytes written to it and counts the rest.
+type tailBuffer struct {
+	mu    sync.Mutex
+	max   int
+	head  []byte
+	tail  []byte
+	total int64
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	written := len(p)
+	b.total += int64(len(p))
+	half := b.max / 2
+	if room := half - len(b.head); room > 0 {
+		n := min(room, len(p))
+		b.head = append(b.head, p[:n]...)
+		p = p[n:]
+	}
+	b.tail = append(b.tail, p...)
+	if len(b.tail) > half {
+		b.tail = append(b.tail[:0], b.tail[len(b.tail)-half:]...)
+	}
+	return written, nil
+}
+
+// String is the kept text, with a marker where bytes were dropped.
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kept := int64(len(b.head) + len(b.tail))
+	if kept >= b.total {
+		return string(b.head) + string(b.tail)
+	}
+	return string(b.head) + "\n[… " + itoa(b.total-kept) + " bytes dropped …]\n" + string(b.tail)
+}
+
+func itoa(n int64) string {
+	s, _ := json.Marshal(n)
+	return string(s)
+}

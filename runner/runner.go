@@ -1,0 +1,559 @@
+// Package runner is the replication workflow of a DotLab agent (protocol.txt
+// "Job lifecycle" step 4, DESIGN.md "Execution contract (runner side)"):
+// verify every input hash → resolve and unpack the pinned image → fetch the
+// code at the pinned commit → execute the entrypoint in the sandbox → read
+// results.json → compare with exact decimals → record run.json and logs.jsonl.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/imagestore"
+	"github.com/dotlab/dotlab/internal/safefs"
+	"github.com/dotlab/dotlab/sandbox"
+	"github.com/dotlab/dotlab/strictjson"
+	"golang.org/x/sys/unix"
+)
+
+// Runner reruns manifests. All fields but Progress are required (New fills them).
+type Runner struct {
+	Store   *imagestore.Store
+	Cache   *Cache
+	Runtime sandbox.Runtime
+	Policy  Policy
+	// Clock stamps log lines and measures steps.
+	Clock func() time.Time
+	// Progress, when set, sees long steps (downloads, unpacking): what, bytes
+	// done, bytes total (-1 when unknown).
+	Progress func(what string, done, total int64)
+	// Echo, when set, sees every log entry as it is written.
+	Echo func(LogEntry)
+	// ScratchDir holds per-run working copies (code, data layout); it is
+	// emptied after each run. Default: <cache>/work.
+	ScratchDir string
+	// OutputBytes caps /work/out (0: sandbox default, 1 GiB).
+	OutputBytes int64
+}
+
+// New returns a Runner keeping images and downloads under cacheDir.
+func New(cacheDir string, rt sandbox.Runtime, p Policy, clock func() time.Time) (*Runner, error) {
+	store, err := imagestore.Open(filepath.Join(cacheDir, "images"))
+	if err != nil {
+		return nil, err
+	}
+	cache, err := OpenCache(filepath.Join(cacheDir, "blobs"))
+	if err != nil {
+		return nil, err
+	}
+	if rt.Clock == nil {
+		rt.Clock = clock
+	}
+	return &Runner{Store: store, Cache: cache, Runtime: rt, Policy: p, Clock: clock, ScratchDir: filepath.Join(cacheDir, "work")}, nil
+}
+
+// Record is the result of one rerun: the run body (run.json, the POST /runs
+// body with job_id empty) and the full comparisons for display.
+type Record struct {
+	Body        dotlab.RunBody
+	Comparisons []dotlab.Comparison
+	// Extra lists results.json keys that are not targets (logged, not fatal).
+	Extra []string
+}
+
+// Files written into the out directory.
+const (
+	RunFile  = "run.json"
+	LogsFile = "logs.jsonl"
+	OutSub   = "out" // the analysis's /work/out files land in DIR/out/
+)
+
+// specIssue ends a run with outcome spec_issue; the message becomes the note.
+type specIssue struct{ note string }
+
+func (e *specIssue) Error() string { return e.note }
+
+func issuef(format string, args ...any) error { return &specIssue{note: fmt.Sprintf(format, args...)} }
+
+// Rerun executes m and writes run.json, logs.jsonl and out/ into outDir
+// (created if needed; out/ must not already hold files). It returns the
+// record whenever an outcome could be decided, including spec_issue and
+// input_mismatch; an error means no outcome (the sandbox or the network
+// failed, the run was cancelled) and nothing should be published.
+func (r *Runner) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (*Record, error) {
+	if err := os.MkdirAll(filepath.Join(outDir, OutSub), 0o755); err != nil {
+		return nil, err
+	}
+	if entries, _ := os.ReadDir(filepath.Join(outDir, OutSub)); len(entries) > 0 {
+		return nil, fmt.Errorf("%s: already holds files from an earlier run; give --out an empty or new directory", filepath.Join(outDir, OutSub))
+	}
+	logf, err := os.Create(filepath.Join(outDir, LogsFile))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	log := NewLog(logf, r.Clock, r.Echo)
+	rec := &Record{Body: dotlab.RunBody{
+		InputHashes:  map[string]string{},
+		OutputHashes: map[string]string{},
+		Environment:  dotlab.RunEnvironment{ImageDigest: m.Environment.ImageDigest(), Seed: m.Seed},
+		Comparisons:  []dotlab.RunComparison{},
+	}}
+	log.Info("run", "rerun started", map[string]any{"title": m.Title, "runtime": r.runtimeName(), "image": m.Environment.Image})
+
+	err = r.rerun(ctx, log, m, outDir, rec)
+	var si *specIssue
+	switch {
+	case errors.As(err, &si):
+		rec.Body.Outcome = dotlab.OutcomeSpecIssue
+		rec.Body.Notes = joinNotes(si.note, rec.Body.Notes)
+		rec.Body.Comparisons = []dotlab.RunComparison{}
+	case err != nil:
+		log.Error("outcome", "no outcome: "+err.Error(), nil)
+		return nil, err
+	}
+	log.Info("outcome", string(rec.Body.Outcome), map[string]any{"outcome": rec.Body.Outcome, "notes": rec.Body.Notes})
+	if err := os.WriteFile(filepath.Join(outDir, RunFile), MarshalBody(rec.Body), 0o644); err != nil {
+		return nil, err
+	}
+	if err := log.Err(); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", LogsFile, err)
+	}
+	return rec, nil
+}
+
+// MarshalBody is run.json's text: indented JSON, "<>&" not escaped, newline-terminated.
+func MarshalBody(b dotlab.RunBody) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	enc.Encode(b)
+	return buf.Bytes()
+}
+
+func joinNotes(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "\n" + b
+}
+
+func (r *Runner) runtimeName() string {
+	if r.Runtime.Name == "" {
+		return "runc"
+	}
+	return r.Runtime.Name
+}
+
+func (r *Runner) since(t time.Time) float64 { return r.Clock().Sub(t).Seconds() }
+
+func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir string, rec *Record) error {
+	if err := r.Runtime.Check(); err != nil {
+		return err
+	}
+	scratch, err := os.MkdirTemp(r.scratch(), "run-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	if err := os.Chmod(scratch, 0o755); err != nil {
+		return err
+	}
+	f := &fetcher{cache: r.Cache, policy: r.Policy, client: r.Policy.Client(), progress: r.Progress}
+
+	// 1. Inputs: every dataset hashed while it downloads; any mismatch stops here.
+	paths, mismatches, err := r.inputs(ctx, log, f, m, rec)
+	if err != nil {
+		return err
+	}
+	if len(mismatches) > 0 {
+		rec.Body.Outcome = dotlab.OutcomeInputMismatch
+		rec.Body.Notes = "input hash mismatch, nothing was executed: " + strings.Join(mismatches, "; ")
+		return nil
+	}
+
+	// 2. Environment: the image by digest, unpacked once per digest.
+	img, rootfs, err := r.environment(ctx, log, m)
+	if err != nil {
+		return err
+	}
+
+	// 3. Code at the pinned commit, or the pinned archive.
+	codeDir := filepath.Join(scratch, "code")
+	if err := os.Mkdir(codeDir, 0o755); err != nil {
+		return err
+	}
+	if err := r.code(ctx, log, f, m, codeDir, scratch); err != nil {
+		return err
+	}
+
+	// Data laid out read-only under what becomes /work/data.
+	dataDir := filepath.Join(scratch, "data")
+	if err := layoutData(m, paths, dataDir); err != nil {
+		return err
+	}
+
+	// 4. Execute.
+	res, stdout, stderr, err := r.execute(ctx, log, m, img, rootfs, codeDir, dataDir, filepath.Join(outDir, OutSub))
+	if err != nil {
+		return err
+	}
+	for _, of := range res.Files {
+		rec.Body.OutputHashes[of.Path] = of.SHA256
+		log.Info("outputs", "output "+of.Path, map[string]any{"path": of.Path, "bytes": of.Size, "sha256": of.SHA256})
+	}
+	for _, rj := range res.Rejected {
+		log.Warn("outputs", "rejected "+rj.Type+" "+rj.Path+" (not followed, not copied)", map[string]any{"path": rj.Path, "type": rj.Type})
+	}
+	if err := runProblems(m, res, stdout, stderr); err != nil {
+		return err
+	}
+
+	// 5. Results and comparison.
+	rerun, extra, err := readResults(filepath.Join(outDir, OutSub), m.Targets)
+	if err != nil {
+		log.Error("results", err.Error(), nil)
+		return err
+	}
+	rec.Extra = extra
+	if len(extra) > 0 {
+		log.Warn("results", "results.json has keys that are not targets (ignored)", map[string]any{"keys": extra})
+		rec.Body.Notes = "results.json also had keys that are not targets (ignored): " + strings.Join(extra, ", ")
+	}
+	cs, outcome, err := dotlab.Decide(m.Targets, rerun)
+	if err != nil {
+		return issuef("results.json is malformed: %s", strings.Join(dotlab.ErrorDetail(err), "; "))
+	}
+	for _, c := range cs {
+		msg := c.Name + " within tolerance"
+		if !c.Match {
+			msg = c.Name + " outside tolerance"
+		}
+		log.Info("compare", msg, map[string]any{"name": c.Name, "published": c.Published, "rerun": c.Rerun,
+			"difference": c.Difference, "tolerance_type": c.ToleranceType, "tolerance": c.Tolerance, "allowed": c.Allowed, "match": c.Match})
+		rec.Body.Comparisons = append(rec.Body.Comparisons, dotlab.RunComparison{Name: c.Name, Rerun: c.Rerun})
+	}
+	rec.Comparisons = cs
+	rec.Body.Outcome = outcome
+	if outcome == dotlab.OutcomeNotReproduced {
+		rec.Body.Notes = joinNotes("outside tolerance under the published spec: "+strings.Join(dotlab.DescribeMismatches(cs), "; "), rec.Body.Notes)
+	}
+	return nil
+}
+
+func (r *Runner) scratch() string {
+	if r.ScratchDir != "" {
+		os.MkdirAll(r.ScratchDir, 0o755)
+		return r.ScratchDir
+	}
+	return os.TempDir()
+}
+
+// inputs fetches and checks every dataset. It returns the cache path of each
+// verified dataset and one line per mismatch.
+func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manifest, rec *Record) (map[string]string, []string, error) {
+	paths := map[string]string{}
+	var mismatches []string
+	for i, d := range m.Datasets {
+		what := fmt.Sprintf("datasets[%d] (%s)", i, d.Name)
+		start := r.Clock()
+		got, err := f.fetch(ctx, what, d.URL, d.SHA256)
+		if err != nil {
+			var se *StatusError
+			if errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || errors.Is(err, os.ErrNotExist) {
+				log.Error("inputs", "dataset "+d.Name+" cannot be fetched", map[string]any{"name": d.Name, "url": d.URL, "error": err.Error()})
+				return nil, nil, issuef("dataset %s cannot be fetched as written: %v", d.Name, err)
+			}
+			return nil, nil, err
+		}
+		rec.Body.InputHashes[d.Name] = got.SHA256
+		data := map[string]any{"name": d.Name, "url": d.URL, "expected": d.SHA256, "actual": got.SHA256,
+			"bytes": got.Bytes, "cache_hit": got.CacheHit, "seconds": r.since(start)}
+		if got.SHA256 != d.SHA256 {
+			log.Error("inputs", "hash mismatch for dataset "+d.Name, data)
+			mismatches = append(mismatches, fmt.Sprintf("dataset %s: expected sha256 %s, got %s", d.Name, d.SHA256, got.SHA256))
+			continue
+		}
+		log.Info("inputs", "dataset "+d.Name+" hash verified", data)
+		paths[d.Name] = got.Path
+	}
+	return paths, mismatches, nil
+}
+
+// environment resolves the image strictly by digest and unpacks it.
+func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) (*imagestore.Image, string, error) {
+	start := r.Clock()
+	opts := imagestore.PullOptions{Transport: r.Policy.Transport(), AllowHTTP: r.Policy.AllowPrivate}
+	if r.Progress != nil {
+		opts.Progress = func(done, total int64) { r.Progress("pull "+m.Environment.ImageDigest()[:19], done, total) }
+	}
+	img, pulled, err := r.Store.Resolve(ctx, m.Environment.Image, opts)
+	switch {
+	case errors.Is(err, imagestore.ErrNoDigest), errors.Is(err, imagestore.ErrImageUnknown):
+		log.Error("environment", "image cannot be resolved", map[string]any{"image": m.Environment.Image, "error": err.Error()})
+		return nil, "", issuef("environment.image %s: %v", m.Environment.Image, err)
+	case err != nil:
+		return nil, "", fmt.Errorf("environment.image %s: %w", m.Environment.Image, err)
+	}
+	log.Info("environment", "image resolved by digest", map[string]any{"image": m.Environment.Image, "digest": img.Digest.String(),
+		"manifest_digest": img.ManifestDigest.String(), "pulled": pulled, "seconds": r.since(start), "dependencies": m.Environment.Dependencies})
+	start = r.Clock()
+	var progress imagestore.Progress
+	if r.Progress != nil {
+		progress = func(done, total int64) { r.Progress("unpack "+img.Digest.String()[:19], done, total) }
+	}
+	rootfs, err := r.Store.Rootfs(img, progress)
+	if err != nil {
+		return nil, "", err
+	}
+	log.Info("environment", "rootfs ready (read-only)", map[string]any{"rootfs": rootfs, "seconds": r.since(start)})
+	return img, rootfs, nil
+}
+
+// code checks out the pinned commit or fetches and verifies the archive.
+func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manifest, codeDir, scratch string) error {
+	start := r.Clock()
+	if a := m.Code.Archive; a != nil {
+		got, err := f.fetch(ctx, "code.archive", a.URL, a.SHA256)
+		if err != nil {
+			var se *StatusError
+			if errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || errors.Is(err, os.ErrNotExist) {
+				return issuef("code.archive cannot be fetched as written: %v", err)
+			}
+			return err
+		}
+		data := map[string]any{"url": a.URL, "expected": a.SHA256, "actual": got.SHA256, "bytes": got.Bytes, "cache_hit": got.CacheHit}
+		if got.SHA256 != a.SHA256 {
+			log.Error("code", "hash mismatch for code.archive", data)
+			return issuef("code.archive: expected sha256 %s, got %s; nothing was executed", a.SHA256, got.SHA256)
+		}
+		log.Info("code", "code.archive hash verified", data)
+		if err := extractArchive(got.Path, codeDir); err != nil {
+			return issuef("code.archive cannot be unpacked: %v", err)
+		}
+		log.Info("code", "code archive unpacked", map[string]any{"seconds": r.since(start)})
+		return nil
+	}
+	err := checkoutCommit(ctx, r.Policy, m.Code.Repository, m.Code.Commit, codeDir, scratch)
+	switch {
+	case errors.Is(err, ErrNoCommit), errors.Is(err, ErrNoRepository), errors.Is(err, ErrRefused):
+		log.Error("code", "code cannot be fetched", map[string]any{"repository": m.Code.Repository, "commit": m.Code.Commit, "error": err.Error()})
+		return issuef("%v", err)
+	case err != nil:
+		return err
+	}
+	log.Info("code", "commit checked out", map[string]any{"repository": m.Code.Repository, "commit": m.Code.Commit, "seconds": r.since(start)})
+	return nil
+}
+
+// layoutData places each verified dataset at /work/data/<path> by hard link
+// to the read-only cache file (copy across filesystems).
+func layoutData(m *dotlab.Manifest, paths map[string]string, dataDir string) error {
+	if err := os.Mkdir(dataDir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dataDir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, d := range m.Datasets {
+		rel := safefs.CleanName(d.DataPath())
+		if rel == "" {
+			return issuef("datasets: %s has an empty path", d.Name)
+		}
+		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+			return issuef("datasets: %s: path %q: %v", d.Name, d.DataPath(), err)
+		}
+		dst := filepath.Join(dataDir, filepath.FromSlash(rel))
+		if err := os.Link(paths[d.Name], dst); err != nil {
+			if !errors.Is(err, unix.EXDEV) {
+				return issuef("datasets: %s: path %q: %v", d.Name, d.DataPath(), err)
+			}
+			if err := copyFile(paths[d.Name], root, rel); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func copyFile(src string, root *os.Root, rel string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	_, err = safefs.CreateFrom(root, rel, 0o444, in)
+	return err
+}
+
+// execute runs the entrypoint and logs the command and how it ended.
+func (r *Runner) execute(ctx context.Context, log *Log, m *dotlab.Manifest, img *imagestore.Image, rootfs, codeDir, dataDir, outDir string) (*sandbox.Result, string, string, error) {
+	lim := m.Limits.WithDefaults()
+	spec := sandbox.Spec{
+		Rootfs: rootfs, CodeDir: codeDir, DataDir: dataDir,
+		Args: m.Entrypoint, ImageEnv: img.Config.Config.Env, Seed: m.Seed, WorkingDir: m.Dir(),
+		Limits: sandbox.Limits{
+			TimeoutSeconds: lim.TimeoutSeconds,
+			MemoryBytes:    int64(lim.MemoryMB) << 20,
+			CPUs:           lim.CPUs,
+			OutputBytes:    r.OutputBytes,
+		},
+	}
+	log.Info("execute", "command: "+strings.Join(m.Entrypoint, " "), map[string]any{"argv": m.Entrypoint, "cwd": m.Dir(), "env": spec.Env(),
+		"runtime": r.runtimeName(), "timeout_seconds": lim.TimeoutSeconds, "memory_mb": lim.MemoryMB, "cpus": lim.CPUs})
+	stdout := &tailBuffer{max: 64 << 10}
+	stderr := &tailBuffer{max: 64 << 10}
+	res, err := r.Runtime.Run(ctx, spec, outDir, sandbox.IO{Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		return nil, "", "", err
+	}
+	data := map[string]any{"container": res.ID, "exit_code": res.ExitCode, "timed_out": res.TimedOut, "oom_killed": res.OOMKilled,
+		"seconds": res.Duration.Seconds(), "output_full": res.OutputFull, "stdout": stdout.String(), "stderr": stderr.String()}
+	if left := r.Runtime.Leftovers(res.ID); len(left) > 0 {
+		data["leftovers"] = left
+		log.Error("execute", "the sandbox left things behind", data)
+		return nil, "", "", fmt.Errorf("sandbox %s left %s", res.ID, strings.Join(left, ", "))
+	}
+	level := log.Info
+	if res.ExitCode != 0 || res.TimedOut || res.OOMKilled {
+		level = log.Warn
+	}
+	level("execute", fmt.Sprintf("command exited with status %d", res.ExitCode), data)
+	return res, stdout.String(), stderr.String(), nil
+}
+
+// runProblems turns how the command ended into a spec_issue, if it should be one.
+func runProblems(m *dotlab.Manifest, res *sandbox.Result, stdout, stderr string) error {
+	lim := m.Limits.WithDefaults()
+	var notes []string
+	switch {
+	case res.TimedOut:
+		notes = append(notes, fmt.Sprintf("the entrypoint timed out after limits.timeout_seconds=%d and was killed", lim.TimeoutSeconds))
+	case res.OOMKilled:
+		notes = append(notes, fmt.Sprintf("the entrypoint was killed for exceeding limits.memory_mb=%d (out of memory; exit status %d)", lim.MemoryMB, res.ExitCode))
+	case res.ExitCode != 0:
+		notes = append(notes, fmt.Sprintf("the entrypoint exited with status %d; last stderr: %s", res.ExitCode, lastLine(stderr)))
+	}
+	if res.OutputFull {
+		notes = append(notes, "the output directory reached its size or file cap")
+	}
+	for _, rj := range res.Rejected {
+		notes = append(notes, fmt.Sprintf("%s in the output directory: %s (rejected, not followed)", rj.Type, rj.Path))
+	}
+	if len(notes) > 0 {
+		return issuef("%s", strings.Join(notes, "; "))
+	}
+	return nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	if s == "" {
+		return "(empty)"
+	}
+	return s
+}
+
+// maxResultsBytes bounds results.json.
+const maxResultsBytes = 1 << 20
+
+// readResults reads out/results.json (opened with O_NOFOLLOW) strictly: a
+// JSON object whose target keys hold finite numbers, kept as decimal text.
+// Keys that are not targets are returned in extra.
+func readResults(outDir string, targets []dotlab.Target) (map[string]dotlab.Decimal, []string, error) {
+	f, err := os.OpenFile(filepath.Join(outDir, "results.json"), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, issuef("results.json is missing from the output directory")
+	}
+	if err != nil {
+		return nil, nil, issuef("results.json cannot be opened: %v", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxResultsBytes+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(data) > maxResultsBytes {
+		return nil, nil, issuef("results.json is larger than %d bytes", maxResultsBytes)
+	}
+	tree, err := strictjson.Parse(data)
+	if err != nil {
+		return nil, nil, issuef("results.json is malformed: %v", err)
+	}
+	obj, ok := tree.(map[string]any)
+	if !ok {
+		return nil, nil, issuef("results.json is malformed: $ must be an object mapping target names to numbers")
+	}
+	known := map[string]bool{}
+	out := map[string]dotlab.Decimal{}
+	var probs []string
+	for _, t := range targets {
+		known[t.Name] = true
+		v, ok := obj[t.Name]
+		if !ok {
+			probs = append(probs, fmt.Sprintf("$.%s: missing (target %s needs a number)", t.Name, t.Name))
+			continue
+		}
+		n, ok := v.(json.Number)
+		if !ok {
+			probs = append(probs, fmt.Sprintf("$.%s: must be a finite number, got %s", t.Name, jsonKind(v)))
+			continue
+		}
+		d := dotlab.Decimal(n.String())
+		if err := d.Validate(); err != nil {
+			probs = append(probs, fmt.Sprintf("$.%s: %v", t.Name, err))
+			continue
+		}
+		out[t.Name] = d
+	}
+	if len(probs) > 0 {
+		return nil, nil, issuef("results.json is malformed: %s", strings.Join(probs, "; "))
+	}
+	var extra []string
+	for k := range obj {
+		if !known[k] {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	return out, extra, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
