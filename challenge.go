@@ -30,8 +30,11 @@ type Challenge struct {
 	Outcome      Outcome      `json:"outcome"`
 	Comparisons  []Comparison `json:"comparisons"`
 	Differences  []Difference `json:"differences"`
-	Notes        string       `json:"notes,omitempty"`
-	CreatedAt    time.Time    `json:"created_at"`
+	// InputHashes and OutputHashes are the challenger's own, as submitted.
+	InputHashes  map[string]string `json:"input_hashes"`
+	OutputHashes map[string]string `json:"output_hashes"`
+	Notes        string            `json:"notes,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
 }
 
 // Difference is one target compared between the challenger's and the

@@ -127,7 +127,7 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	}
 	if b.LogsURI != "" {
 		if u, err := url.Parse(b.LogsURI); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(b.LogsURI) > 2000 {
-			p.Add("$.logs_uri", "must be an absolute https:// URL of your full logs (at most 2000 characters)")
+			p.Add("$.logs_uri", "must be an absolute http(s) URL of your full logs, https:// on the public internet (at most 2000 characters)")
 		}
 	}
 	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {

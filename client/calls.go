@@ -197,3 +197,19 @@ func (c *Client) Logs(ctx context.Context, id string) ([]byte, error) {
 	_, err := c.do(ctx, "GET", "/jobs/"+url.PathEscape(id)+"/logs", nil, &raw)
 	return raw, err
 }
+
+// Dispute is GET /disputes/{id}.
+func (c *Client) Dispute(ctx context.Context, id string) (*dotlab.Dispute, error) {
+	var d dotlab.Dispute
+	_, err := c.do(ctx, "GET", "/disputes/"+url.PathEscape(id), nil, &d)
+	return &d, err
+}
+
+// Challenges is GET /claims/{id}/challenges.
+func (c *Client) Challenges(ctx context.Context, id string) ([]*dotlab.Challenge, error) {
+	var out struct {
+		Challenges []*dotlab.Challenge `json:"challenges"`
+	}
+	_, err := c.do(ctx, "GET", "/claims/"+url.PathEscape(id)+"/challenges", nil, &out)
+	return out.Challenges, err
+}

@@ -244,7 +244,7 @@ func (s *Server) readRawBody(w http.ResponseWriter, r *http.Request, v any) ([]b
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	// A path served for other methods is 405 with Allow, not 404.
 	var allow []string
-	for _, m := range []string{"GET", "POST"} {
+	for _, m := range []string{"GET", "POST", "PUT"} {
 		if m == r.Method {
 			continue
 		}

@@ -134,7 +134,9 @@ func checkIdentityNumbers(node any, path string, p *dotlab.Problems) {
 			return
 		}
 		back, _ := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
-		if back == nil || back.Cmp(exact) != 0 {
+		if back == nil || back.Cmp(exact) != 0 && exact.IsInt() {
+			p.Add(path, "%s is beyond 2^53: integers that large cannot keep their value in the manifest's RFC 8785 identity (IEEE doubles)", n)
+		} else if back.Cmp(exact) != 0 {
 			p.Add(path, "%s has more precision than an IEEE double: its RFC 8785 identity would be %s; write that, or round the value", n, strconv.FormatFloat(f, 'g', -1, 64))
 		}
 	}
@@ -276,7 +278,7 @@ func Check(m *dotlab.Manifest) error {
 			p.Add("$.working_dir", "%q is inside %s, a kernel file system: use a directory such as /work/code", m.WorkingDir, bad)
 		}
 	}
-	urls := map[string]string{"$.code.repository": m.Code.Repository}
+	urls := map[string]string{"$.code.repository": m.Code.Repository, "$.source.url": m.Source.URL}
 	if m.Code.Archive != nil {
 		urls["$.code.archive.url"] = m.Code.Archive.URL
 	}

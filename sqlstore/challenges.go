@@ -75,7 +75,8 @@ func (db *DB) CreateChallenge(ctx context.Context, agentID string, body *dotlab.
 		}
 	}
 	ch := &dotlab.Challenge{ID: newID("ch_"), ClaimID: c.ID, RunID: run.ID, ChallengerID: agentID, Agrees: same,
-		Outcome: body.Outcome, Comparisons: comps, Differences: diffs, Notes: body.Notes, CreatedAt: now.Truncate(time.Millisecond)}
+		Outcome: body.Outcome, Comparisons: comps, Differences: diffs, Notes: body.Notes, CreatedAt: now.Truncate(time.Millisecond),
+		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes}
 	locked := false
 	err = db.tx(ctx, func(tx *sql.Tx) error {
 		// Lock the claim row (PostgreSQL) while the window is open, so the
@@ -183,6 +184,7 @@ func scanChallenge(row rowScanner) (*dotlab.Challenge, error) {
 		return nil, fmt.Errorf("challenge %s body: %w", ch.ID, err)
 	}
 	ch.Notes = b.Notes
+	ch.InputHashes, ch.OutputHashes = b.InputHashes, b.OutputHashes
 	if err := json.Unmarshal([]byte(comps), &ch.Comparisons); err != nil {
 		return nil, err
 	}

@@ -19,8 +19,8 @@ import (
 // agentFlags are shared by runner, challenger and review.
 type agentFlags struct {
 	server, cacheDir, workDir, runtimeName string
-	allowPrivate, once                    bool
-	poll                                  time.Duration
+	allowPrivate, once                     bool
+	poll                                   time.Duration
 }
 
 func (f *agentFlags) register(cmd *cobra.Command, loop bool) {

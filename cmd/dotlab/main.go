@@ -64,6 +64,7 @@ func newRootCmd() *cobra.Command {
 		newReviewCmd(),
 		newImageCmd(),
 		newRerunCmd(),
+		newDemoCmd(),
 	)
 	return root
 }

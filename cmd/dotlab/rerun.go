@@ -47,7 +47,7 @@ addresses only, checked after DNS and on every redirect); --strict-fetch
 applies it here too. Needs root (runc creates namespaces and cgroups).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := os.ReadFile(args[0])
+			data, err := readManifestFile(args[0])
 			if err != nil {
 				return err
 			}
