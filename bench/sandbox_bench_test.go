@@ -82,6 +82,13 @@ func bareBundle(b *testing.B, rootfs string) string {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() {
+		// runc removed each run's leaf cgroup; the shared parent is ours to remove.
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/dotlab-bench")
+		for _, d := range dirs {
+			os.Remove(d)
+		}
+	})
 	return dir
 }
 
