@@ -120,6 +120,13 @@ func BenchmarkTrue(b *testing.B) {
 	os.Chmod(sameOut, 0o777)
 	cfgJSON, _ := json.Marshal(sandbox.Config(spec, sameOut, "same", false))
 	os.WriteFile(filepath.Join(sameDir, "config.json"), cfgJSON, 0o644)
+	b.Cleanup(func() {
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/dotlab/same")
+		for _, d := range dirs {
+			os.Remove(filepath.Join(d, "ctr"))
+			os.Remove(d)
+		}
+	})
 	minimal := bareBundle(b, s.rootfs)
 	state := filepath.Join(b.TempDir(), "bare-state")
 
