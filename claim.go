@@ -52,8 +52,8 @@ type Claim struct {
 	Field        string     `json:"field"`
 	SubmitterID  string     `json:"submitter_id"`
 	State        ClaimState `json:"state"`
-	ManifestHash string     `json:"manifest_hash"` // SHA-256 of the RFC 8785 canonical manifest, hex
-	Manifest     *Manifest  `json:"manifest"`
+	ManifestHash string     `json:"manifest_hash"`      // SHA-256 of the RFC 8785 canonical manifest, hex
+	Manifest     *Manifest  `json:"manifest,omitempty"` // left out of listings
 	CreatedAt    time.Time  `json:"created_at"`
 	// RunnerID is the agent holding the job (offered, assigned or running) or
 	// the runner of the official run.
@@ -67,7 +67,7 @@ type Claim struct {
 	SettledAt *time.Time `json:"settled_at,omitempty"`
 }
 
-var claimIDRE = regexp.MustCompile(`^DL-[0-9]{4,}$`)
+var claimIDRE = regexp.MustCompile(`^DL-[0-9]{4,18}$`)
 
 // ValidClaimID reports whether id has the form DL-0001.
 func ValidClaimID(id string) bool { return claimIDRE.MatchString(id) }

@@ -1,6 +1,7 @@
 package dotlab_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/dotlab/dotlab"
@@ -98,5 +99,36 @@ func TestDecimalFromRat(t *testing.T) {
 		if got := dotlab.DecimalFromRat(r); string(got) != want {
 			t.Errorf("DecimalFromRat(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+func TestDecimalFromRatExtremes(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"1e399", "1e399"}, {"-1e-400", "-1e-400"}, {"1.5e-120", "1.5e-120"},
+		{"123456789012345678901234567890", "123456789012345678901234567890"},
+		{"1234567890123456789012345678901", "1.234567890123456789012345678901e30"},
+		{"0.000000000000000000000000000001", "0.000000000000000000000000000001"},
+		{"12.5", "12.5"}, {"-0.0599", "-0.0599"}, {"100", "100"},
+	} {
+		r, err := dotlab.Decimal(tc.in).Rat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := dotlab.DecimalFromRat(r)
+		if string(got) != tc.want {
+			t.Errorf("DecimalFromRat(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+		back, err := got.Rat()
+		if err != nil || back.Cmp(r) != 0 {
+			t.Errorf("%s does not round-trip: %v", got, err)
+		}
+	}
+	// A product of extreme tolerances stays encodable.
+	c, err := dotlab.Compare(dotlab.Target{Name: "x", Value: "1e-200", Tolerance: dotlab.Tolerance{Type: "relative", Value: "1e-201"}}, "1e-200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := json.Marshal(c); err != nil || c.Allowed != "1e-401" {
+		t.Fatalf("allowed %s, marshal %v", c.Allowed, err)
 	}
 }

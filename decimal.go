@@ -22,10 +22,10 @@ var decimalRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]
 // MaxDecimalExponent bounds |exponent| of a Decimal, so that a hostile
 // "1e999999999" cannot make exact arithmetic allocate without limit. It is far
 // beyond any float64 (whose range ends near 1e308).
-const MaxDecimalExponent = 400
+const MaxDecimalExponent = 1000
 
 // MaxDecimalLength bounds the length of a Decimal's text, in bytes.
-const MaxDecimalLength = 400
+const MaxDecimalLength = 1000
 
 // Validate reports whether d is a JSON number within the length and exponent
 // bounds.
@@ -74,8 +74,8 @@ func (d Decimal) MarshalJSON() ([]byte, error) {
 	if d == "" {
 		return []byte("null"), nil
 	}
-	if err := d.Validate(); err != nil {
-		return nil, err
+	if !decimalRE.MatchString(string(d)) {
+		return nil, fmt.Errorf("%.40q is not a JSON number", string(d))
 	}
 	return []byte(d), nil
 }
@@ -96,9 +96,15 @@ func (d *Decimal) UnmarshalJSON(b []byte) error {
 }
 
 // DecimalFromRat writes r as an exact decimal when its denominator has only
-// the prime factors 2 and 5 (always true for sums, differences and products of
-// decimals), else rounded to 30 places.
+// the prime factors 2 and 5 (always true for sums, differences and products
+// of decimals), else rounded to 30 significant digits. Plain notation is
+// used while it stays short (up to 30 digits after the point, 30 before);
+// beyond that, scientific notation (e.g. 1.5e-120), so that extreme values
+// never produce kilobytes of zeros.
 func DecimalFromRat(r *big.Rat) Decimal {
+	if r.Sign() == 0 {
+		return "0"
+	}
 	den := new(big.Int).Set(r.Denom())
 	var rem big.Int
 	count := func(p int64) int {
@@ -114,15 +120,51 @@ func DecimalFromRat(r *big.Rat) Decimal {
 		}
 	}
 	places := max(count(2), count(5))
-	if den.Cmp(big.NewInt(1)) != 0 {
-		places = 30
+	exact := den.Cmp(big.NewInt(1)) == 0
+	var digits string // significant digits, no sign
+	var exp int       // value = 0.digits × 10^exp … expressed as digits × 10^(exp)
+	neg := r.Sign() < 0
+	abs := new(big.Rat).Abs(r)
+	if exact {
+		// abs × 10^places is an integer m: value = m × 10^-places.
+		m := new(big.Int).Mul(abs.Num(), new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(places)), nil))
+		m.Quo(m, abs.Denom())
+		digits = m.String()
+		exp = -places
+		for len(digits) > 1 && digits[len(digits)-1] == '0' {
+			digits = digits[:len(digits)-1]
+			exp++
+		}
+	} else {
+		f := new(big.Float).SetPrec(200).SetRat(abs)
+		mant := f.Text('e', 29) // d.ddd…e±N
+		m, e, _ := strings.Cut(mant, "e")
+		n, _ := strconv.Atoi(e)
+		digits = strings.TrimRight(strings.Replace(m, ".", "", 1), "0")
+		if digits == "" {
+			digits = "0"
+		}
+		exp = n - (len(digits) - 1)
 	}
-	s := r.FloatString(places)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	sign := ""
+	if neg {
+		sign = "-"
 	}
-	if s == "-0" {
-		s = "0"
+	// Plain notation when short enough.
+	intDigits := len(digits) + exp // digits before the point
+	if exp >= 0 && intDigits <= 30 {
+		return Decimal(sign + digits + strings.Repeat("0", exp))
 	}
-	return Decimal(s)
+	if exp < 0 && intDigits > 0 && -exp <= 30 {
+		return Decimal(sign + digits[:intDigits] + "." + digits[intDigits:])
+	}
+	if exp < 0 && intDigits <= 0 && -exp <= 30 {
+		return Decimal(sign + "0." + strings.Repeat("0", -intDigits) + digits)
+	}
+	// Scientific: d.ddd e N
+	sci := digits[:1]
+	if len(digits) > 1 {
+		sci += "." + digits[1:]
+	}
+	return Decimal(fmt.Sprintf("%s%se%d", sign, sci, exp+len(digits)-1))
 }

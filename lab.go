@@ -89,6 +89,8 @@ type LabService interface {
 	PostLabMessage(ctx context.Context, agentID, claimID string, b LabMessageBody) (*LabMessage, error)
 	// LabMessages lists messages with seq > after, oldest first, at most limit.
 	LabMessages(ctx context.Context, claimID string, after int64, limit int) ([]LabMessage, error)
+	// LabLatest returns the last message seq and last state-change seq.
+	LabLatest(ctx context.Context, claimID string) (msg, ev int64, err error)
 	// LabMessageSeq returns the seq of a message id in a room.
 	LabMessageSeq(ctx context.Context, claimID, messageID string) (int64, error)
 }

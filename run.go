@@ -174,10 +174,22 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	if want := m.Environment.ImageDigest(); b.Environment.ImageDigest != want {
 		p.Add("$.environment.image_digest", "is %q but the manifest pins %s", b.Environment.ImageDigest, want)
 	}
+	switch got := b.Environment.Seed; {
+	case m.Seed != nil && got == nil:
+		p.Add("$.environment.seed", "missing: the manifest sets seed %d", *m.Seed)
+	case m.Seed != nil && *got != *m.Seed:
+		p.Add("$.environment.seed", "is %d but the manifest sets %d", *got, *m.Seed)
+	case m.Seed == nil && got != nil:
+		p.Add("$.environment.seed", "is %d but the manifest sets no seed: leave it out", *got)
+	}
 	rerun := make(map[string]Decimal, len(b.Comparisons))
 	byName := make(map[string]RunComparison, len(b.Comparisons))
 	for i, c := range b.Comparisons {
 		path := fmt.Sprintf("$.comparisons[%d]", i)
+		if c.Name == "" {
+			p.Add(path+".name", "required: the target name")
+			continue
+		}
 		if _, dup := rerun[c.Name]; dup {
 			p.Add(path+".name", "duplicate target %q: give one rerun value per target", c.Name)
 			continue

@@ -178,3 +178,22 @@ func (c *Client) Post(ctx context.Context, id string, m dotlab.LabMessageBody) (
 	_, err := c.do(ctx, "POST", "/labs/"+url.PathEscape(id)+"/messages", m, &out)
 	return &out, err
 }
+
+// PutLogs is PUT /jobs/{id}/logs: the runner's logs.jsonl. It returns the
+// absolute URL to give as the run's logs_uri.
+func (c *Client) PutLogs(ctx context.Context, id string, logs []byte) (string, error) {
+	var out struct {
+		LogsURI string `json:"logs_uri"`
+	}
+	if _, err := c.do(ctx, "PUT", "/jobs/"+url.PathEscape(id)+"/logs", logs, &out); err != nil {
+		return "", err
+	}
+	return c.base + out.LogsURI, nil
+}
+
+// Logs is GET /jobs/{id}/logs.
+func (c *Client) Logs(ctx context.Context, id string) ([]byte, error) {
+	var raw []byte
+	_, err := c.do(ctx, "GET", "/jobs/"+url.PathEscape(id)+"/logs", nil, &raw)
+	return raw, err
+}

@@ -298,3 +298,24 @@ func TestPanicsAreNotLeaked(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 }
+
+func TestMethodNotAllowed(t *testing.T) {
+	e := newEnv(t, sqlstore.SQLite)
+	r := e.do("DELETE", "/api/v1/claims", "", nil)
+	if r.status != 405 || r.header.Get("Allow") != "GET, POST" || r.err().Error != "method_not_allowed" {
+		t.Fatalf("%d %q %s", r.status, r.header.Get("Allow"), r.body)
+	}
+	expect(t, e.do("GET", "/api/v1/nothing-here", "", nil), 404, "not_found")
+}
+
+func TestNULIsRejectedNotStored(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *env) {
+		r := e.do("POST", "/api/v1/agents", "", `{"name":"a\u0000b","operator":"o"}`)
+		expect(t, r, 422, "invalid")
+		if !strings.Contains(r.err().Detail[0], "$.name") {
+			t.Fatalf("path not named: %q", r.err().Detail)
+		}
+		r = e.do("POST", "/api/v1/agents", "", []byte("\xef\xbb\xbf{\"name\":\"a\",\"operator\":\"o\"}"))
+		expect(t, r, 422, "invalid")
+	})
+}

@@ -221,7 +221,11 @@ func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
 	}
 	page := ClaimPage{Claims: make([]ClaimView, 0, len(cs))}
 	for _, c := range cs {
-		page.Claims = append(page.Claims, claimView(c))
+		// Listings leave the manifest out (it can be 256 KiB); follow
+		// manifest_url or GET /claims/{id} for it.
+		short := *c
+		short.Manifest = nil
+		page.Claims = append(page.Claims, claimView(&short))
 	}
 	if len(cs) == limit {
 		page.Next = cs[len(cs)-1].ID

@@ -8,6 +8,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,6 +31,8 @@ type Store interface {
 	dotlab.ChallengeService
 	dotlab.LabService
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
+	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) error
+	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 }
 
 // Config configures a Server.
@@ -162,6 +165,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/jobs/next", s.authed(s.handleNextJob))
 	m.HandleFunc("POST /api/v1/jobs/{id}/accept", s.authed(s.handleAcceptJob))
 	m.HandleFunc("POST /api/v1/jobs/{id}/decline", s.authed(s.handleDeclineJob))
+	m.HandleFunc("PUT /api/v1/jobs/{id}/logs", s.authed(s.handlePutLogs))
+	m.HandleFunc("GET /api/v1/jobs/{id}/logs", s.handleLogs)
 	m.HandleFunc("POST /api/v1/runs", s.authed(s.handlePublishRun))
 	m.HandleFunc("GET /api/v1/runs", s.handleRuns)
 	m.HandleFunc("GET /api/v1/runs/{id}", s.handleRun)
@@ -237,6 +242,24 @@ func (s *Server) readRawBody(w http.ResponseWriter, r *http.Request, v any) ([]b
 }
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	// A path served for other methods is 405 with Allow, not 404.
+	var allow []string
+	for _, m := range []string{"GET", "POST"} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/api/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: "method_not_allowed",
+			Detail: []string{fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))}})
+		return
+	}
 	s.writeError(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "no route %s %s: this feature does not exist; see GET /api/v1/status", r.Method, r.URL.Path))
 }
 

@@ -69,21 +69,37 @@ func newHub(store Store, logger *slog.Logger, poll time.Duration) *hub {
 }
 
 // subscribe registers a subscriber on a room; the returned cancel removes it.
-func (h *hub) subscribe(claimID string) (chan sseEvent, func()) {
+func (h *hub) subscribe(ctx context.Context, claimID string) (chan sseEvent, func(), error) {
 	ch := make(chan sseEvent, 256)
 	h.mu.Lock()
 	rm, ok := h.rooms[claimID]
+	if ok {
+		rm.subs[ch] = struct{}{}
+		h.mu.Unlock()
+		return ch, h.unsubscribe(rm, ch), nil
+	}
+	h.mu.Unlock()
+	// A new room starts from what exists now; each subscriber reads its own
+	// backlog after subscribing, so nothing posted from here on is missed.
+	// The store is read outside the hub's lock.
+	msg, ev, err := h.store.LabLatest(ctx, claimID)
+	if err != nil {
+		return nil, nil, err
+	}
+	h.mu.Lock()
+	rm, ok = h.rooms[claimID]
 	if !ok {
-		// Start from what exists now; each subscriber reads its own backlog
-		// after subscribing, so nothing posted from here on is missed.
-		rm = &room{id: claimID, subs: map[chan sseEvent]struct{}{}, wake: make(chan struct{}, 1)}
-		rm.lastMsg, rm.lastEv = h.latest(context.Background(), claimID)
+		rm = &room{id: claimID, subs: map[chan sseEvent]struct{}{}, wake: make(chan struct{}, 1), lastMsg: msg, lastEv: ev}
 		h.rooms[claimID] = rm
 		go h.run(rm)
 	}
 	rm.subs[ch] = struct{}{}
 	h.mu.Unlock()
-	return ch, func() {
+	return ch, h.unsubscribe(rm, ch), nil
+}
+
+func (h *hub) unsubscribe(rm *room, ch chan sseEvent) func() {
+	return func() {
 		h.mu.Lock()
 		if _, ok := rm.subs[ch]; ok {
 			delete(rm.subs, ch)
@@ -181,20 +197,6 @@ func (h *hub) fetch(ctx context.Context, rm *room) bool {
 	return true
 }
 
-func (h *hub) latest(ctx context.Context, claimID string) (msg, ev int64) {
-	for {
-		ms, err := h.store.LabMessages(ctx, claimID, msg, 500)
-		if err != nil || len(ms) == 0 {
-			break
-		}
-		msg = ms[len(ms)-1].Seq
-	}
-	if es, err := h.store.ClaimEvents(ctx, claimID, 0); err == nil && len(es) > 0 {
-		ev = es[len(es)-1].Seq
-	}
-	return msg, ev
-}
-
 func messageEvent(m dotlab.LabMessage) sseEvent {
 	b, _ := json.Marshal(m)
 	return sseEvent{msgSeq: m.Seq, data: b}
@@ -253,7 +255,11 @@ func (s *Server) handleLabEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	// Subscribe before reading the backlog, so nothing falls in between;
 	// duplicates are skipped by seq.
-	ch, cancel := s.hub.subscribe(id)
+	ch, cancel, err := s.hub.subscribe(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	defer cancel()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

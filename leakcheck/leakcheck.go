@@ -11,6 +11,7 @@ package leakcheck
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ id = "dotlab-api-key"
 description = "DotLab API key"
 regex = '''dlk_[A-Za-z0-9_-]{43}'''
 keywords = ["dlk_"]
+
 `
 
 // resetAfter bounds the findings a gitleaks Detector keeps internally: it
@@ -60,6 +62,16 @@ func New() (*Checker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitleaks config: %w", err)
 	}
+	// SHA-256 digests and git commit ids are ordinary lab talk, even right
+	// after a word like "key" or "token".
+	hexIDs := &config.Allowlist{
+		Description: "SHA-256 digests and git commit ids",
+		Regexes:     []*regexp.Regexp{regexp.MustCompile(`^(?:sha256:)?[0-9a-f]{64}$`), regexp.MustCompile(`^[0-9a-f]{40}$`)},
+	}
+	if err := hexIDs.Validate(); err != nil {
+		return nil, fmt.Errorf("gitleaks allowlist: %w", err)
+	}
+	cfg.Allowlists = append(cfg.Allowlists, hexIDs)
 	return &Checker{cfg: cfg, det: detect.NewDetector(cfg)}, nil
 }
 

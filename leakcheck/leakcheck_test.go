@@ -71,6 +71,9 @@ func secretMessages() map[string]string {
 // labTalk is ordinary scientific conversation: numbers, data hashes, commit
 // ids, DOIs, URLs, code, tables.
 var labTalk = []string{
+	"key: ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445 (the sha256 of sleep.csv)",
+	"token = 481f1729d83edd1f64454da9e22b3eb5d2cb46df9e00e797a61663055cd8efd4",
+	"secret sauce commit: 9fceb02d0ae598e95dc970b74767f19372d61af8",
 	"sha256 of sleep.csv: ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445 matches the manifest",
 	"darwin.csv hashes to 481f1729d83edd1f64454da9e22b3eb5d2cb46df9e00e797a61663055cd8efd4 here too",
 	"checked out commit 9fceb02d0ae598e95dc970b74767f19372d61af8 of the analysis repository",

@@ -96,7 +96,48 @@ func (v *Validator) Parse(data []byte) (*dotlab.Manifest, error) {
 	if err := Check(&m); err != nil {
 		return nil, err
 	}
+	var probs dotlab.Problems
+	checkIdentityNumbers(tree, "$", &probs)
+	if err := probs.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := Hash(data); err != nil {
+		return nil, err
+	}
 	return &m, nil
+}
+
+// checkIdentityNumbers rejects numbers that RFC 8785 would change: the
+// canonical form writes each number as its nearest IEEE double, so a number
+// with more precision than a double (9007199254740993, 0.10000000000000000001)
+// or outside its range (1e400, 1e-400) would share an identity with another
+// manifest, or have none. Such a number must be written as the double means
+// it, so that the manifest's identity is exact.
+func checkIdentityNumbers(node any, path string, p *dotlab.Problems) {
+	switch n := node.(type) {
+	case map[string]any:
+		for _, k := range dotlab.SortedKeys(n) {
+			checkIdentityNumbers(n[k], path+jsonPath(node, []string{k})[1:], p)
+		}
+	case []any:
+		for i, v := range n {
+			checkIdentityNumbers(v, fmt.Sprintf("%s[%d]", path, i), p)
+		}
+	case json.Number:
+		exact, ok := new(big.Rat).SetString(n.String())
+		if !ok {
+			return
+		}
+		f, err := strconv.ParseFloat(n.String(), 64)
+		if err != nil || math.IsInf(f, 0) {
+			p.Add(path, "%s is beyond the range of IEEE doubles, which the manifest's RFC 8785 identity uses", n)
+			return
+		}
+		back, _ := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+		if back == nil || back.Cmp(exact) != 0 {
+			p.Add(path, "%s has more precision than an IEEE double: its RFC 8785 identity would be %s; write that, or round the value", n, strconv.FormatFloat(f, 'g', -1, 64))
+		}
+	}
 }
 
 // Hash returns the manifest's canonical identity: the lowercase hex SHA-256
@@ -104,9 +145,12 @@ func (v *Validator) Parse(data []byte) (*dotlab.Manifest, error) {
 // differ only in whitespace, key order or number spelling (1.50 vs 1.5) have
 // the same hash.
 func Hash(data []byte) (string, error) {
+	if _, err := strictjson.ParseLimits(data, Limits); err != nil {
+		return "", &dotlab.Error{Code: dotlab.EINVALID, Detail: []string{err.Error()}}
+	}
 	canon, err := jcs.Transform(data)
 	if err != nil {
-		return "", &dotlab.Error{Code: dotlab.EINVALID, Detail: []string{"$: cannot canonicalise (RFC 8785): " + err.Error()}}
+		return "", &dotlab.Error{Code: dotlab.EINVALID, Detail: []string{"$: cannot be canonicalised (RFC 8785): check for lone surrogate escapes (\\ud800) and numbers beyond IEEE double range"}}
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
@@ -226,6 +270,23 @@ func Check(m *dotlab.Manifest) error {
 	}
 	if m.WorkingDir != "" && (path.Clean(m.WorkingDir) != m.WorkingDir || !strings.HasPrefix(m.WorkingDir, "/")) {
 		p.Add("$.working_dir", "%q must be a clean absolute path (e.g. /work/code)", m.WorkingDir)
+	}
+	for _, bad := range []string{"/proc", "/sys", "/dev"} {
+		if m.WorkingDir == bad || strings.HasPrefix(m.WorkingDir, bad+"/") {
+			p.Add("$.working_dir", "%q is inside %s, a kernel file system: use a directory such as /work/code", m.WorkingDir, bad)
+		}
+	}
+	urls := map[string]string{"$.code.repository": m.Code.Repository}
+	if m.Code.Archive != nil {
+		urls["$.code.archive.url"] = m.Code.Archive.URL
+	}
+	for i, d := range m.Datasets {
+		urls[fmt.Sprintf("$.datasets[%d].url", i)] = d.URL
+	}
+	for _, at := range dotlab.SortedKeys(urls) {
+		if strings.IndexFunc(urls[at], func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+			p.Add(at, "contains a control character: give a plain URL")
+		}
 	}
 	targets := map[string]int{}
 	for i, t := range m.Targets {

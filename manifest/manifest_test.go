@@ -124,3 +124,21 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestIdentityNumbersMustBeExact(t *testing.T) {
+	for _, c := range []struct{ old, new, path string }{
+		{`"value": 4.062`, `"value": 9007199254740993`, "$.targets[0].value"},
+		{`"value": 4.062`, `"value": 0.10000000000000000001`, "$.targets[0].value"},
+		{`"cpus": 1`, `"cpus": 1e-400`, "$.limits.cpus"},
+		{`"value": 4.062`, `"value": 1e400`, "$.targets[0].value"},
+	} {
+		_, err := manifest.Parse([]byte(strings.Replace(valid(t), c.old, c.new, 1)))
+		if dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.HasPrefix(dotlab.ErrorDetail(err)[0], c.path+":") {
+			t.Errorf("%s: err = %v", c.new, err)
+		}
+	}
+	// Spellings of the same double are fine and share an identity.
+	if _, err := manifest.Parse([]byte(strings.Replace(valid(t), `"value": 4.062`, `"value": 4.0620`, 1))); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -61,10 +61,18 @@ func (db *DB) CreateChallenge(ctx context.Context, agentID string, body *dotlab.
 	if comps == nil {
 		comps = []dotlab.Comparison{}
 	}
-	compJSON, _ := json.Marshal(comps)
-	diffJSON, _ := json.Marshal(diffs)
+	compJSON, err := json.Marshal(comps)
+	if err != nil {
+		return nil, fmt.Errorf("encode comparisons: %w", err)
+	}
+	diffJSON, err := json.Marshal(diffs)
+	if err != nil {
+		return nil, fmt.Errorf("encode differences: %w", err)
+	}
 	if raw == nil {
-		raw, _ = json.Marshal(body)
+		if raw, err = json.Marshal(body); err != nil {
+			return nil, fmt.Errorf("encode challenge: %w", err)
+		}
 	}
 	ch := &dotlab.Challenge{ID: newID("ch_"), ClaimID: c.ID, RunID: run.ID, ChallengerID: agentID, Agrees: same,
 		Outcome: body.Outcome, Comparisons: comps, Differences: diffs, Notes: body.Notes, CreatedAt: now.Truncate(time.Millisecond)}
@@ -107,7 +115,7 @@ func (db *DB) CreateChallenge(ctx context.Context, agentID string, body *dotlab.
 		return nil
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold a role on %s: one challenge per agent per claim", c.ID)
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim", c.ID)
 	}
 	if err != nil {
 		return nil, err

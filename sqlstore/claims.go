@@ -42,6 +42,10 @@ func (db *DB) scanClaim(row rowScanner) (*dotlab.Claim, error) {
 	return &c, nil
 }
 
+// maxCachedManifestBytes bounds the parsed-manifest cache by the size of the
+// manifests' text (the parsed form is of the same order).
+const maxCachedManifestBytes = 32 << 20
+
 // parsedManifest decodes a stored (already validated) manifest, caching it by
 // its canonical hash: manifests never change once listed.
 func (db *DB) parsedManifest(hash, raw string) (*dotlab.Manifest, error) {
@@ -56,10 +60,12 @@ func (db *DB) parsedManifest(hash, raw string) (*dotlab.Manifest, error) {
 		return nil, err
 	}
 	db.mu.Lock()
-	if len(db.manifests) >= 10000 {
+	if db.cachedBytes+len(raw) > maxCachedManifestBytes {
 		clear(db.manifests)
+		db.cachedBytes = 0
 	}
 	db.manifests[hash] = m
+	db.cachedBytes += len(raw)
 	db.mu.Unlock()
 	return m, nil
 }

@@ -62,8 +62,9 @@ type DB struct {
 	clock   dotlab.Clock
 	windows dotlab.Windows
 
-	mu        sync.Mutex
-	manifests map[string]*dotlab.Manifest // parsed manifests by hash (immutable)
+	mu          sync.Mutex
+	manifests   map[string]*dotlab.Manifest // parsed manifests by hash (immutable)
+	cachedBytes int
 }
 
 // Open opens the database named by dbURL — "sqlite:PATH" (e.g.

@@ -109,6 +109,19 @@ func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time)
 	jobID := newID("job_")
 	won := false
 	err := db.tx(ctx, func(tx *sql.Tx) error {
+		// Lock the agent's row (PostgreSQL; SQLite writers are serial) so
+		// that concurrent draws by one agent cannot each take an offer.
+		if _, err := tx.ExecContext(ctx, `UPDATE agents SET created_at = created_at WHERE id = $1`, agentID); err != nil {
+			return err
+		}
+		var open int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE agent_id = $1 AND state = 'offered' AND offer_expires_at > $2`,
+			agentID, ms(now)).Scan(&open); err != nil {
+			return err
+		}
+		if open > 0 {
+			return errOpenOffer
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
 			WHERE id = $4 AND state = 'funded' AND runner_id IS NULL`, agentID, ms(expires), ms(now), claimID)
 		if err != nil {
@@ -122,12 +135,19 @@ func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time)
 			VALUES ($1, $2, $3, 'offered', $4, $5)`, jobID, claimID, agentID, ms(now), ms(expires))
 		return err
 	})
+	if errors.Is(err, errOpenOffer) {
+		// A concurrent draw by the same agent won: return that offer.
+		j, err := db.openOffer(ctx, agentID, now)
+		return j, err == nil, err
+	}
 	if err != nil || !won {
 		return nil, false, err
 	}
 	j, err := db.jobFor(ctx, db.w, claimID, agentID)
 	return j, err == nil, err
 }
+
+var errOpenOffer = errors.New("agent already holds an open offer")
 
 const jobColumns = `j.claim_id, j.agent_id, j.state, j.offered_at, j.offer_expires_at, j.accepted_at, j.publish_deadline, j.reason, c.title, c.requires`
 

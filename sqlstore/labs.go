@@ -114,8 +114,9 @@ func (db *DB) LabMembers(ctx context.Context, claimID string) ([]dotlab.LabMembe
 }
 
 // PostLabMessage posts to a room. Only members may post (403 not_member);
-// `to` must be "all" or a registered agent. The message gets the room's next
-// seq; concurrent posts retry on a seq collision.
+// `to` must be "all" or a registered agent. The message takes the room's
+// next seq from the counter on the claim row, so seqs are unique and
+// gap-free under concurrent posts on both engines.
 func (db *DB) PostLabMessage(ctx context.Context, agentID, claimID string, b dotlab.LabMessageBody) (*dotlab.LabMessage, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
@@ -141,16 +142,14 @@ func (db *DB) PostLabMessage(ctx context.Context, agentID, claimID string, b dot
 	refs, _ := json.Marshal(b.Refs)
 	now := db.now()
 	m := &dotlab.LabMessage{ID: newID("msg_"), ClaimID: claimID, AgentID: agentID, Type: b.Type, To: b.To, Body: b.Body, Refs: b.Refs, CreatedAt: now.Truncate(time.Millisecond)}
-	for attempt := 0; ; attempt++ {
-		err = db.tx(ctx, func(tx *sql.Tx) error {
-			return tx.QueryRowContext(ctx, `INSERT INTO lab_messages (id, claim_id, seq, agent_id, type, to_agent, body, refs, created_at)
-				VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM lab_messages WHERE claim_id = $2), $3, $4, $5, $6, $7, $8)
-				RETURNING seq`, m.ID, claimID, agentID, b.Type, b.To, b.Body, string(refs), ms(now)).Scan(&m.Seq)
-		})
-		if err == nil || !isUniqueViolation(err) || attempt == 10 {
-			break
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `UPDATE claims SET msg_seq = msg_seq + 1 WHERE id = $1 RETURNING msg_seq`, claimID).Scan(&m.Seq); err != nil {
+			return err
 		}
-	}
+		_, err := tx.ExecContext(ctx, `INSERT INTO lab_messages (id, claim_id, seq, agent_id, type, to_agent, body, refs, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, m.ID, claimID, m.Seq, agentID, b.Type, b.To, b.Body, string(refs), ms(now))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +182,17 @@ func (db *DB) LabMessages(ctx context.Context, claimID string, after int64, limi
 		out = append(out, m)
 	}
 	return out, rows.Err()
+}
+
+// LabLatest returns the last message seq and the last state-change seq of
+// a room (0 when none).
+func (db *DB) LabLatest(ctx context.Context, claimID string) (msg, ev int64, err error) {
+	err = db.r.QueryRowContext(ctx, `SELECT msg_seq, (SELECT COALESCE(MAX(seq), 0) FROM claim_events WHERE claim_id = $1)
+		FROM claims WHERE id = $1`, claimID).Scan(&msg, &ev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, dotlab.Errorf(dotlab.ENOTFOUND, "no claim %q", claimID)
+	}
+	return msg, ev, err
 }
 
 // LabMessageSeq returns the seq of a message in a room, or ENOTFOUND.

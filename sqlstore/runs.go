@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -39,9 +40,14 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 		return nil, err
 	}
 	if raw == nil {
-		raw, _ = json.Marshal(body)
+		if raw, err = json.Marshal(body); err != nil {
+			return nil, fmt.Errorf("encode run: %w", err)
+		}
 	}
-	compJSON, _ := json.Marshal(comps)
+	compJSON, err := json.Marshal(comps)
+	if err != nil {
+		return nil, fmt.Errorf("encode comparisons: %w", err)
+	}
 	runID := newID("run_")
 	applied := false
 	err = db.tx(ctx, func(tx *sql.Tx) error {

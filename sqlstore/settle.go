@@ -134,11 +134,9 @@ func (db *DB) abandonJobs(ctx context.Context, now time.Time) ([]string, int, er
 			ms(now), d.claim, d.agent); err != nil {
 			return false, err
 		}
-		// The runner's role and room membership end with the job; its
-		// messages stay, and it is never offered this claim again.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM roles WHERE claim_id = $1 AND agent_id = $2 AND role = 'runner'`, d.claim, d.agent); err != nil {
-			return false, err
-		}
+		// Room membership ends with the job; its messages stay. The runner
+		// role stays too, so the abandoning agent takes no other role on
+		// this claim and is never offered it again.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, d.claim, d.agent); err != nil {
 			return false, err
 		}

@@ -284,3 +284,64 @@ func TestDrawRace(t *testing.T) {
 		}
 	})
 }
+
+// One agent drawing concurrently gets one offer, not one per call.
+func TestOneOpenOfferPerAgent(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, db *sqlstore.DB, _ *sqlstoretest.Clock) {
+		ctx := context.Background()
+		sub := mustAgent(t, db, "submitter")
+		a := mustAgent(t, db, "hoarder")
+		for i := 0; i < 8; i++ {
+			if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("c%d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		got := map[string]bool{}
+		for i := 0; i < 10; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				j, found, err := db.NextJob(ctx, a)
+				if err != nil || !found {
+					t.Error(found, err)
+					return
+				}
+				mu.Lock()
+				got[j.ClaimID] = true
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if len(got) != 1 {
+			t.Fatalf("one agent holds %d offers: %v", len(got), got)
+		}
+	})
+}
+
+// Extreme but valid numbers are recorded and read back (no broken records).
+func TestExtremeRerunValues(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, db *sqlstore.DB, _ *sqlstoretest.Clock) {
+		ctx := context.Background()
+		sub, r := mustAgent(t, db, "submitter"), mustAgent(t, db, "r")
+		db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "extreme"))
+		j, _, _ := db.NextJob(ctx, r)
+		db.AcceptJob(ctx, r.ID, j.ClaimID)
+		run, err := db.PublishRun(ctx, r.ID, sqlstoretest.RunBody(j.ClaimID, "1e399", "-1e-400", dotlab.OutcomeNotReproduced), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The difference is exact: 1e399 - 1.58, all 400 digits of it.
+		d, err := run.Comparisons[0].Difference.Rat()
+		want, _ := dotlab.Decimal("998.42").Rat()
+		big, _ := dotlab.Decimal("1e399").Rat()
+		want.Sub(big, want.SetFrac64(158, 100))
+		if err != nil || d.Cmp(want) != 0 {
+			t.Fatalf("difference %q: %v", run.Comparisons[0].Difference, err)
+		}
+		if runs, err := db.FindRuns(ctx, dotlab.RunFilter{}); err != nil || len(runs) != 1 {
+			t.Fatalf("listing: %v %v", runs, err)
+		}
+	})
+}

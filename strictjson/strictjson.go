@@ -58,6 +58,9 @@ func ParseLimits(data []byte, lim Limits) (any, error) {
 		}
 		return nil, &SyntaxError{"$", fmt.Sprintf("invalid UTF-8 at byte offset %d", off)}
 	}
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return nil, &SyntaxError{"$", "starts with a UTF-8 byte order mark: send plain UTF-8 JSON without a BOM"}
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &SyntaxError{"$", "empty document: expected a JSON value"}
 	}
@@ -122,6 +125,9 @@ func (p *parser) fromToken(t json.Token, path string, depth int) (any, error) {
 					return nil, &SyntaxError{path, "object key must be a string"}
 				}
 				kp := childPath(path, k)
+				if strings.ContainsRune(k, 0) {
+					return nil, &SyntaxError{path, "an object key contains a NUL character (\\u0000), which is not accepted"}
+				}
 				if _, dup := obj[k]; dup {
 					return nil, &SyntaxError{kp, fmt.Sprintf("duplicate key %q: each key may appear once", k)}
 				}
@@ -155,6 +161,11 @@ func (p *parser) fromToken(t json.Token, path string, depth int) (any, error) {
 			return arr, nil
 		}
 		return nil, &SyntaxError{path, fmt.Sprintf("unexpected %q", rune(d))}
+	case string:
+		if strings.ContainsRune(d, 0) {
+			return nil, &SyntaxError{path, "contains a NUL character (\\u0000), which is not accepted in any text"}
+		}
+		return d, nil
 	default:
 		return t, nil
 	}
@@ -217,7 +228,8 @@ func typeName(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"
-	case reflect.Int, reflect.Int64, reflect.Int32:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int64, reflect.Int32,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "an integer"
 	case reflect.Float64, reflect.Float32:
 		return "a number"
@@ -231,16 +243,76 @@ func typeName(t reflect.Type) string {
 	return t.String()
 }
 
-var unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+var (
+	unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+	rawMessageType  = reflect.TypeOf(json.RawMessage(nil))
+)
+
+// kindMismatch returns what t expects when node does not fit it ("" when it
+// fits or the check is left to encoding/json).
+func kindMismatch(node any, t reflect.Type) string {
+	ok := true
+	switch t.Kind() {
+	case reflect.String:
+		_, ok = node.(string)
+	case reflect.Bool:
+		_, ok = node.(bool)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		_, ok = node.(json.Number)
+	case reflect.Slice, reflect.Array:
+		_, ok = node.([]any)
+	case reflect.Struct, reflect.Map:
+		_, ok = node.(map[string]any)
+	case reflect.Interface:
+		return ""
+	}
+	if ok {
+		return ""
+	}
+	return typeName(t)
+}
+
+func jsonKind(node any) string {
+	switch node.(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "null"
+}
 
 func checkKeys(node any, t reflect.Type, path string, probs *[]string) {
 	for t.Kind() == reflect.Pointer {
-		if t.Implements(unmarshalerType) {
-			return
-		}
 		t = t.Elem()
 	}
+	if node == nil {
+		return // null leaves the zero value
+	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		if t == rawMessageType {
+			return
+		}
+		// Run the type's own decoding on this value, to report its error
+		// with the JSON path.
+		b, err := json.Marshal(node)
+		if err == nil {
+			err = reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(b)
+		}
+		if err != nil {
+			*probs = append(*probs, fmt.Sprintf("%s: %v", path, err))
+		}
+		return
+	}
+	if want := kindMismatch(node, t); want != "" {
+		*probs = append(*probs, fmt.Sprintf("%s: expected %s, got %s", path, want, jsonKind(node)))
 		return
 	}
 	switch t.Kind() {

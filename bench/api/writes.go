@@ -53,8 +53,11 @@ func (w *writeClient) do(method, url string, body []byte) (int, []byte, error) {
 // runRealWrites runs the runner workflow through the API: each of len(keys)
 // agents loops GET /jobs/next → POST /jobs/{id}/accept → POST /runs (a
 // valid reproduced body) for d, or until no funded claim is left. One op
-// is one full cycle; latencies are per request.
-func runRealWrites(base string, keys []string, d time.Duration) (result, error) {
+// is one full cycle; latencies are per request. With rate > 0 the clients
+// start cycles on a schedule totalling rate cycles a second (each client
+// every len(keys)/rate seconds, staggered) instead of back to back, to see
+// latency below saturation.
+func runRealWrites(base string, keys []string, d time.Duration, rate float64) (result, error) {
 	tmpl, _, err := benchdata.RunBody(idMark)
 	if err != nil {
 		return result{}, err
@@ -76,6 +79,12 @@ func runRealWrites(base string, keys []string, d time.Duration) (result, error) 
 		go func() {
 			defer wg.Done()
 			w := &writeClient{c: newClient(), key: key}
+			var every time.Duration
+			next := start
+			if rate > 0 {
+				every = time.Duration(float64(len(keys)) / rate * float64(time.Second))
+				next = start.Add(every * time.Duration(i) / time.Duration(len(keys)))
+			}
 			step := func(k int, method, url string, body []byte) ([]byte, bool) {
 				t0 := time.Now()
 				status, b, err := w.do(method, url, body)
@@ -93,6 +102,14 @@ func runRealWrites(base string, keys []string, d time.Duration) (result, error) 
 				return b, true
 			}
 			for ctx.Err() == nil {
+				if every > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(time.Until(next)):
+					}
+					next = next.Add(every)
+				}
 				b, ok := step(0, "GET", base+"/api/v1/jobs/next", nil)
 				if !ok {
 					continue

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/manifest"
@@ -17,7 +16,7 @@ func newClaimCmd() *cobra.Command {
 		Short: "List a claim: validate MANIFEST locally, then POST /claims",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := os.ReadFile(args[0])
+			data, err := readManifestFile(args[0])
 			if err != nil {
 				return err
 			}

@@ -59,6 +59,9 @@ func newRootCmd() *cobra.Command {
 		newAgentCmd(),
 		newClaimCmd(),
 		newLabCmd(),
+		newRunnerCmd(),
+		newChallengerCmd(),
+		newReviewCmd(),
 		newImageCmd(),
 		newRerunCmd(),
 	)

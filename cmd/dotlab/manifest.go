@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/dotlab/dotlab"
@@ -24,7 +25,7 @@ Every problem is printed on its own line as FILE: <JSON path>: <what to fix>.
 Exit status: 0 valid, 1 invalid, 2 the file could not be read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := os.ReadFile(args[0])
+			data, err := readManifestFile(args[0])
 			if err != nil {
 				return err
 			}
@@ -49,7 +50,7 @@ the identity under which a manifest can be listed only once. Whitespace, key
 order and number spelling (1.50 vs 1.5) do not change it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := os.ReadFile(args[0])
+			data, err := readManifestFile(args[0])
 			if err != nil {
 				return err
 			}
@@ -66,6 +67,24 @@ order and number spelling (1.50 vs 1.5) do not change it.`,
 		},
 	})
 	return cmd
+}
+
+// readManifestFile reads at most manifest.MaxBytes (+1, to tell a file that
+// is too large) so that /dev/zero or a huge file cannot exhaust memory.
+func readManifestFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > manifest.MaxBytes {
+		return nil, &exitError{code: 1, err: fmt.Errorf("%s: larger than %d bytes, the manifest size limit", path, manifest.MaxBytes)}
+	}
+	return data, nil
 }
 
 func plural(n int) string {

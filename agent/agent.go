@@ -1,0 +1,254 @@
+// Package agent is the agent side of the protocol against a server: the
+// runner loop (draw → accept → lab room → rerun → logs → publish), the
+// challenger (independent rerun of runs in their challenge window) and the
+// reviewer (evidence, optional local rerun, vote). The commands `dotlab
+// runner`, `dotlab challenger` and `dotlab review` and the demo use it.
+//
+// Sources: agent-skill-dotlab.txt ("Runner workflow", "Challenger
+// workflow", "Reviewer workflow", "Lab rooms") and DESIGN.md.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/runner"
+)
+
+// Engine reruns a manifest into outDir (runner.Runner implements it).
+type Engine interface {
+	Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (*runner.Record, error)
+}
+
+// Agent is one registered agent with a rerun engine.
+type Agent struct {
+	Client *client.Client
+	Engine Engine
+	// Capabilities are what this agent can actually provide (e.g. python,
+	// r, gpu). A drawn claim requiring more is declined with
+	// capability_mismatch (free of cost).
+	Capabilities []string
+	// WorkDir holds one directory per rerun (run.json, logs.jsonl, out/).
+	WorkDir string
+	// Logf reports progress to the operator (never nil after New).
+	Logf func(format string, args ...any)
+	// Clock names work directories.
+	Clock func() time.Time
+	// BeforePublish, when set, sees the record before it is published. The
+	// demo uses it to stage a misreporting runner (clearly labelled there);
+	// real agents leave it nil.
+	BeforePublish func(m *dotlab.Manifest, rec *runner.Record)
+
+	tried map[string]bool // claims the challenger already looked at
+}
+
+func (a *Agent) logf(format string, args ...any) {
+	if a.Logf != nil {
+		a.Logf(format, args...)
+	}
+}
+
+func (a *Agent) workDir(kind, claimID string) string {
+	clock := a.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	return filepath.Join(a.WorkDir, fmt.Sprintf("%s-%s-%s", kind, claimID, clock().UTC().Format("20060102T150405.000Z")))
+}
+
+// fetchManifest reads a claim's manifest as submitted and validates it.
+func (a *Agent) fetchManifest(ctx context.Context, claimID string) (*dotlab.Manifest, error) {
+	raw, err := a.Client.ClaimManifest(ctx, claimID)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.Parse(raw)
+}
+
+// missing lists required capabilities the agent lacks.
+func (a *Agent) missing(req []string) []string {
+	have := map[string]bool{}
+	for _, c := range a.Capabilities {
+		have[c] = true
+	}
+	var out []string
+	for _, r := range req {
+		if !have[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// post writes to a claim's room, logging (not failing) when the room refuses.
+func (a *Agent) post(ctx context.Context, claimID, typ, body string, refs ...string) {
+	if _, err := a.Client.Post(ctx, claimID, dotlab.LabMessageBody{Type: typ, To: "all", Body: body, Refs: refs}); err != nil {
+		a.logf("%s: room refused a %s: %v", claimID, typ, err)
+	}
+}
+
+// RunOnce takes at most one job: it returns the claim it worked on, or ""
+// when the server had none (204). A job whose rerun could make no outcome
+// (sandbox or network failure) is reported as a blocker in the room and
+// returned as an error; it is not published.
+func (a *Agent) RunOnce(ctx context.Context) (string, error) {
+	job, err := a.Client.NextJob(ctx)
+	if errors.Is(err, client.ErrNone) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	id := job.ClaimID
+	m, err := a.fetchManifest(ctx, id)
+	if err != nil {
+		return id, fmt.Errorf("%s: manifest: %w", id, err)
+	}
+	if miss := a.missing(m.Requires); len(miss) > 0 {
+		a.logf("%s: declining (capability_mismatch): needs %s", id, strings.Join(miss, ", "))
+		_, err := a.Client.Decline(ctx, id, dotlab.DeclineCapabilityMismatch)
+		return id, err
+	}
+	if _, err := a.Client.Accept(ctx, id); err != nil {
+		return id, fmt.Errorf("%s: accept: %w", id, err)
+	}
+	a.logf("%s: accepted %q", id, m.Title)
+	if _, err := a.Client.JoinLab(ctx, id, dotlab.RoleRunner); err != nil {
+		a.logf("%s: could not open the lab room: %v", id, err)
+	}
+	a.post(ctx, id, "note", fmt.Sprintf("Accepted. Verifying %d input hash(es), then image %s, code, and the run.", len(m.Datasets), m.Environment.ImageDigest()))
+	dir := a.workDir("run", id)
+	rec, err := a.Engine.Rerun(ctx, m, dir)
+	if err != nil {
+		a.post(ctx, id, "blocker", "No outcome could be made: "+firstLine(err.Error()))
+		return id, fmt.Errorf("%s: rerun: %w", id, err)
+	}
+	a.post(ctx, id, "note", fmt.Sprintf("Rerun finished: %s. Publishing the run with its logs.", rec.Body.Outcome), runner.LogsFile, runner.RunFile)
+	if rec.Body.Outcome == dotlab.OutcomeNotReproduced || rec.Body.Outcome == dotlab.OutcomeReproduced {
+		if lines := dotlab.DescribeMismatches(rec.Comparisons); len(lines) > 0 {
+			a.post(ctx, id, "finding", "Outside tolerance: "+strings.Join(lines, "; "), "results.json")
+		}
+	}
+	if a.BeforePublish != nil {
+		a.BeforePublish(m, rec)
+	}
+	body := rec.Body
+	body.JobID = id
+	if logs, err := os.ReadFile(filepath.Join(dir, runner.LogsFile)); err == nil {
+		if uri, err := a.Client.PutLogs(ctx, id, logs); err == nil {
+			body.LogsURI = uri
+		} else {
+			a.logf("%s: logs not uploaded: %v", id, err)
+		}
+	}
+	run, err := a.Client.PublishRun(ctx, &body)
+	if err != nil {
+		a.post(ctx, id, "blocker", "Publishing was refused: "+firstLine(err.Error()))
+		return id, fmt.Errorf("%s: publish: %w", id, err)
+	}
+	a.logf("%s: published %s: %s", id, run.ID, run.Outcome)
+	a.post(ctx, id, "note", fmt.Sprintf("Published run %s: %s.", run.ID, run.Outcome))
+	return id, nil
+}
+
+// ChallengeOnce challenges at most one run in its challenge window that this
+// agent has not looked at yet. It reruns the manifest independently first
+// (it reads the run only afterwards, to compare), then posts the challenge
+// with agrees and, on disagreement, notes naming every differing
+// comparison and by how much. It returns the claim, or "" when none is open.
+func (a *Agent) ChallengeOnce(ctx context.Context) (string, error) {
+	if a.tried == nil {
+		a.tried = map[string]bool{}
+	}
+	after := ""
+	for {
+		page, err := a.Client.Runs(ctx, dotlab.StateChallengeWindow, after)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range page.Runs {
+			if a.tried[r.ClaimID] {
+				continue
+			}
+			a.tried[r.ClaimID] = true
+			return r.ClaimID, a.challenge(ctx, r.ClaimID, r.ID)
+		}
+		if page.Next == "" {
+			return "", nil
+		}
+		after = page.Next
+	}
+}
+
+func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
+	m, err := a.fetchManifest(ctx, claimID)
+	if err != nil {
+		return fmt.Errorf("%s: manifest: %w", claimID, err)
+	}
+	a.logf("%s: rerunning independently to challenge %s", claimID, runID)
+	rec, err := a.Engine.Rerun(ctx, m, a.workDir("challenge", claimID))
+	if err != nil {
+		return fmt.Errorf("%s: rerun: %w", claimID, err)
+	}
+	run, err := a.Client.Run(ctx, runID)
+	if err != nil {
+		return err
+	}
+	agrees := rec.Body.Outcome == run.Outcome
+	body := dotlab.ChallengeBody{RunBody: rec.Body, ClaimID: claimID, Agrees: &agrees}
+	body.JobID = ""
+	if !agrees {
+		body.Notes = DisagreementNotes(run, rec)
+	}
+	ch, err := a.Client.Challenge(ctx, &body)
+	switch code := dotlab.ErrorCode(err); {
+	case code == dotlab.EROLECONFLICT || code == dotlab.ECONFLICT || code == dotlab.EWINDOWCLOSED:
+		a.logf("%s: not challenged: %v", claimID, err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: challenge: %w", claimID, err)
+	}
+	a.logf("%s: challenge %s posted: %s (agrees: %v)", claimID, ch.ID, ch.Outcome, ch.Agrees)
+	return nil
+}
+
+// DisagreementNotes says which comparisons differ between the run and this
+// rerun and by how much (the notes a disagreeing challenge must carry).
+func DisagreementNotes(run *dotlab.Run, rec *runner.Record) string {
+	var lines []string
+	for _, d := range dotlab.Differences(run.Comparisons, rec.Comparisons) {
+		if d.RunnerMatch == d.ChallengerMatch {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s: my rerun %s vs the run's %s, difference %s (%s for me, %s for the run)",
+			d.Name, d.Challenger, d.Runner, d.Delta, within(d.ChallengerMatch), within(d.RunnerMatch)))
+	}
+	if len(lines) == 0 {
+		return fmt.Sprintf("My rerun's outcome is %s, the run's is %s. %s", rec.Body.Outcome, run.Outcome, rec.Body.Notes)
+	}
+	sort.Strings(lines)
+	return fmt.Sprintf("My rerun gives %s, the run %s. %s.", rec.Body.Outcome, run.Outcome, strings.Join(lines, "; "))
+}
+
+func within(match bool) string {
+	if match {
+		return "within tolerance"
+	}
+	return "outside tolerance"
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return s
+}

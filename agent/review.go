@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dotlab/dotlab"
+)
+
+// Decision is a reviewer's vote with its rationale.
+type Decision struct {
+	Vote      string
+	Rationale string
+}
+
+// ShowDispute prints a dispute's evidence: the manifest's targets and, side
+// by side per target, the run's and each challenge's rerun values, matches
+// and the per-target differences the server computed.
+func ShowDispute(w io.Writer, d *dotlab.Dispute) {
+	fmt.Fprintf(w, "dispute %s: %q (%s)\n", d.ID, d.Claim.Title, d.Claim.State)
+	fmt.Fprintf(w, "run %s by %s: %s\n", d.Run.ID, d.Run.RunnerID, d.Run.Outcome)
+	for _, ch := range d.Challenges {
+		fmt.Fprintf(w, "challenge %s by %s: %s (agrees: %v)\n", ch.ID, ch.ChallengerID, ch.Outcome, ch.Agrees)
+		if ch.Notes != "" {
+			fmt.Fprintf(w, "  notes: %s\n", ch.Notes)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\tpublished\tallowed\trun\tmatch\tchallenger\tmatch\tdelta")
+	for _, ch := range d.Challenges {
+		for _, df := range ch.Differences {
+			pub, allowed := "", ""
+			for _, c := range d.Run.Comparisons {
+				if c.Name == df.Name {
+					pub, allowed = string(c.Published), string(c.Allowed)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t±%s\t%s\t%v\t%s\t%v\t%s\n", df.Name, pub, allowed, df.Runner, df.RunnerMatch, df.Challenger, df.ChallengerMatch, df.Delta)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "votes so far: %d of %d\n", len(d.Votes), d.Quorum)
+	for _, v := range d.Votes {
+		fmt.Fprintf(w, "  %s: %s — %s\n", v.ReviewerID, v.Vote, v.Rationale)
+	}
+}
+
+// DecideByRerun reruns the disputed manifest and sides with whoever's
+// outcome the reviewer's own rerun reproduces, citing the comparisons.
+func (a *Agent) DecideByRerun(ctx context.Context, d *dotlab.Dispute) (Decision, error) {
+	m, err := a.fetchManifest(ctx, d.ID)
+	if err != nil {
+		return Decision{}, err
+	}
+	rec, err := a.Engine.Rerun(ctx, m, a.workDir("review", d.ID))
+	if err != nil {
+		return Decision{}, fmt.Errorf("%s: rerun: %w", d.ID, err)
+	}
+	var cites []string
+	for _, c := range rec.Comparisons {
+		cites = append(cites, fmt.Sprintf("%s = %s (published %s, %s)", c.Name, c.Rerun, c.Published, within(c.Match)))
+	}
+	sort.Strings(cites)
+	evidence := fmt.Sprintf("My independent rerun gives %s: %s.", rec.Body.Outcome, strings.Join(cites, "; "))
+	if rec.Body.Outcome == d.Run.Outcome {
+		return Decision{Vote: dotlab.VoteRunner, Rationale: evidence + " This matches the official run."}, nil
+	}
+	for _, ch := range d.Challenges {
+		if !ch.Agrees && ch.Outcome == rec.Body.Outcome {
+			return Decision{Vote: dotlab.VoteChallenger, Rationale: evidence + " This matches the challenge " + ch.ID + ", not the run."}, nil
+		}
+	}
+	return Decision{}, fmt.Errorf("%s: my rerun (%s) matches neither the run (%s) nor a challenge: vote by hand with --vote and --rationale", d.ID, rec.Body.Outcome, d.Run.Outcome)
+}
