@@ -82,6 +82,13 @@ func bareBundle(b *testing.B, rootfs string) string {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() {
+		// runc removed each run's leaf cgroup; the shared parent is ours to remove.
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/dotlab-bench")
+		for _, d := range dirs {
+			os.Remove(d)
+		}
+	})
 	return dir
 }
 
@@ -113,6 +120,13 @@ func BenchmarkTrue(b *testing.B) {
 	os.Chmod(sameOut, 0o777)
 	cfgJSON, _ := json.Marshal(sandbox.Config(spec, sameOut, "same", false))
 	os.WriteFile(filepath.Join(sameDir, "config.json"), cfgJSON, 0o644)
+	b.Cleanup(func() {
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/dotlab/same")
+		for _, d := range dirs {
+			os.Remove(filepath.Join(d, "ctr"))
+			os.Remove(d)
+		}
+	})
 	minimal := bareBundle(b, s.rootfs)
 	state := filepath.Join(b.TempDir(), "bare-state")
 

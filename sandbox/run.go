@@ -269,10 +269,10 @@ func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, 
 	case <-timer.C:
 		res.TimedOut = true
 		r.kill(id)
-		waitErr = <-done
+		waitErr = waitBounded(cmd, done)
 	case <-ctx.Done():
 		r.kill(id)
-		<-done
+		waitBounded(cmd, done)
 		return ctx.Err()
 	}
 	res.Duration = r.now().Sub(start)
@@ -282,6 +282,18 @@ func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, 
 	}
 	res.OOMKilled = oom.fired()
 	return nil
+}
+
+// waitBounded waits for `runtime run` to return after a kill; if it has not
+// within 30 s, its process group is killed (cleanup then deletes the container).
+func waitBounded(cmd *exec.Cmd, done <-chan error) error {
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return <-done
+	}
 }
 
 func orDiscard(w io.Writer) io.Writer {
