@@ -73,25 +73,18 @@ type fetcher struct {
 
 // fetch gets rawURL into the cache, hashing while it streams (one pass over
 // the bytes: the download is never read back). want is the expected sha256
-// hex. A cached copy is re-hashed (one read) before it is trusted. Transient
+// hex. Transient
 // failures (network, 5xx, truncation) are retried up to 3 attempts.
 func (f *fetcher) fetch(ctx context.Context, what, rawURL, want string) (Fetched, error) {
 	u, err := f.policy.CheckURL(what, rawURL)
 	if err != nil {
 		return Fetched{}, err
 	}
-	if p := f.cache.Path(want); fileExists(p) {
-		in, err := os.Open(p)
-		if err == nil {
-			defer in.Close()
-			got, n, err := hashCopy(ctx, io.Discard, in, f.report(what, -1))
-			if err == nil && got == want {
-				return Fetched{SHA256: got, Bytes: n, CacheHit: true, Path: p}, nil
-			}
-		}
-		// A cached file that no longer hashes right is discarded and refetched.
-		os.Remove(p)
-	}
+	// Every rerun downloads from the manifest's URL, even when the cache
+	// already holds bytes with the pinned hash: verifying the inputs means
+	// verifying what the URL serves now (an altered or moved file must give
+	// input_mismatch, not a silent cache hit). The cache only stores the
+	// result by its hash.
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
 		res, err := f.once(ctx, what, u, want)

@@ -350,9 +350,9 @@ func runDemoWithBinary(ctx context.Context, out io.Writer, o demoOptions, self s
 			results[i].Challs = chs
 		}
 	}
-	printDemoTable(out, base, results)
-	if o.exit {
-		return results, nil
+	verdicts := printDemoTable(out, base, results)
+	if o.exit || verdicts != nil {
+		return results, verdicts
 	}
 	fmt.Fprintf(out, "\nThe server keeps running at %s (API %s/api/v1). Ctrl-C stops it.\n", base, base)
 	select {
@@ -388,11 +388,13 @@ func misreport(m *dotlab.Manifest, rec *runner.Record) {
 	}
 }
 
-func printDemoTable(out io.Writer, base string, results []demoResult) {
+// printDemoTable prints the final table; it returns an error when a claim
+// settled with another verdict than its published numbers lead to.
+func printDemoTable(out io.Writer, base string, results []demoResult) error {
 	sort.Slice(results, func(i, j int) bool { return results[i].Claim.ID < results[j].Claim.ID })
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLAIM\tTITLE\tOUTCOME\tSTATE\tHOW IT SETTLED\tLAB ROOM")
+	fmt.Fprintln(tw, "CLAIM\tTITLE\tOUTCOME\tSTATE\tHOW IT SETTLED\tLAB ROOM (messages)")
 	for _, r := range results {
 		how := "settled at once"
 		switch {
@@ -413,7 +415,7 @@ func printDemoTable(out io.Writer, base string, results []demoResult) {
 		if len(title) > 60 {
 			title = title[:57] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/labs/%s\n", r.Claim.ID, title, r.Claim.Outcome, r.Claim.State, how, base, r.Claim.ID)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/api/v1/labs/%s/messages\n", r.Claim.ID, title, r.Claim.Outcome, r.Claim.State, how, base, r.Claim.ID)
 	}
 	tw.Flush()
 	var lines []string
@@ -424,7 +426,8 @@ func printDemoTable(out io.Writer, base string, results []demoResult) {
 	}
 	if len(lines) > 0 {
 		fmt.Fprintf(out, "\nUNEXPECTED: %s\n", strings.Join(lines, "; "))
-	} else {
-		fmt.Fprintln(out, "\nEvery claim settled with the verdict its published numbers lead to.")
+		return fmt.Errorf("unexpected verdicts: %s", strings.Join(lines, "; "))
 	}
+	fmt.Fprintln(out, "\nEvery claim settled with the verdict its published numbers lead to.")
+	return nil
 }

@@ -35,9 +35,12 @@ if [ ! -f "$rootfs/.dotlab-complete" ]; then
          "$rootfs.tmp"/etc/machine-id "$rootfs.tmp"/etc/hostname "$rootfs.tmp"/etc/resolv.conf \
          "$rootfs.tmp"/etc/*- "$rootfs.tmp"/var/lib/systemd/* "$rootfs.tmp"/debootstrap
   find "$rootfs.tmp" -name '__pycache__' -type d -prune -exec rm -rf {} +
+  # Device nodes cannot go into an image; the runtime provides /dev.
+  find "$rootfs.tmp/dev" -mindepth 1 -delete
   chmod 1777 "$rootfs.tmp/tmp"
   mkdir -p "$rootfs.tmp/work/code" "$rootfs.tmp/work/data" "$rootfs.tmp/work/out"
   touch "$rootfs.tmp/.dotlab-complete"
   mv "$rootfs.tmp" "$rootfs"
 fi
+find "$rootfs/dev" -mindepth 1 -delete 2>/dev/null || true
 "$dotlab" image build "$rootfs" --ref dotlab.example/python --cache "$var/cache" | tail -1
