@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
@@ -80,16 +81,43 @@ func (db *DB) CreateAgent(ctx context.Context, n dotlab.NewAgent) (*dotlab.Agent
 	return a, key, nil
 }
 
+// authTTL is how long a successful authentication is remembered in process
+// (agents and keys are never changed or revoked today, so this only saves a
+// query per request).
+const authTTL = 10 * time.Second
+
+type authEntry struct {
+	agent *dotlab.Agent
+	until time.Time
+}
+
 // AuthenticateAgent finds the agent whose key hashes to the stored hash.
 func (db *DB) AuthenticateAgent(ctx context.Context, apiKey string) (*dotlab.Agent, error) {
 	if apiKey == "" {
 		return nil, dotlab.Errorf(dotlab.EUNAUTHORIZED, "missing API key: send Authorization: Bearer <api_key>")
 	}
-	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT id, name, operator, capabilities, created_at FROM agents WHERE key_hash = $1`, HashAPIKey(apiKey)))
+	h := HashAPIKey(apiKey)
+	now := db.now()
+	db.mu.Lock()
+	e, ok := db.auth[h]
+	db.mu.Unlock()
+	if ok && now.Before(e.until) {
+		return e.agent, nil
+	}
+	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT id, name, operator, capabilities, created_at FROM agents WHERE key_hash = $1`, h))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, dotlab.Errorf(dotlab.EUNAUTHORIZED, "API key not recognised: check it once, then stop")
 	}
-	return a, err
+	if err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	if len(db.auth) >= 10000 {
+		clear(db.auth)
+	}
+	db.auth[h] = authEntry{agent: a, until: now.Add(authTTL)}
+	db.mu.Unlock()
+	return a, nil
 }
 
 func (db *DB) scanAgent(row *sql.Row) (*dotlab.Agent, error) {

@@ -15,18 +15,17 @@ import (
 
 var _ dotlab.ClaimService = (*DB)(nil)
 
-const claimColumns = `id, title, field, submitter_id, state, manifest_hash, manifest_raw, runner_id, offer_expires_at,
+const claimColumns = `id, title, field, submitter_id, state, manifest_hash, runner_id, offer_expires_at,
 	publish_deadline, run_id, challenge_deadline, outcome, settled_at, created_at`
 
 type rowScanner interface{ Scan(...any) error }
 
 func (db *DB) scanClaim(row rowScanner) (*dotlab.Claim, error) {
 	var c dotlab.Claim
-	var raw string
 	var runner, runID, outcome sql.NullString
 	var offer, publish, challenge, settled sql.NullInt64
 	var created int64
-	if err := row.Scan(&c.ID, &c.Title, &c.Field, &c.SubmitterID, &c.State, &c.ManifestHash, &raw, &runner, &offer,
+	if err := row.Scan(&c.ID, &c.Title, &c.Field, &c.SubmitterID, &c.State, &c.ManifestHash, &runner, &offer,
 		&publish, &runID, &challenge, &outcome, &settled, &created); err != nil {
 		return nil, err
 	}
@@ -34,7 +33,7 @@ func (db *DB) scanClaim(row rowScanner) (*dotlab.Claim, error) {
 	c.OfferExpiresAt, c.PublishDeadline = fromNullMS(offer), fromNullMS(publish)
 	c.ChallengeDeadline, c.SettledAt = fromNullMS(challenge), fromNullMS(settled)
 	c.CreatedAt = fromMS(created)
-	m, err := db.parsedManifest(c.ManifestHash, raw)
+	m, err := db.parsedManifest(c.ManifestHash)
 	if err != nil {
 		return nil, err
 	}
@@ -46,14 +45,19 @@ func (db *DB) scanClaim(row rowScanner) (*dotlab.Claim, error) {
 // manifests' text (the parsed form is of the same order).
 const maxCachedManifestBytes = 32 << 20
 
-// parsedManifest decodes a stored (already validated) manifest, caching it by
-// its canonical hash: manifests never change once listed.
-func (db *DB) parsedManifest(hash, raw string) (*dotlab.Manifest, error) {
+// parsedManifest returns a listed manifest by its canonical hash, decoding
+// the stored (already validated) text only on a cache miss: manifests never
+// change once listed, so the text is read once per process.
+func (db *DB) parsedManifest(hash string) (*dotlab.Manifest, error) {
 	db.mu.Lock()
 	m, ok := db.manifests[hash]
 	db.mu.Unlock()
 	if ok {
 		return m, nil
+	}
+	var raw string
+	if err := db.r.QueryRowContext(context.Background(), `SELECT manifest_raw FROM claims WHERE manifest_hash = $1`, hash).Scan(&raw); err != nil {
+		return nil, err
 	}
 	m = new(dotlab.Manifest)
 	if err := json.Unmarshal([]byte(raw), m); err != nil {

@@ -65,6 +65,7 @@ type DB struct {
 	mu          sync.Mutex
 	manifests   map[string]*dotlab.Manifest // parsed manifests by hash (immutable)
 	cachedBytes int
+	auth        map[string]authEntry // key hash → agent, for authTTL
 }
 
 // Open opens the database named by dbURL — "sqlite:PATH" (e.g.
@@ -78,7 +79,7 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 	if opt.Windows == (dotlab.Windows{}) {
 		opt.Windows = dotlab.DefaultWindows
 	}
-	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: map[string]*dotlab.Manifest{}}
+	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: map[string]*dotlab.Manifest{}, auth: map[string]authEntry{}}
 	var err error
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):

@@ -143,7 +143,7 @@ func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time)
 	if err != nil || !won {
 		return nil, false, err
 	}
-	j, err := db.jobFor(ctx, db.w, claimID, agentID)
+	j, err := db.jobFor(ctx, db.r, claimID, agentID)
 	return j, err == nil, err
 }
 
@@ -217,18 +217,18 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 	if !accepted {
 		return nil, db.offerProblem(ctx, agentID, claimID, now, true)
 	}
-	return db.jobFor(ctx, db.w, claimID, agentID)
+	return db.jobFor(ctx, db.r, claimID, agentID)
 }
 
 // offerProblem explains why an accept or decline of claimID by agentID did
 // not apply: unknown claim (404), not offered to the caller (409
 // not_offered), or the offer window closed (409 window_closed).
 func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now time.Time, accepting bool) error {
-	c, err := db.findClaim(ctx, db.w, claimID)
+	c, err := db.findClaim(ctx, db.r, claimID)
 	if err != nil {
 		return err
 	}
-	j, err := db.jobFor(ctx, db.w, claimID, agentID)
+	j, err := db.jobFor(ctx, db.r, claimID, agentID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s was not offered to you: fetch a new job with GET /jobs/next", claimID)
 	} else if err != nil {
@@ -275,5 +275,5 @@ func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (
 	if !declined {
 		return nil, db.offerProblem(ctx, agentID, claimID, now, false)
 	}
-	return db.jobFor(ctx, db.w, claimID, agentID)
+	return db.jobFor(ctx, db.r, claimID, agentID)
 }

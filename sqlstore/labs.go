@@ -37,7 +37,7 @@ func (db *DB) JoinLab(ctx context.Context, agentID, claimID, role string) (*dotl
 	member := func() (*dotlab.LabMember, error) {
 		var at int64
 		var r string
-		if err := db.w.QueryRowContext(ctx, `SELECT role, joined_at FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, claimID, agentID).Scan(&r, &at); err != nil {
+		if err := db.r.QueryRowContext(ctx, `SELECT role, joined_at FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, claimID, agentID).Scan(&r, &at); err != nil {
 			return nil, err
 		}
 		return &dotlab.LabMember{AgentID: agentID, Name: a.Name, Role: r, JoinedAt: fromMS(at)}, nil

@@ -92,7 +92,7 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 	}
 	if !applied {
 		// Lost a race (deadline, or a concurrent publish): explain from fresh state.
-		c, err := db.findClaim(ctx, db.w, body.JobID)
+		c, err := db.findClaim(ctx, db.r, body.JobID)
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +101,7 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 		}
 		return nil, dotlab.Errorf(dotlab.ECONFLICT, "the claim changed while publishing: fetch it and retry")
 	}
-	return db.findRun(ctx, db.w, runID)
+	return db.findRun(ctx, db.r, runID)
 }
 
 func publishable(c *dotlab.Claim, agentID string, now time.Time) error {

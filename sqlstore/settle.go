@@ -76,7 +76,7 @@ func (db *DB) applyEach(ctx context.Context, ds []due, fn func(*sql.Tx, due) (bo
 type due struct{ claim, agent string }
 
 func (db *DB) dueRows(ctx context.Context, query string, now time.Time) ([]due, error) {
-	rows, err := db.w.QueryContext(ctx, query, ms(now), settleBatch)
+	rows, err := db.r.QueryContext(ctx, query, ms(now), settleBatch)
 	if err != nil {
 		return nil, err
 	}
