@@ -7,6 +7,7 @@ package demo
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -31,6 +32,7 @@ import (
 // Example is one entry of examples/claims/claims.json.
 type Example struct {
 	Dir           string          `json:"dir"`
+	Code          string          `json:"code,omitempty"` // take the code of another example (default: Dir)
 	Field         string          `json:"field"`
 	Expect        dotlab.Outcome  `json:"expect"`
 	Demonstration string          `json:"demonstration,omitempty"`
@@ -166,7 +168,11 @@ func (a *Archive) Prepare(examplesDir string, ex Example, imageRef, pyVersion st
 	if ex.PinSHA256 != "" {
 		pin = ex.PinSHA256 // the demonstration of input_mismatch pins the original file
 	}
-	commit, err := gitRepo(filepath.Join(src, "code"), filepath.Join(a.Root, "git", ex.Dir))
+	codeDir := ex.Dir
+	if ex.Code != "" {
+		codeDir = ex.Code
+	}
+	commit, err := gitRepo(filepath.Join(examplesDir, "claims", codeDir, "code"), filepath.Join(a.Root, "git", ex.Dir))
 	if err != nil {
 		return nil, fmt.Errorf("%s: code repository: %w", ex.Dir, err)
 	}
@@ -186,11 +192,14 @@ func (a *Archive) Prepare(examplesDir string, ex Example, imageRef, pyVersion st
 		Limits:      dotlab.Limits{TimeoutSeconds: 300, MemoryMB: 512, CPUs: 1},
 		Targets:     ex.Targets,
 	}
-	raw, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
 		return nil, err
 	}
-	raw = append(raw, '\n')
+	raw := buf.Bytes()
 	if _, err := manifest.Parse(raw); err != nil {
 		return nil, fmt.Errorf("%s: generated manifest is invalid: %w", ex.Dir, err)
 	}

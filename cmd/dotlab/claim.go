@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 
-	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/manifest"
 	"github.com/spf13/cobra"
 )
 
@@ -16,15 +14,9 @@ func newClaimCmd() *cobra.Command {
 		Short: "List a claim: validate MANIFEST locally, then POST /claims",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := readManifestFile(args[0])
+			_, data, err := loadManifest(cmd, args[0], ": not submitted")
 			if err != nil {
 				return err
-			}
-			if _, err := manifest.Parse(data); err != nil {
-				for _, d := range dotlab.ErrorDetail(err) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", args[0], d)
-				}
-				return &exitError{code: 1, err: fmt.Errorf("%s: invalid manifest, not submitted", args[0])}
 			}
 			c, _, err := agentClient(server)
 			if err != nil {

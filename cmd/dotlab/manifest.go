@@ -25,17 +25,9 @@ Every problem is printed on its own line as FILE: <JSON path>: <what to fix>.
 Exit status: 0 valid, 1 invalid, 2 the file could not be read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := readManifestFile(args[0])
+			m, _, err := loadManifest(cmd, args[0], "")
 			if err != nil {
 				return err
-			}
-			m, err := manifest.Parse(data)
-			if err != nil {
-				for _, d := range dotlab.ErrorDetail(err) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", args[0], d)
-				}
-				n := len(dotlab.ErrorDetail(err))
-				return &exitError{code: 1, err: fmt.Errorf("%s: invalid manifest (%d problem%s)", args[0], n, plural(n))}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid manifest spec v%s: %q, %d dataset%s, %d target%s\n", args[0], m.SpecVersion, m.Title,
 				len(m.Datasets), plural(len(m.Datasets)), len(m.Targets), plural(len(m.Targets)))
@@ -67,6 +59,25 @@ order and number spelling (1.50 vs 1.5) do not change it.`,
 		},
 	})
 	return cmd
+}
+
+// loadManifest reads and validates a manifest file. On a validation failure
+// it prints every problem as "FILE: <JSON path>: <fix>" to stderr and returns
+// an exit-1 error whose text ends with hint.
+func loadManifest(cmd *cobra.Command, path, hint string) (*dotlab.Manifest, []byte, error) {
+	data, err := readManifestFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := manifest.Parse(data)
+	if err != nil {
+		for _, d := range dotlab.ErrorDetail(err) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", path, d)
+		}
+		n := len(dotlab.ErrorDetail(err))
+		return nil, nil, &exitError{code: 1, err: fmt.Errorf("%s: invalid manifest (%d problem%s)%s", path, n, plural(n), hint)}
+	}
+	return m, data, nil
 }
 
 // readManifestFile reads at most manifest.MaxBytes (+1, to tell a file that

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
 	"github.com/spf13/cobra"
@@ -47,16 +46,9 @@ addresses only, checked after DNS and on every redirect); --strict-fetch
 applies it here too. Needs root (runc creates namespaces and cgroups).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := readManifestFile(args[0])
+			m, _, err := loadManifest(cmd, args[0], fmt.Sprintf("; fix the problems above (dotlab manifest validate %s)", args[0]))
 			if err != nil {
 				return err
-			}
-			m, err := manifest.Parse(data)
-			if err != nil {
-				for _, d := range dotlab.ErrorDetail(err) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", args[0], d)
-				}
-				return &exitError{code: 1, err: fmt.Errorf("%s: invalid manifest; fix the problems above (dotlab manifest validate %s)", args[0], args[0])}
 			}
 			policy := runner.Policy{AllowPrivate: allowPrivate, AllowFile: allowFile}
 			if strict {
