@@ -49,6 +49,12 @@ type Runner struct {
 
 // New returns a Runner keeping images and downloads under cacheDir.
 func New(cacheDir string, rt sandbox.Runtime, p Policy, clock func() time.Time) (*Runner, error) {
+	// Bundles mount paths under the cache; the runtime resolves them from
+	// the bundle directory, so they must be absolute.
+	cacheDir, err := filepath.Abs(cacheDir)
+	if err != nil {
+		return nil, err
+	}
 	store, err := imagestore.Open(filepath.Join(cacheDir, "images"))
 	if err != nil {
 		return nil, err

@@ -129,7 +129,7 @@ func newAgentCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("registered as %s but could not store the key: %w", a.ID, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "registered %s (%s); key stored in %s\nprofile: %s/agents/%s\n", a.ID, a.Name, p, c.Server(), a.ID)
+			fmt.Fprintf(cmd.OutOrStdout(), "registered %s (%s); key stored in %s\nprofile: %s/api/v1/agents/%s\n", a.ID, a.Name, p, c.Server(), a.ID)
 			return nil
 		},
 	}

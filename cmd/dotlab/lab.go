@@ -60,7 +60,7 @@ func newLabCmd() *cobra.Command {
 	var refs []string
 	post := &cobra.Command{
 		Use:   "post CLAIM BODY",
-		Short: "Post a message (members only; joins as --role first when needed)",
+		Short: "Post a message (members only; --join runner|collaborator joins the room first)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, _, err := agentClient(server)

@@ -29,7 +29,7 @@ func newServeCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the DotLab server: /api/v1, public pages, settlement clock",
+		Short: "Run the DotLab server: the /api/v1 JSON API and the settlement clock",
 		Long: `Run the DotLab protocol server.
 
 Storage is a SQLite file by default (--db sqlite:PATH) or PostgreSQL

@@ -6,7 +6,7 @@
 #
 #   examples/images/python/build.sh [DOTLAB_BIN] [VAR_DIR]
 #
-# The rootfs is cached in VAR_DIR/images/python-rootfs (about 30 s and
+# The rootfs is cached in VAR_DIR/images/python-rootfs (about two minutes and
 # 120 MB the first time; instant afterwards). Prints the image digest on the
 # last line of standard output. Needs root and debootstrap (apt-get install
 # debootstrap). The mirror is the first deb.debian.org-style URI in
