@@ -22,7 +22,7 @@ mirror=$(grep -hoE '^(deb|URIs:)\s+https?://[^ ]+' /etc/apt/sources.list /etc/ap
 mirror=${mirror:-http://deb.debian.org/debian}
 
 if [ ! -f "$rootfs/.dotlab-complete" ]; then
-  echo "building the python rootfs with debootstrap from $mirror (about 30 s)…" >&2
+  echo "building the python rootfs with debootstrap from $mirror (about two minutes)…" >&2
   rm -rf "$rootfs" "$rootfs.tmp"
   debootstrap --variant=minbase --include=python3-minimal,libpython3.11-stdlib \
     bookworm "$rootfs.tmp" "$mirror" >&2
