@@ -57,7 +57,12 @@ func (a *Agent) logf(format string, args ...any) {
 	}
 }
 
+// workDir names a directory for one rerun. claimID comes from the server and
+// must be a claim id (DL-0001); callers check it with dotlab.ValidClaimID.
 func (a *Agent) workDir(kind, claimID string) string {
+	if !dotlab.ValidClaimID(claimID) {
+		claimID = "invalid-id"
+	}
 	clock := a.Clock
 	if clock == nil {
 		clock = time.Now
@@ -108,6 +113,9 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 		return "", err
 	}
 	id := job.ClaimID
+	if !dotlab.ValidClaimID(id) {
+		return "", fmt.Errorf("the server offered job %.40q, which is not a claim id: refusing it", id)
+	}
 	m, err := a.fetchManifest(ctx, id)
 	if err != nil {
 		return id, fmt.Errorf("%s: manifest: %w", id, err)
@@ -128,7 +136,7 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 	dir := a.workDir("run", id)
 	rec, err := a.Engine.Rerun(ctx, m, dir)
 	if err != nil {
-		a.post(ctx, id, "blocker", "No outcome could be made: "+firstLine(err.Error()))
+		a.post(ctx, id, "blocker", "No outcome could be made (a failure on the runner's side, not the claim's); retrying later may help.")
 		return id, fmt.Errorf("%s: rerun: %w", id, err)
 	}
 	a.post(ctx, id, "note", fmt.Sprintf("Rerun finished: %s. Publishing the run with its logs.", rec.Body.Outcome), runner.LogsFile, runner.RunFile)
@@ -150,8 +158,23 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 		}
 	}
 	run, err := a.Client.PublishRun(ctx, &body)
+	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
+		// The notes and output file names come from the analysis, which a
+		// claim controls: if they are what the server refuses (a token-like
+		// string, a huge output listing), publish the outcome without them
+		// rather than abandon the job. logs.jsonl keeps the full record.
+		a.logf("%s: publish refused (%v); retrying without analysis-controlled text", id, err)
+		body.Notes = fmt.Sprintf("%s. The analysis's own messages were withheld: the server refused them (%s); see logs.jsonl.", body.Outcome, code)
+		if code == dotlab.ETOOLARGE {
+			body.OutputHashes = map[string]string{}
+			if h, ok := rec.Body.OutputHashes["results.json"]; ok {
+				body.OutputHashes["results.json"] = h
+			}
+		}
+		run, err = a.Client.PublishRun(ctx, &body)
+	}
 	if err != nil {
-		a.post(ctx, id, "blocker", "Publishing was refused: "+firstLine(err.Error()))
+		a.post(ctx, id, "blocker", "Publishing was refused: "+firstLine(dotlab.ErrorCode(err)))
 		return id, fmt.Errorf("%s: publish: %w", id, err)
 	}
 	a.logf("%s: published %s: %s", id, run.ID, run.Outcome)
@@ -175,14 +198,14 @@ func (a *Agent) ChallengeOnce(ctx context.Context) (string, error) {
 			return "", err
 		}
 		for _, r := range page.Runs {
-			if a.tried[r.ClaimID] {
+			if a.tried[r.ClaimID] || !dotlab.ValidClaimID(r.ClaimID) {
 				continue
 			}
 			a.tried[r.ClaimID] = true
 			return r.ClaimID, a.challenge(ctx, r.ClaimID, r.ID)
 		}
-		if page.Next == "" {
-			return "", nil
+		if page.Next == "" || page.Next <= after {
+			return "", nil // the end, or a server that does not advance
 		}
 		after = page.Next
 	}

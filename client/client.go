@@ -43,7 +43,11 @@ func New(server, apiKey string) (*Client, error) {
 		return nil, fmt.Errorf("--server %q: give the server's base URL, e.g. http://127.0.0.1:8080", server)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/api/v1")
-	return &Client{base: u.String(), key: apiKey, http: &http.Client{Timeout: 60 * time.Second}, sleep: sleepCtx, Retries: 3, Backoff: 500 * time.Millisecond}, nil
+	hc := &http.Client{Timeout: 60 * time.Second,
+		// The API never redirects; following one would send the key to
+		// wherever it points.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &Client{base: u.String(), key: apiKey, http: hc, sleep: sleepCtx, Retries: 3, Backoff: 500 * time.Millisecond}, nil
 }
 
 // WithKey returns a copy of c that authenticates with key.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"io"
 	"os"
 	"path"
@@ -101,6 +102,18 @@ func fetchCommit(ctx context.Context, p Policy, repository string, h plumbing.Ha
 	case "https", "http":
 		tr = githttp.NewClient(p.Client())
 	case "git":
+		// go-git's git:// client dials by itself, past the policy's dialer:
+		// resolve the host and check every address first (only with
+		// AllowPrivate does CheckURL admit git:// at all).
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", ep.Host)
+		if err != nil {
+			return fmt.Errorf("code.repository: resolve %s: %w", ep.Host, err)
+		}
+		for _, a := range addrs {
+			if err := p.CheckAddr(a); err != nil {
+				return fmt.Errorf("code.repository: %w", err)
+			}
+		}
 		tr = gitclient.DefaultClient
 	default:
 		return fmt.Errorf("code.repository: transport %q is %w", ep.Protocol, ErrRefused)

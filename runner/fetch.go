@@ -63,6 +63,9 @@ type Fetched struct {
 	Path     string
 }
 
+// maxPrealloc bounds the disk reserved from a server's Content-Length.
+const maxPrealloc = 1 << 30
+
 // fetcher downloads into a Cache under a Policy.
 type fetcher struct {
 	cache    *Cache
@@ -85,6 +88,9 @@ func (f *fetcher) fetch(ctx context.Context, what, rawURL, want string) (Fetched
 	// verifying what the URL serves now (an altered or moved file must give
 	// input_mismatch, not a silent cache hit). The cache only stores the
 	// result by its hash.
+	// One end-to-end deadline for all attempts together.
+	ctx, cancel := f.policy.ctxWithTimeout(ctx)
+	defer cancel()
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
 		res, err := f.once(ctx, what, u, want)
@@ -151,7 +157,9 @@ func (f *fetcher) once(ctx context.Context, what string, u *url.URL, want string
 	// With the length known and the blocks reserved (so writing through the
 	// mapping cannot fail for lack of space), receive straight into a mapping
 	// of the file: one copy instead of two. Otherwise copy through buffers.
-	if total > 0 && unix.Fallocate(int(tmp.Fd()), 0, 0, total) == nil {
+	// Only modest sizes are reserved up front: a hostile Content-Length must
+	// not make the runner reserve disk it will never receive.
+	if total > 0 && total <= maxPrealloc && unix.Fallocate(int(tmp.Fd()), 0, 0, total) == nil {
 		got, n, err = mappedHashCopy(ctx, tmp, limited, total, f.report(what, total))
 	} else {
 		got, n, err = hashCopy(ctx, tmp, limited, f.report(what, total))

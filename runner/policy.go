@@ -92,6 +92,25 @@ var metadataAddrs = []netip.Addr{
 
 var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
+// reservedPrefixes are special-purpose ranges (RFC 6890 and successors)
+// that no public dataset, repository or registry lives in: documentation
+// and benchmarking nets, the former class E, NAT64 and 6to4 (which embed
+// IPv4 addresses that could be private), and IPv6 documentation.
+var reservedPrefixes = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("2002::/16"),
+	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("fc00::/7"),
+}
+
 // CheckAddr says whether a connection to ip is allowed. Cloud metadata
 // addresses are refused even with AllowPrivate.
 func (p Policy) CheckAddr(ip netip.Addr) error {
@@ -104,8 +123,12 @@ func (p Policy) CheckAddr(ip netip.Addr) error {
 	if p.AllowPrivate {
 		return nil
 	}
+	reserved := false
+	for _, p := range reservedPrefixes {
+		reserved = reserved || p.Contains(ip)
+	}
 	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip) {
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip) || reserved {
 		return fmt.Errorf("address %s (loopback, private, link-local or reserved) is %w; pass --allow-private-urls for local testing", ip, ErrRefused)
 	}
 	return nil

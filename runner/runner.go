@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/imagestore"
@@ -129,6 +130,7 @@ func (r *Runner) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (
 		log.Error("outcome", "no outcome: "+err.Error(), nil)
 		return nil, err
 	}
+	rec.Body.Notes = boundNotes(rec.Body.Notes)
 	log.Info("outcome", string(rec.Body.Outcome), map[string]any{"outcome": rec.Body.Outcome, "notes": rec.Body.Notes})
 	if err := os.WriteFile(filepath.Join(outDir, RunFile), MarshalBody(rec.Body), 0o644); err != nil {
 		return nil, err
@@ -147,6 +149,23 @@ func MarshalBody(b dotlab.RunBody) []byte {
 	enc.SetIndent("", "  ")
 	enc.Encode(b)
 	return buf.Bytes()
+}
+
+// MaxNotes bounds run notes. Notes quote what the analysis controls (its
+// stderr, its extra result keys), so they are cut to stay well inside the
+// server's limit; the full text is in logs.jsonl.
+const MaxNotes = 4000
+
+// boundNotes cuts notes to MaxNotes bytes at a rune boundary.
+func boundNotes(s string) string {
+	if len(s) <= MaxNotes {
+		return s
+	}
+	cut := MaxNotes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " … (cut; the full text is in logs.jsonl)"
 }
 
 func joinNotes(a, b string) string {
@@ -498,9 +517,12 @@ func readResults(outDir string, targets []dotlab.Target) (map[string]dotlab.Deci
 		return nil, nil, issuef("results.json cannot be opened: %v", err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, nil, issuef("results.json is not a regular file")
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxResultsBytes+1))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, issuef("results.json cannot be read: %v", err)
 	}
 	if len(data) > maxResultsBytes {
 		return nil, nil, issuef("results.json is larger than %d bytes", maxResultsBytes)

@@ -25,11 +25,13 @@ const (
 	OutDir  = "/work/out"
 )
 
-// UID and GID the analysis runs as (not root; no user namespace is used, so
-// files it writes come back owned by this uid on the host).
+// UID and GID the analysis runs as: not root, and far above the range host
+// accounts use, so that no host user shares it (a shared uid could signal
+// the analysis or write into its output). No user namespace is used, so
+// files it writes come back owned by this uid on the host.
 const (
-	UID = 1000
-	GID = 1000
+	UID = 1590000
+	GID = 1590000
 )
 
 // ociVersion is what the generated config declares: runc 1.1.5 and runsc

@@ -185,7 +185,7 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(bundle, 0o711); err != nil {
+	if err := os.Chmod(bundle, 0o700); err != nil {
 		return nil, err
 	}
 	outMnt := filepath.Join(bundle, "out")

@@ -83,7 +83,7 @@ mkdir "$DOTLAB_OUT_DIR/sub" && echo hi > "$DOTLAB_OUT_DIR/sub/f.txt"
 	if o.res.ExitCode != 0 || o.res.OOMKilled || o.res.TimedOut {
 		t.Fatalf("clean run reported %+v", o.res)
 	}
-	for _, want := range []string{"uid=1000 gid=1000 cwd=/work/code", "a,b", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "drwxrwxrwt"} {
+	for _, want := range []string{"uid=1590000 gid=1590000 cwd=/work/code", "a,b", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "drwxrwxrwt"} {
 		if !strings.Contains(o.stdout, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
@@ -272,7 +272,7 @@ touch /work/code/x && echo WROTE-CODE
 touch /work/data/x && echo WROTE-DATA
 echo '{"x": 2}' > "$DOTLAB_OUT_DIR/results.json"
 ln -s /etc/passwd "$DOTLAB_OUT_DIR/evil"`)
-	if o.res.ExitCode != 0 || !strings.Contains(o.stdout, "uid=1000") || strings.Contains(o.stdout, "WROTE") {
+	if o.res.ExitCode != 0 || !strings.Contains(o.stdout, "uid=1590000") || strings.Contains(o.stdout, "WROTE") {
 		t.Fatalf("runsc run: %+v\n%s", o.res, o.stdout)
 	}
 	if len(o.res.Files) != 1 || len(o.res.Rejected) != 1 {
