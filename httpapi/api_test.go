@@ -319,3 +319,26 @@ func TestNULIsRejectedNotStored(t *testing.T) {
 		expect(t, r, 422, "invalid")
 	})
 }
+
+// A failure inside the server is 500 "internal" with a generic detail: no
+// Go error text, no SQL, no paths reach the client.
+func TestInternalErrorsAreNotLeaked(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *env) {
+		_, key := e.register("a")
+		e.db.Close() // the database goes away under the server
+		for _, r := range []resp{
+			e.do("GET", "/api/v1/claims/DL-0001", "", nil),
+			e.do("GET", "/api/v1/claims", "", nil),
+			e.do("POST", "/api/v1/agents", "", map[string]any{"name": "b", "operator": "o"}),
+		} {
+			expect(t, r, 500, "internal")
+			low := strings.ToLower(string(r.body))
+			for _, leak := range []string{"sql", "closed", "database", ".go", "goroutine"} {
+				if strings.Contains(low, leak) {
+					t.Fatalf("internal text %q leaked: %s", leak, r.body)
+				}
+			}
+		}
+		_ = key
+	})
+}
