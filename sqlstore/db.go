@@ -101,17 +101,25 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 	return db, nil
 }
 
-func (db *DB) openSQLite(path string) error {
-	if path == "" {
-		return errors.New("--db sqlite: needs a file path, e.g. sqlite:dotlab.db")
-	}
+// SQLiteWriterDSN is the modernc.org/sqlite data source name of the store's
+// writer connection for a database file: WAL, synchronous NORMAL, foreign
+// keys, a 10 s busy timeout and BEGIN IMMEDIATE transactions. Use it with
+// one open connection.
+func SQLiteWriterDSN(path string) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
-	w, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	return "file:" + path + "?" + q.Encode()
+}
+
+func (db *DB) openSQLite(path string) error {
+	if path == "" {
+		return errors.New("--db sqlite: needs a file path, e.g. sqlite:dotlab.db")
+	}
+	w, err := sql.Open("sqlite", SQLiteWriterDSN(path))
 	if err != nil {
 		return err
 	}

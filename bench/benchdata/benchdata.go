@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"strings"
 
 	"github.com/dotlab/dotlab"
@@ -34,13 +33,7 @@ const Field = "statistics"
 // package guarantees.
 func OpenRaw(dbURL string) (*Raw, error) {
 	if path, ok := strings.CutPrefix(dbURL, "sqlite:"); ok {
-		q := url.Values{}
-		q.Add("_pragma", "busy_timeout(10000)")
-		q.Add("_pragma", "journal_mode(WAL)")
-		q.Add("_pragma", "synchronous(NORMAL)")
-		q.Add("_pragma", "foreign_keys(1)")
-		q.Set("_txlock", "immediate")
-		db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+		db, err := sql.Open("sqlite", sqlstore.SQLiteWriterDSN(path))
 		if err != nil {
 			return nil, err
 		}
