@@ -181,17 +181,28 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	if bundleParent == "" {
 		bundleParent = os.TempDir()
 	}
+	// Clean up after runs whose dotlab process died without doing so.
+	r.Reap()
 	bundle, err := os.MkdirTemp(bundleParent, id+"-")
 	if err != nil {
 		return nil, err
+	}
+	release, err := r.record(id, bundle)
+	if err != nil {
+		os.RemoveAll(bundle)
+		return nil, fmt.Errorf("sandbox: record run owner: %w", err)
 	}
 	if err := os.Chmod(bundle, 0o700); err != nil {
 		return nil, err
 	}
 	outMnt := filepath.Join(bundle, "out")
 	defer func() {
-		if cerr := cleanupBundle(bundle, outMnt); cerr != nil && err == nil {
+		cerr := cleanupBundle(bundle, outMnt)
+		if cerr != nil && err == nil {
 			err = cerr
+		}
+		if cerr == nil {
+			release() // everything is gone: the record can go too
 		}
 	}()
 	if err := os.Mkdir(outMnt, 0o755); err != nil {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/testfix"
@@ -278,4 +280,60 @@ ln -s /etc/passwd "$DOTLAB_OUT_DIR/evil"`)
 	if len(o.res.Files) != 1 || len(o.res.Rejected) != 1 {
 		t.Fatalf("runsc outputs: files %+v rejected %+v", o.res.Files, o.res.Rejected)
 	}
+}
+
+// TestReapAfterOwnerKilled: the dotlab process running a container is killed
+// with SIGKILL (it cannot clean up); the container keeps running. The next
+// Run (here: Reap directly) kills and deletes it and removes its cgroups,
+// out tmpfs and bundle.
+func TestReapAfterOwnerKilled(t *testing.T) {
+	if os.Getenv("DOTLAB_REAP_CHILD") == "1" {
+		// The owner process: run a long container, to be killed by the parent.
+		rt := sandbox.Runtime{Name: "runc", StateDir: os.Getenv("DOTLAB_REAP_STATE")}
+		spec := sandbox.Spec{Rootfs: os.Getenv("DOTLAB_REAP_ROOTFS"), CodeDir: os.Getenv("DOTLAB_REAP_CODE"), DataDir: os.Getenv("DOTLAB_REAP_DATA"),
+			Args: []string{"/bin/sh", "-c", "sleep 600"}, ImageEnv: []string{imagestore.DefaultPath}, Limits: small}
+		rt.Run(context.Background(), spec, t.TempDir(), sandbox.IO{})
+		return
+	}
+	rt, e := setup(t, "runc")
+	child := exec.Command(os.Args[0], "-test.run=^TestReapAfterOwnerKilled$")
+	child.Env = append(os.Environ(), "DOTLAB_REAP_CHILD=1", "DOTLAB_REAP_STATE="+rt.StateDir,
+		"DOTLAB_REAP_ROOTFS="+e.rootfs, "DOTLAB_REAP_CODE="+e.code, "DOTLAB_REAP_DATA="+e.data)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	owners := rt.StateDir + ".owners"
+	var id string
+	deadline := time.Now().Add(30 * time.Second)
+	for id == "" || !exists(filepath.Join(rt.StateDir, id)) {
+		if time.Now().After(deadline) {
+			child.Process.Kill()
+			t.Fatal("the child's container never started")
+		}
+		if es, _ := os.ReadDir(owners); len(es) == 1 {
+			id = strings.TrimSuffix(es[0].Name(), ".json")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	child.Process.Kill() // SIGKILL: no cleanup in the owner
+	child.Wait()
+	if left := rt.Leftovers(id); len(left) == 0 {
+		t.Fatal("expected the orphaned container to be left behind before reaping")
+	}
+	reaped := rt.Reap()
+	if len(reaped) != 1 || reaped[0] != id {
+		t.Fatalf("reaped %v, want [%s]", reaped, id)
+	}
+	if left := rt.Leftovers(id); len(left) > 0 {
+		t.Fatalf("left behind after reaping: %v", left)
+	}
+	if es, _ := os.ReadDir(owners); len(es) != 0 {
+		t.Fatalf("owner records remain: %v", es)
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
