@@ -342,3 +342,21 @@ func TestInternalErrorsAreNotLeaked(t *testing.T) {
 		_ = key
 	})
 }
+
+// The claim view with its spliced, cached manifest decodes to the same claim
+// and manifest as the store holds.
+func TestClaimViewCarriesTheManifest(t *testing.T) {
+	e := newEnv(t, sqlstore.SQLite)
+	_, key := e.register("s")
+	id := e.submit(key, "view")
+	for i := 0; i < 2; i++ { // cold and cached
+		r := e.do("GET", "/api/v1/claims/"+id, "", nil)
+		var v httpapi.ClaimView
+		if err := json.Unmarshal(r.body, &v); err != nil || v.Manifest == nil || v.Manifest.Title != "view" || v.ID != id || v.LabURL == "" {
+			t.Fatalf("view %d: %v %s", i, err, r.body)
+		}
+		if len(v.Manifest.Targets) != 2 || v.Manifest.Targets[0].Value != "1.58" {
+			t.Fatalf("manifest: %+v", v.Manifest)
+		}
+	}
+}

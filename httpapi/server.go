@@ -81,6 +81,10 @@ type Server struct {
 	closeOnce sync.Once
 	streams   atomic.Int64
 	maxStream int64
+
+	mjMu    sync.Mutex
+	mjCache map[string][]byte // manifest JSON by canonical hash
+	mjBytes int
 }
 
 // New builds the API server.
@@ -92,7 +96,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("httpapi: Config.Leaks is required (leakcheck.New())")
 	}
 	s := &Server{store: cfg.Store, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
-		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, done: make(chan struct{})}
+		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, done: make(chan struct{}), mjCache: map[string][]byte{}}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()
 		if err != nil {

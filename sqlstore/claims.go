@@ -158,7 +158,13 @@ type querier interface {
 }
 
 func (db *DB) findClaim(ctx context.Context, q querier, id string) (*dotlab.Claim, error) {
-	c, err := db.scanClaim(q.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE id = $1`, id))
+	var row *sql.Row
+	if q == querier(db.r) && db.findClaimStmt != nil {
+		row = db.findClaimStmt.QueryRowContext(ctx, id)
+	} else {
+		row = q.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE id = $1`, id)
+	}
+	c, err := db.scanClaim(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no claim %q (claim ids look like DL-0001)", id)
 	}

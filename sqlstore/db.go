@@ -66,6 +66,8 @@ type DB struct {
 	manifests   map[string]*dotlab.Manifest // parsed manifests by hash (immutable)
 	cachedBytes int
 	auth        map[string]authEntry // key hash → agent, for authTTL
+
+	findClaimStmt *sql.Stmt // prepared on the read pool
 }
 
 // Open opens the database named by dbURL — "sqlite:PATH" (e.g.
@@ -95,6 +97,12 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 		return nil, err
 	}
 	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	// The hottest read (GET /claims/{id}, every protocol step) is prepared
+	// once: parsing its SQL was the largest single cost of a read.
+	if db.findClaimStmt, err = db.r.PrepareContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE id = $1`); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -192,6 +200,9 @@ func (db *DB) Dialect() Dialect { return db.dialect }
 // Close closes the database (after in-flight queries finish).
 func (db *DB) Close() error {
 	var errs []error
+	if db.findClaimStmt != nil {
+		errs = append(errs, db.findClaimStmt.Close())
+	}
 	if db.r != nil && db.r != db.w {
 		errs = append(errs, db.r.Close())
 	}
