@@ -39,6 +39,10 @@ var ErrNoCommit = errors.New("commit not found in the repository")
 // at its URL (HTTP 404, no such local path).
 var ErrNoRepository = errors.New("repository not found")
 
+// ErrUnsafeTree: the pinned commit's tree has an entry that cannot be
+// checked out safely (a .git entry, a path through a symlink, an escape).
+var ErrUnsafeTree = errors.New("the commit's tree cannot be checked out safely")
+
 // checkoutCommit writes the tree of commit (40 hex, resolved as an object id,
 // never as a ref name) from repository into dst (an empty directory).
 //
@@ -86,7 +90,12 @@ func checkoutCommit(ctx context.Context, p Policy, repository, commit, dst, scra
 	if err != nil {
 		return fmt.Errorf("code.commit %s: tree: %w", commit, err)
 	}
-	return writeGitTree(tree, dst)
+	if err := writeGitTree(tree, dst); err != nil {
+		// The tree is the claim's: an entry that cannot be written safely
+		// (.git, a path through a symlink, an escape) is the spec's problem.
+		return fmt.Errorf("code.commit %s: %w: %v", commit, ErrUnsafeTree, err)
+	}
+	return nil
 }
 
 // fetchCommit runs one upload-pack exchange asking for commit h (and, if the

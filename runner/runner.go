@@ -376,7 +376,7 @@ func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manif
 	}
 	err := checkoutCommit(ctx, r.Policy, m.Code.Repository, m.Code.Commit, codeDir, scratch)
 	switch {
-	case errors.Is(err, ErrNoCommit), errors.Is(err, ErrNoRepository), errors.Is(err, ErrRefused):
+	case errors.Is(err, ErrNoCommit), errors.Is(err, ErrNoRepository), errors.Is(err, ErrRefused), errors.Is(err, ErrUnsafeTree):
 		log.Error("code", "code cannot be fetched", map[string]any{"repository": m.Code.Repository, "commit": m.Code.Commit, "error": err.Error()})
 		return issuef("%v", err)
 	case err != nil:
