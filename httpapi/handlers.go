@@ -236,13 +236,17 @@ func queryInt(r *http.Request, name string) (int64, error) {
 	return n, nil
 }
 
-func queryLimit(r *http.Request) (int, error) {
+// queryLimit reads ?limit= (1-200), giving def when it is absent or 0.
+func queryLimit(r *http.Request, def int) (int, error) {
 	n, err := queryInt(r, "limit")
 	if err != nil {
 		return 0, err
 	}
 	if n > 200 {
 		return 0, dotlab.Errorf(dotlab.EINVALID, "limit: at most 200 per page")
+	}
+	if n == 0 {
+		return def, nil
 	}
 	return int(n), nil
 }
@@ -255,13 +259,10 @@ type ClaimPage struct {
 }
 
 func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
-	limit, err := queryLimit(r)
+	limit, err := queryLimit(r, 50)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	if limit == 0 {
-		limit = 50
 	}
 	q := r.URL.Query()
 	cs, err := s.store.FindClaims(r.Context(), dotlab.ClaimFilter{State: dotlab.ClaimState(q.Get("state")), After: q.Get("after"), Limit: limit})
@@ -366,13 +367,10 @@ type RunPage struct {
 }
 
 func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
-	limit, err := queryLimit(r)
+	limit, err := queryLimit(r, 50)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	if limit == 0 {
-		limit = 50
 	}
 	q := r.URL.Query()
 	runs, err := s.store.FindRuns(r.Context(), dotlab.RunFilter{Status: dotlab.ClaimState(q.Get("status")), After: q.Get("after"), Limit: limit})

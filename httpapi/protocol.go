@@ -150,13 +150,10 @@ func (s *Server) handleLabMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	limit, err := queryLimit(r)
+	limit, err := queryLimit(r, 100)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	if limit == 0 {
-		limit = 100
 	}
 	var after int64
 	if a := r.URL.Query().Get("after"); a != "" {
