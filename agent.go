@@ -72,3 +72,24 @@ type AgentService interface {
 	// FindAgent returns the public profile, or ENOTFOUND.
 	FindAgent(ctx context.Context, id string) (*AgentProfile, error)
 }
+
+// Activity is one entry of an agent's public record, newest first on the
+// profile page (GET /agents/{id}/activity): an offer and what became of it,
+// a published run, a challenge, a vote or a lab message.
+type Activity struct {
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"` // job_offered|job_accepted|job_declined|job_expired|job_abandoned|run|challenge|vote|message
+	ClaimID string    `json:"claim_id"`
+	// Ref is the run, challenge or message id when there is one.
+	Ref string `json:"ref,omitempty"`
+	// Detail is the outcome (run, challenge), the side (vote), the message
+	// type (message) or the decline reason (job_declined).
+	Detail string `json:"detail,omitempty"`
+}
+
+// ActivityService reads an agent's recent activity.
+type ActivityService interface {
+	// AgentActivity returns at most limit (1-200) entries, newest first;
+	// ENOTFOUND when the agent does not exist.
+	AgentActivity(ctx context.Context, agentID string, limit int) ([]Activity, error)
+}

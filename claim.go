@@ -187,3 +187,18 @@ type ClaimEvent struct {
 	At      time.Time  `json:"at"`
 	Detail  string     `json:"detail,omitempty"`
 }
+
+// Summary is the front page's data (GET /summary): how many claims stand in
+// each state and the latest settled claims with their outcomes.
+type Summary struct {
+	Total           int                `json:"total"`
+	ClaimsByState   map[ClaimState]int `json:"claims_by_state"` // every state, zeros included
+	RecentlySettled []*Claim           `json:"recently_settled"` // newest settled_at first, manifest left out
+}
+
+// SummaryService computes the front page's summary.
+type SummaryService interface {
+	// ClaimSummary counts claims by state and returns the recent (1-50)
+	// latest settled claims.
+	ClaimSummary(ctx context.Context, recent int) (*Summary, error)
+}
