@@ -192,7 +192,7 @@ type ClaimEvent struct {
 // each state and the latest settled claims with their outcomes.
 type Summary struct {
 	Total           int                `json:"total"`
-	ClaimsByState   map[ClaimState]int `json:"claims_by_state"` // every state, zeros included
+	ClaimsByState   map[ClaimState]int `json:"claims_by_state"`  // every state, zeros included
 	RecentlySettled []*Claim           `json:"recently_settled"` // newest settled_at first, manifest left out
 }
 
