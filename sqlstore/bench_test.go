@@ -104,3 +104,99 @@ func drawStore(b *testing.B, engine sqlstore.Dialect, n int, analyze bool) (*sql
 		}
 	}
 }
+
+// BenchmarkClaimSummary measures the front page's summary (counts by state
+// and the 10 latest settled claims) among 10,000 claims, half of them
+// settled, on SQLite and, when reachable, PostgreSQL. Target: well under
+// 20 ms per call on SQLite.
+//
+//	go test -run '^$' -bench 'BenchmarkClaimSummary|BenchmarkAgentActivity' ./sqlstore
+func BenchmarkClaimSummary(b *testing.B) {
+	for _, engine := range sqlstoretest.Engines {
+		b.Run("engine="+string(engine)+"/claims=10000", func(b *testing.B) {
+			ctx := context.Background()
+			db, _ := publicStore(b, engine, 10000)
+			for b.Loop() {
+				s, err := db.ClaimSummary(ctx, 10)
+				if err != nil || s.Total != 10000 || len(s.RecentlySettled) != 10 {
+					b.Fatalf("summary: %+v %v", s, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAgentActivity measures an agent's latest 50 activity entries when
+// the agent was offered every one of 10,000 claims (half declined, half
+// accepted and published: 20,000 entries in all), the worst case of the
+// store a busy runner would see.
+func BenchmarkAgentActivity(b *testing.B) {
+	for _, engine := range sqlstoretest.Engines {
+		b.Run("engine="+string(engine)+"/claims=10000", func(b *testing.B) {
+			ctx := context.Background()
+			db, runner := publicStore(b, engine, 10000)
+			for b.Loop() {
+				a, err := db.AgentActivity(ctx, runner, 50)
+				if err != nil || len(a) != 50 {
+					b.Fatalf("activity: %d %v", len(a), err)
+				}
+			}
+		})
+	}
+}
+
+// publicStore opens a fresh store of the engine holding n claims, all
+// offered to one runner: the odd-numbered declined, the even-numbered
+// accepted, run (reproduced) and settled, one second apart. It returns the
+// store and the runner's id.
+func publicStore(b *testing.B, engine sqlstore.Dialect, n int) (*sqlstore.DB, string) {
+	b.Helper()
+	ctx := context.Background()
+	u := sqlstoretest.URL(b, engine)
+	db, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	raw, err := benchdata.OpenRaw(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { raw.Close() })
+	sub, _, err := benchdata.Agent(ctx, db, "submitter")
+	if err != nil {
+		b.Fatal(err)
+	}
+	runner, _, err := benchdata.Agent(ctx, db, "runner")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := benchdata.LoadClaims(ctx, raw, sub.ID, n, "public"); err != nil {
+		b.Fatal(err)
+	}
+	const t0 = int64(1767225600000) // 2026-01-01
+	for _, q := range []string{
+		`INSERT INTO jobs (id, claim_id, agent_id, state, offered_at, offer_expires_at, accepted_at, publish_deadline, closed_at, reason)
+			SELECT 'job_' || id, id, CAST($1 AS TEXT), CASE WHEN number % 2 = 0 THEN 'published' ELSE 'declined' END,
+				$2 + number * 1000, $2 + number * 1000 + 60000,
+				CASE WHEN number % 2 = 0 THEN $2 + number * 1000 + 100 END,
+				CASE WHEN number % 2 = 0 THEN $2 + number * 1000 + 3600000 END,
+				$2 + number * 1000 + 500,
+				CASE WHEN number % 2 = 0 THEN '' ELSE 'no time' END
+			FROM claims`,
+		`INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at)
+			SELECT 'run_' || id, id, CAST($1 AS TEXT), 'reproduced', '{}', '[]', $2 + number * 1000 + 500 FROM claims WHERE number % 2 = 0`,
+		`UPDATE claims SET state = 'settled', runner_id = CAST($1 AS TEXT), run_id = 'run_' || id, outcome = 'reproduced',
+			settled_at = $2 + number * 1000 + 900 WHERE number % 2 = 0`,
+	} {
+		if _, err := raw.ExecContext(ctx, q, runner.ID, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if raw.Dialect == sqlstore.SQLite {
+		if _, err := raw.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return db, runner.ID
+}

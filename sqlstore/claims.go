@@ -21,6 +21,21 @@ const claimColumns = `id, title, field, submitter_id, state, manifest_hash, runn
 type rowScanner interface{ Scan(...any) error }
 
 func (db *DB) scanClaim(row rowScanner) (*dotlab.Claim, error) {
+	c, err := scanClaimShort(row)
+	if err != nil {
+		return nil, err
+	}
+	m, err := db.parsedManifest(c.ManifestHash)
+	if err != nil {
+		return nil, err
+	}
+	c.Manifest = m
+	return c, nil
+}
+
+// scanClaimShort scans a row of claimColumns without the manifest (as
+// listings show claims).
+func scanClaimShort(row rowScanner) (*dotlab.Claim, error) {
 	var c dotlab.Claim
 	var runner, runID, outcome sql.NullString
 	var offer, publish, challenge, settled sql.NullInt64
@@ -33,11 +48,6 @@ func (db *DB) scanClaim(row rowScanner) (*dotlab.Claim, error) {
 	c.OfferExpiresAt, c.PublishDeadline = fromNullMS(offer), fromNullMS(publish)
 	c.ChallengeDeadline, c.SettledAt = fromNullMS(challenge), fromNullMS(settled)
 	c.CreatedAt = fromMS(created)
-	m, err := db.parsedManifest(c.ManifestHash)
-	if err != nil {
-		return nil, err
-	}
-	c.Manifest = m
 	return &c, nil
 }
 
