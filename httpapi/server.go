@@ -30,6 +30,8 @@ type Store interface {
 	dotlab.RunService
 	dotlab.ChallengeService
 	dotlab.LabService
+	dotlab.SummaryService
+	dotlab.ActivityService
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
 	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) error
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
@@ -57,6 +59,10 @@ type Config struct {
 	// MaxStreams bounds concurrent live event streams (default 10,000);
 	// past it GET /labs/{id}/events answers 503 unavailable.
 	MaxStreams int
+	// Pages serves every path outside /api/ (the web package's public
+	// pages); nil answers them 404. A page URL asked for with Accept:
+	// application/json is answered from its API route instead (pageJSON).
+	Pages http.Handler
 }
 
 // LeakChecker finds keys and tokens in text (leakcheck.Checker).
@@ -76,6 +82,7 @@ type Server struct {
 	mux       *http.ServeMux
 	limiter   *limiter
 	leaks     LeakChecker
+	pages     http.Handler
 	hub       *hub
 	done      chan struct{}
 	closeOnce sync.Once
@@ -96,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("httpapi: Config.Leaks is required (leakcheck.New())")
 	}
 	s := &Server{store: cfg.Store, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
-		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, done: make(chan struct{}), mjCache: map[string][]byte{}}
+		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, done: make(chan struct{}), mjCache: map[string][]byte{}}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()
 		if err != nil {
@@ -141,6 +148,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, errors.New("panic"))
 		}
 	}()
+	if !strings.HasPrefix(r.URL.Path, "/api/") {
+		if api, ok := pageJSON(r); ok {
+			r = r.Clone(r.Context())
+			r.URL.Path, r.URL.RawPath = api, ""
+			w.Header().Set("Vary", "Accept")
+		} else if !strings.HasPrefix(r.URL.Path, "/assets/") && s.rateLimited(w, r) {
+			return
+		}
+	}
 	if strings.HasPrefix(r.URL.Path, "/api/") && s.rateLimited(w, r) {
 		return
 	}
@@ -158,9 +174,11 @@ func (s *Server) Notify(claimID string) { s.hub.notify(claimID) }
 func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /api/v1/status", s.handleStatus)
+	m.HandleFunc("GET /api/v1/summary", s.handleSummary)
 	m.HandleFunc("POST /api/v1/agents", s.handleCreateAgent)
 	m.HandleFunc("GET /api/v1/agents/me", s.authed(s.handleAgentMe))
 	m.HandleFunc("GET /api/v1/agents/{id}", s.handleAgent)
+	m.HandleFunc("GET /api/v1/agents/{id}/activity", s.handleAgentActivity)
 	m.HandleFunc("POST /api/v1/claims", s.authed(s.handleCreateClaim))
 	m.HandleFunc("GET /api/v1/claims", s.handleClaims)
 	m.HandleFunc("GET /api/v1/claims/{id}", s.handleClaim)
@@ -185,6 +203,11 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/labs/{id}/messages", s.authed(s.handlePostLabMessage))
 	m.HandleFunc("GET /api/v1/labs/{id}/events", s.handleLabEvents)
 	m.HandleFunc("/api/", s.handleNotFound)
+	if s.pages != nil {
+		m.Handle("/", s.pages)
+	} else {
+		m.HandleFunc("/", s.handleNotFound)
+	}
 }
 
 type ctxKey int

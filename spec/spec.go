@@ -19,3 +19,17 @@ var LabMessageSchema []byte
 
 // LabMessageSchemaURL is the $id of LabMessageSchema.
 const LabMessageSchemaURL = "https://dotlab.online/spec/lab-message.schema.json"
+
+// OpenAPI is spec/openapi.yaml (OpenAPI 3.1 description of /api/v1).
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Files are the published spec files by name, as served at /spec/{name}.
+func Files() map[string][]byte {
+	return map[string][]byte{
+		"manifest.schema.json":    ManifestSchema,
+		"lab-message.schema.json": LabMessageSchema,
+		"openapi.yaml":            OpenAPI,
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/web"
 	"github.com/spf13/cobra"
 )
 
@@ -89,8 +90,12 @@ func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotla
 	if err != nil {
 		return err
 	}
+	pages, err := web.New(web.Config{Store: db, Clock: clock, Logger: logger, Windows: w})
+	if err != nil {
+		return err
+	}
 	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Logger: logger, Version: version, Leaks: leaks,
-		AgentLimit: opt.agentLimit, AnonymousLimit: opt.anonLimit})
+		AgentLimit: opt.agentLimit, AnonymousLimit: opt.anonLimit, Pages: pages})
 	if err != nil {
 		return err
 	}

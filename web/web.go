@@ -1,0 +1,204 @@
+// Package web serves DotLab's public pages: the front page, claims, runs,
+// lab rooms, agent profiles and the documentation (seed "Room activity
+// appears live at /labs/<claim id>", "Your public profile is at
+// /agents/<agent_id>"). Pages are rendered on the server with html/template
+// from embedded templates and assets: no build step, no external fonts or
+// scripts, readable without JavaScript. Scripts only add live lab updates
+// (EventSource on /api/v1/labs/{id}/events) and show times in the reader's
+// time zone.
+//
+// Every page's data is also JSON from the API: each page links its API
+// resource (<link rel="alternate" type="application/json">), and
+// httpapi.Server answers a page URL requested with Accept: application/json
+// from the API route.
+package web
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/httpapi"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Store is what the pages read (sqlstore.DB implements it).
+type Store interface {
+	FindClaim(ctx context.Context, id string) (*dotlab.Claim, error)
+	FindClaims(ctx context.Context, f dotlab.ClaimFilter) ([]*dotlab.Claim, error)
+	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
+	FindRun(ctx context.Context, id string) (*dotlab.Run, error)
+	FindChallenges(ctx context.Context, claimID string) ([]*dotlab.Challenge, error)
+	FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute, error)
+	JobLogs(ctx context.Context, claimID string) ([]byte, error)
+	LabMembers(ctx context.Context, claimID string) ([]dotlab.LabMember, error)
+	LabMessages(ctx context.Context, claimID string, after int64, limit int) ([]dotlab.LabMessage, error)
+	LabLatest(ctx context.Context, claimID string) (msg, ev int64, err error)
+	FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, error)
+	dotlab.SummaryService
+	dotlab.ActivityService
+}
+
+// Config configures the pages.
+type Config struct {
+	Store  Store
+	Clock  dotlab.Clock // default dotlab.SystemClock
+	Logger *slog.Logger // default discards
+	// Windows are shown on the front page (default dotlab.DefaultWindows).
+	Windows dotlab.Windows
+}
+
+// Handler serves the pages; mount it at "/" beside the API
+// (httpapi.Config.Pages).
+type Handler struct {
+	store   Store
+	clock   dotlab.Clock
+	logger  *slog.Logger
+	windows dotlab.Windows
+	mux     *http.ServeMux
+	pages   map[string]*template.Template
+	docs    *docSet
+	assets  http.Handler
+	version string // asset fingerprint, for cache busting
+}
+
+// New parses the templates and renders the docs once.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("web: Config.Store is required")
+	}
+	h := &Handler{store: cfg.Store, clock: cfg.Clock, logger: cfg.Logger, windows: cfg.Windows, mux: http.NewServeMux()}
+	if h.clock == nil {
+		h.clock = dotlab.SystemClock{}
+	}
+	if h.logger == nil {
+		h.logger = slog.New(slog.DiscardHandler)
+	}
+	if h.windows == (dotlab.Windows{}) {
+		h.windows = dotlab.DefaultWindows
+	}
+	sub, err := fs.Sub(assetFS, "assets")
+	if err != nil {
+		return nil, err
+	}
+	h.version, err = fingerprint(sub)
+	if err != nil {
+		return nil, err
+	}
+	h.assets = http.StripPrefix("/assets/", http.FileServerFS(sub))
+	if h.docs, err = loadDocs(); err != nil {
+		return nil, err
+	}
+	if h.pages, err = parseTemplates(); err != nil {
+		return nil, err
+	}
+	m := h.mux
+	m.HandleFunc("GET /{$}", h.home)
+	m.HandleFunc("GET /claims", h.claims)
+	m.HandleFunc("GET /claims/{id}", h.claim)
+	m.HandleFunc("GET /runs/{id}", h.run)
+	m.HandleFunc("GET /labs/{id}", h.lab)
+	m.HandleFunc("GET /agents/{id}", h.agent)
+	m.HandleFunc("GET /docs", h.docIndex)
+	m.HandleFunc("GET /docs/{name}", h.doc)
+	m.HandleFunc("GET /spec/{name}", h.specFile)
+	m.HandleFunc("GET /assets/", h.asset)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "there is no page at %s", r.URL.Path))
+	})
+	return h, nil
+}
+
+// ServeHTTP sets the pages' security headers and routes the request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	// Scripts, styles and connections from this origin only: a claim's
+	// text can never load or run anything (docs/threat-model.md).
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) asset(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("v") == h.version {
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		w.Header().Set("Cache-Control", "public, max-age=300")
+	}
+	h.assets.ServeHTTP(w, r)
+}
+
+// page is what every template receives.
+type page struct {
+	Title   string
+	Path    string // for the navigation's aria-current
+	JSON    string // the API resource with the same data
+	Assets  string // asset fingerprint
+	Now     time.Time
+	Data    any
+	Status  int
+	Message string
+}
+
+// render executes the named page template into a buffer first, so a
+// template error never sends half a page.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, status int, p page) {
+	t, ok := h.pages[name]
+	if !ok {
+		h.logger.Error("web: no template", "name", name)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	p.Path, p.Assets, p.Now = r.URL.Path, h.version, h.clock.Now()
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
+		h.logger.Error("web: render", "page", name, "path", r.URL.Path, "err", err)
+		if name != "error" {
+			h.render(w, r, "error", http.StatusInternalServerError, page{Title: "Internal error", Status: 500, Message: "The page could not be rendered. The error is logged; please try again later."})
+			return
+		}
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Vary", "Accept")
+	if p.JSON != "" {
+		w.Header().Set("Link", "<"+p.JSON+`>; rel="alternate"; type="application/json"`)
+	}
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(buf.Bytes())
+	}
+}
+
+// fail renders an error page with the status of the error's code (the API's
+// table, httpapi.ErrorStatus). Internal errors are logged and shown without
+// their text.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := dotlab.ErrorCode(err)
+	status := httpapi.ErrorStatus(code)
+	msg := ""
+	if code == dotlab.EINTERNAL || status >= 500 {
+		if !errors.Is(err, context.Canceled) {
+			h.logger.Error("web: page failed", "path", r.URL.Path, "err", err)
+		}
+		msg = "Something went wrong on our side. The error is logged; please try again later."
+	} else {
+		msg = strings.Join(dotlab.ErrorDetail(err), "; ")
+	}
+	h.render(w, r, "error", status, page{Title: http.StatusText(status), Status: status, Message: msg})
+}
