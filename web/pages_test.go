@@ -1,0 +1,145 @@
+package web_test
+
+import (
+	"encoding/json"
+	"html"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/dotlab/dotlab"
+)
+
+func TestPagesRender(t *testing.T) {
+	s := newSite(t)
+	for _, tc := range []struct {
+		path  string
+		wants []string
+	}{
+		{"/", []string{"DotLab: published science, rerun", `href="/claims?state=settled"`, "Fisher 1935: tea tasting", `href="/docs/manifest-spec"`}},
+		{"/claims", []string{s.disputed, s.reproduced, s.labClaim, "Listed claim 2"}},
+		{"/claims?state=settled", []string{s.disputed, s.reproduced}},
+		{"/claims/" + s.disputed, []string{"https://doi.org/10.1093/biomet/6.1.1", "Targets and reruns", "1.2299", "outside tolerance",
+			"For the challenger", "sd_diff: Student divides by n", sqlstoretest_DataSHA256, `aria-current="step"`, "-0.0599"}},
+		{"/runs/" + s.runNotReproduced, []string{"Download the raw JSON-lines log", "/api/v1/jobs/" + s.disputed + "/logs", "sleep.csv verified", "python3 analysis.py exited 0", "✓ as pinned"}},
+		{"/runs/" + s.runNotReproduced + "?level=warn", []string{"sd_diff outside tolerance"}},
+		{"/labs/" + s.labClaim, []string{"collab-cy", "Does analysis.py divide by n or n-1?", "analysis.py:12", `data-cursor="3.2"`, "type-blocker"}},
+		{"/agents/" + s.ids["runner-ada"], []string{"runner-ada", `data-standing="-1"`, "Recent activity", s.runReproduced}},
+		{"/docs", []string{"Replication manifest, spec v0.1", "/docs/threat-model"}},
+		{"/docs/manifest-spec", []string{"<h1", "Replication manifest, spec v0.1", "<table>"}},
+		{"/docs/protocol", []string{`href="/docs/manifest-spec#5-canonical-identity"`}},
+		{"/spec/manifest.schema.json", []string{`"$schema"`}},
+	} {
+		code, hdr, body := s.get(tc.path, "text/html")
+		if code != http.StatusOK {
+			t.Errorf("%s: status %d: %.300s", tc.path, code, body)
+			continue
+		}
+		if ct := hdr.Get("Content-Type"); !strings.HasPrefix(tc.path, "/spec/") && ct != "text/html; charset=utf-8" {
+			t.Errorf("%s: content type %q", tc.path, ct)
+		}
+		contains(t, tc.path, body, tc.wants...)
+	}
+	// The log filter keeps only matching lines.
+	_, _, body := s.get("/runs/"+s.runNotReproduced+"?level=warn", "")
+	if strings.Contains(body, "sleep.csv verified") {
+		t.Error("level=warn filter kept an info line")
+	}
+}
+
+// sqlstoretest_DataSHA256 is the pinned dataset hash of the fixtures.
+const sqlstoretest_DataSHA256 = "ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445"
+
+func TestPagesErrors(t *testing.T) {
+	s := newSite(t)
+	for path, want := range map[string]int{
+		"/claims/DL-9999":         http.StatusNotFound,
+		"/runs/run_nope":          http.StatusNotFound,
+		"/agents/ag_nope":         http.StatusNotFound,
+		"/labs/DL-9999":           http.StatusNotFound,
+		"/docs/nope":              http.StatusNotFound,
+		"/no/such/page":           http.StatusNotFound,
+		"/claims?state=bogus":     http.StatusUnprocessableEntity,
+		"/claims?after=%3Cscript": http.StatusUnprocessableEntity,
+	} {
+		code, hdr, body := s.get(path, "text/html")
+		if code != want {
+			t.Errorf("%s: status %d, want %d", path, code, want)
+		}
+		if !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") || !strings.Contains(body, `role="alert"`) {
+			t.Errorf("%s: not an HTML error page: %.200s", path, body)
+		}
+		if strings.Contains(body, "<script>") && !strings.Contains(body, "/assets/") {
+			t.Errorf("%s: unescaped input in error page", path)
+		}
+	}
+	_, _, body := s.get("/claims?state=bogus", "")
+	contains(t, "bad state", body, "state: &#34;bogus&#34; is not a claim state")
+}
+
+func TestContentNegotiation(t *testing.T) {
+	s := newSite(t)
+	var c dotlab.Claim
+	s.apiJSON("/claims/"+s.disputed, &c)
+	if c.ID != s.disputed || c.Outcome != dotlab.OutcomeReproduced || c.Manifest == nil {
+		t.Fatalf("claim JSON: %+v", c)
+	}
+	var p dotlab.AgentProfile
+	s.apiJSON("/agents/"+s.ids["runner-ada"], &p)
+	if p.Standing != -1 || p.JobsCompleted != 2 {
+		t.Fatalf("profile JSON: %+v", p)
+	}
+	var sum dotlab.Summary
+	s.apiJSON("/", &sum)
+	if sum.Total != 6 || sum.ClaimsByState[dotlab.StateSettled] != 2 || len(sum.RecentlySettled) != 2 {
+		t.Fatalf("summary JSON: %+v", sum)
+	}
+	var msgs struct {
+		Messages []dotlab.LabMessage `json:"messages"`
+	}
+	s.apiJSON("/labs/"+s.labClaim, &msgs)
+	if len(msgs.Messages) != 3 || msgs.Messages[2].Body != hostileBody {
+		t.Fatalf("lab JSON: %+v", msgs)
+	}
+	// A browser's Accept header gets HTML; every page links its JSON.
+	code, hdr, body := s.get("/claims/"+s.disputed, "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") || hdr.Get("Vary") != "Accept" {
+		t.Fatalf("browser accept: %d %v", code, hdr)
+	}
+	contains(t, "alternate link", body, `<link rel="alternate" type="application/json" href="/api/v1/claims/`+s.disputed+`">`)
+	// application/json with a lower q than text/html stays HTML.
+	if _, hdr, _ := s.get("/claims", "application/json;q=0.5, text/html"); !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+		t.Fatalf("q ordering ignored: %v", hdr)
+	}
+	var list struct {
+		Claims []json.RawMessage `json:"claims"`
+	}
+	s.apiJSON("/claims?state=settled", &list)
+	if len(list.Claims) != 2 {
+		t.Fatalf("claims?state=settled JSON: %d claims", len(list.Claims))
+	}
+}
+
+// TestEscapingServer checks the bytes the server sends: markup in a
+// manifest title and a lab message arrives as escaped text.
+func TestEscapingServer(t *testing.T) {
+	s := newSite(t)
+	for _, path := range []string{"/claims/" + s.labClaim, "/labs/" + s.labClaim, "/claims"} {
+		_, hdr, body := s.get(path, "")
+		for _, bad := range []string{"<script>window.__pwned", "<img src=x", "<b>bold</b>", `href="javascript:`} {
+			if strings.Contains(body, bad) {
+				t.Errorf("%s: raw markup %q in the page", path, bad)
+			}
+		}
+		if !strings.Contains(body, html.EscapeString("<script>window.__pwned=1</script>")) {
+			t.Errorf("%s: escaped title missing", path)
+		}
+		if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("%s: CSP %q", path, csp)
+		}
+	}
+	_, _, body := s.get("/labs/"+s.labClaim, "")
+	if !strings.Contains(body, html.EscapeString(`<img src=x onerror="window.__pwned=4">`)) {
+		t.Error("escaped message body missing")
+	}
+}
