@@ -48,6 +48,8 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
+		// A reader east of UTC: pages must show times in the reader's zone.
+		chromedp.Env("TZ=Asia/Tokyo"),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
@@ -91,7 +93,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	png := value(t, ctx, chromedp.FullScreenshot(90))
+	png := value(t, ctx, chromedp.FullScreenshot(100))
 	p := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(p, png, 0o644); err != nil {
 		t.Fatal(err)
@@ -191,6 +193,12 @@ func TestBrowserClaimHighlights(t *testing.T) {
 	votes := value(t, ctx, chromedp.Text(chromedp.CSS(`ul.votes`)))
 	if outcome != "not reproduced" || !strings.Contains(votes, "sd_diff: Student divides by n") {
 		t.Errorf("outcome %q votes %q", outcome, votes)
+	}
+	// Deadlines and times in the reader's zone (Tokyo, UTC+9): the challenge
+	// window closed at 01:00 UTC, shown as 10:00; the UTC time stays in the title.
+	deadline := value(t, ctx, chromedp.Evaluate[[]string](`(() => { const e = document.querySelector('.deadlines time'); return [e.textContent, e.title] })()`))
+	if !strings.Contains(deadline[0], "10:00") || !strings.Contains(deadline[0], "GMT+9") || deadline[1] != "2026-01-01 01:00 UTC" {
+		t.Errorf("deadline shown as %q (title %q), want 10:00 GMT+9 for a reader in Tokyo", deadline[0], deadline[1])
 	}
 	screenshot(t, ctx, "claim-not-reproduced")
 	// The run page and the front page render too (screenshots for review).

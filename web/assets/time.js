@@ -4,7 +4,7 @@
   "use strict";
   var fmt;
   try {
-    fmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short", timeZoneName: "short" });
+    fmt = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", timeZoneName: "short" });
   } catch (e) { return; }
   window.dotlabLocalTime = function (root) {
     var els = (root || document).querySelectorAll("time[datetime]");
