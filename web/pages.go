@@ -1,12 +1,10 @@
 package web
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -158,21 +156,59 @@ type logLine struct {
 	Data  string
 }
 
-// maxLogLines bounds the timeline; the raw log has every line.
-const maxLogLines = 2000
+// logPage is how many lines the timeline shows at once; the raw log has
+// every line.
+const logPage = 500
 
-// parseLog reads JSON lines, keeping those that pass the filters.
-func parseLog(b []byte, level, stepName, text string) (lines []logLine, total int, levels, steps []string) {
-	lv, st := map[string]bool{}, map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	text = strings.ToLower(text)
-	for n := 1; sc.Scan(); n++ {
-		raw := sc.Bytes()
-		if len(bytes.TrimSpace(raw)) == 0 {
+// Known log levels and steps (protocol.txt "Logs"; runner.LogEntry), offered
+// as suggestions by the filter form. Other runners may log other steps.
+var (
+	logLevels = []string{"info", "warn", "error"}
+	logSteps  = []string{"run", "inputs", "environment", "code", "execute", "outputs", "results", "compare", "outcome"}
+)
+
+// logFilter selects log lines: exact level and step, and text contained
+// (case-insensitive) in the message or data.
+type logFilter struct {
+	Level, Step, Text string
+}
+
+func (f logFilter) active() bool { return f.Level != "" || f.Step != "" || f.Text != "" }
+
+// parseLog reads a JSON-lines log from line number from (1-based) and
+// returns at most logPage lines passing the filter, and the line number to
+// continue from (0 at the end). Lines are tested on their raw bytes before
+// they are decoded, so a filtered read of an 8 MiB log decodes only what
+// can match.
+func parseLog(b []byte, f logFilter, from int) (lines []logLine, next int) {
+	text := []byte(strings.ToLower(f.Text))
+	// Raw-byte prefilters may only drop lines that cannot match: a quoted
+	// value is in the line whatever the spacing, and text is searched raw
+	// only when JSON would not escape any of its characters.
+	level, step := []byte(strconv.Quote(f.Level)), []byte(strconv.Quote(f.Step))
+	rawText := len(text) > 0 && !strings.ContainsFunc(f.Text, func(r rune) bool {
+		return r < 0x20 || r > 0x7e || strings.ContainsRune(`<>&"\`, r)
+	})
+	n := 0
+	for len(b) > 0 {
+		raw := b
+		if k := bytes.IndexByte(b, '\n'); k >= 0 {
+			raw, b = b[:k], b[k+1:]
+		} else {
+			b = nil
+		}
+		n++
+		if n < from || len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
-		total++
+		if (rawText && !bytes.Contains(bytes.ToLower(raw), text)) ||
+			(f.Level != "" && f.Level != "raw" && !bytes.Contains(raw, level)) ||
+			(f.Step != "" && !bytes.Contains(raw, step)) {
+			continue
+		}
+		if len(lines) == logPage {
+			return lines, n
+		}
 		var e struct {
 			T     string          `json:"t"`
 			Level string          `json:"level"`
@@ -189,26 +225,13 @@ func parseLog(b []byte, level, stepName, text string) (lines []logLine, total in
 				l.Data = string(e.Data)
 			}
 		}
-		lv[l.Level], st[l.Step] = true, true
-		if (level != "" && l.Level != level) || (stepName != "" && l.Step != stepName) ||
-			(text != "" && !strings.Contains(strings.ToLower(l.Msg+" "+l.Data), text)) {
+		if (f.Level != "" && l.Level != f.Level) || (f.Step != "" && l.Step != f.Step) ||
+			(len(text) > 0 && !strings.Contains(strings.ToLower(l.Msg+" "+l.Data), string(text))) {
 			continue
 		}
-		if len(lines) < maxLogLines {
-			lines = append(lines, l)
-		}
+		lines = append(lines, l)
 	}
-	keys := func(m map[string]bool) []string {
-		out := make([]string, 0, len(m))
-		for k := range m {
-			if k != "" {
-				out = append(out, k)
-			}
-		}
-		sort.Strings(out)
-		return out
-	}
-	return lines, total, keys(lv), keys(st)
+	return lines, 0
 }
 
 // hashRow is one dataset's pinned and observed SHA-256.
@@ -248,15 +271,25 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) {
 		outputs = append(outputs, hashRow{Name: name, Observed: run.Body.OutputHashes[name]})
 	}
 	q := r.URL.Query()
-	level, stepName, text := q.Get("level"), q.Get("step"), q.Get("q")
+	f := logFilter{Level: q.Get("level"), Step: q.Get("step"), Text: q.Get("q")}
+	from := 1
+	if v := q.Get("from"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			h.fail(w, r, dotlab.Errorf(dotlab.EINVALID, "from: %q must be a line number (1 or more)", v))
+			return
+		}
+		from = n
+	}
 	data := map[string]any{"Run": run, "Claim": c, "Inputs": inputs, "Outputs": outputs,
-		"Level": level, "Step": stepName, "Q": text, "MaxLines": maxLogLines,
+		"F": f, "From": from, "Levels": logLevels, "Steps": logSteps, "PageSize": logPage,
 		"LogsURL": "/api/v1/jobs/" + url.PathEscape(c.ID) + "/logs"}
 	logs, err := h.store.JobLogs(ctx, c.ID)
 	switch {
 	case err == nil:
-		lines, total, levels, steps := parseLog(logs, level, stepName, text)
-		data["Lines"], data["Total"], data["Levels"], data["Steps"], data["HasLogs"] = lines, total, levels, steps, true
+		lines, next := parseLog(logs, f, from)
+		data["Lines"], data["Next"], data["HasLogs"] = lines, next, true
+		data["Total"], data["Bytes"] = bytes.Count(logs, []byte("\n")), len(logs)
 	case dotlab.ErrorCode(err) == dotlab.ENOTFOUND:
 		data["HasLogs"] = false
 	default:

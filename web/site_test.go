@@ -31,7 +31,7 @@ const (
 // loopback port, with a seeded record, that a test can stop and restart on
 // the same address.
 type site struct {
-	t     *testing.T
+	t     testing.TB
 	url   string // database URL
 	clock *sqlstoretest.Clock
 	db    *sqlstore.DB
@@ -48,7 +48,7 @@ type site struct {
 
 var windows = dotlab.Windows{Accept: time.Hour, Publish: time.Hour, Challenge: time.Hour, Quorum: 3}
 
-func newSite(t *testing.T) *site {
+func newSite(t testing.TB) *site {
 	t.Helper()
 	s := &site{t: t, url: sqlstoretest.URL(t, sqlstore.SQLite), clock: sqlstoretest.NewClock(),
 		keys: map[string]string{}, ids: map[string]string{}}
