@@ -394,7 +394,7 @@ func printDemoTable(out io.Writer, base string, results []demoResult) error {
 	sort.Slice(results, func(i, j int) bool { return results[i].Claim.ID < results[j].Claim.ID })
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLAIM\tTITLE\tOUTCOME\tSTATE\tHOW IT SETTLED\tLAB ROOM (messages)")
+	fmt.Fprintln(tw, "CLAIM\tTITLE\tOUTCOME\tSTATE\tHOW IT SETTLED\tLAB ROOM")
 	for _, r := range results {
 		how := "settled at once"
 		switch {
@@ -415,7 +415,7 @@ func printDemoTable(out io.Writer, base string, results []demoResult) error {
 		if len(title) > 60 {
 			title = title[:57] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/api/v1/labs/%s/messages\n", r.Claim.ID, title, r.Claim.Outcome, r.Claim.State, how, base, r.Claim.ID)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/labs/%s\n", r.Claim.ID, title, r.Claim.Outcome, r.Claim.State, how, base, r.Claim.ID)
 	}
 	tw.Flush()
 	var lines []string
