@@ -85,6 +85,12 @@ func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 // (default: artifacts/screenshots at the repository root).
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
+	savePNG(t, name, value(t, ctx, chromedp.FullScreenshot(100)))
+}
+
+// savePNG writes a screenshot artifact.
+func savePNG(t *testing.T, name string, png []byte) {
+	t.Helper()
 	dir := os.Getenv("DOTLAB_ARTIFACTS")
 	if dir == "" {
 		dir = filepath.Join("..", "artifacts")
@@ -93,7 +99,6 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	png := value(t, ctx, chromedp.FullScreenshot(100))
 	p := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(p, png, 0o644); err != nil {
 		t.Fatal(err)
@@ -207,6 +212,22 @@ func TestBrowserClaimHighlights(t *testing.T) {
 			t.Fatal(err)
 		}
 		screenshot(t, ctx, name)
+	}
+	// On a phone (390 CSS px) no page scrolls sideways: wide tables scroll
+	// inside their own box.
+	if err := run(t, ctx, 10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2))); err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"phone-claim": "/claims/" + s.disputed, "phone-run": "/runs/" + s.runNotReproduced, "phone-lab": "/labs/" + s.labClaim, "phone-home": "/"} {
+		if err := run(t, ctx, 20*time.Second, chromedp.Navigate(s.base+path), chromedp.WaitVisible(chromedp.CSS(`main`))); err != nil {
+			t.Fatal(err)
+		}
+		w := value(t, ctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`))
+		if w[0] > w[1] {
+			t.Errorf("%s: page is %d px wide on a %d px phone screen", path, w[0], w[1])
+		}
+		// What the phone's screen shows: the first 390×844 px.
+		savePNG(t, name, value(t, ctx, chromedp.CaptureScreenshot()))
 	}
 }
 
