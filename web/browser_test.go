@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,6 +149,24 @@ func TestBrowserLabLive(t *testing.T) {
 	}
 	after := s.post("collab-cy", s.labClaim, dotlab.LabMessageBody{Type: "handoff", To: s.ids["runner-ada"], Body: "after the restart"})
 	t.Logf("message %d shown %v after the restart", after, waitMessage(after, time.Second))
+
+	// A state change appears live too: the runner draws and accepts the job.
+	code, job := s.call(http.MethodGet, "/api/v1/jobs/next", "runner-ada", nil)
+	if code != http.StatusOK || !strings.Contains(string(job), s.labClaim) {
+		t.Fatalf("jobs/next: %d %s", code, job)
+	}
+	if code, b := s.call(http.MethodPost, "/api/v1/jobs/"+s.labClaim+"/accept", "runner-ada", nil); code != http.StatusOK {
+		t.Fatalf("accept: %d %s", code, b)
+	}
+	start := time.Now()
+	if err := run(t, ctx, time.Second, chromedp.WaitVisible(chromedp.CSS(`#claim-state .state-assigned`))); err != nil {
+		t.Fatalf("state change not shown within 1 s: %v", err)
+	}
+	t.Logf("state change shown after %v", time.Since(start))
+	hist := value(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#history-list li")).map(e => e.dataset.seq)`))
+	if strings.Join(hist, ",") != "1,2,3" {
+		t.Errorf("history on the page %v, want 1,2,3 (listed, funded, assigned)", hist)
+	}
 
 	// Every message exactly once, in order.
 	seqs := value(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#messages li.msg")).map(e => e.dataset.seq)`))

@@ -194,7 +194,8 @@ not json at all <b>raw</b>
 		must(s.db.PostLabMessage(ctx, collab.ID, s.labClaim, m))
 	}
 	for i := 0; i < 3; i++ {
-		must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("Listed claim %d", i))))
+		// They need a GPU, which no test agent has: only labClaim is drawable.
+		must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("Listed claim %d", i), "gpu")))
 	}
 }
 
@@ -209,6 +210,22 @@ func (s *site) get(path, accept string) (int, http.Header, string) {
 	defer res.Body.Close()
 	b := must(io.ReadAll(res.Body))
 	return res.StatusCode, res.Header, string(b)
+}
+
+// call sends an API request as agent name and returns status and body.
+func (s *site) call(method, path, name string, body any) (int, []byte) {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req := must(http.NewRequest(method, s.base+path, rd))
+	req.Header.Set("Authorization", "Bearer "+s.keys[name])
+	req.Header.Set("Content-Type", "application/json")
+	res := must(http.DefaultClient.Do(req))
+	defer res.Body.Close()
+	return res.StatusCode, must(io.ReadAll(res.Body))
 }
 
 // post sends a lab message through the API as agent name; it returns the
