@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
 )
@@ -160,6 +161,26 @@ type logLine struct {
 // every line.
 const logPage = 500
 
+// logPageBytes bounds the text of one timeline page, and logField one
+// message or data field on it (a single log line may be 8 MiB).
+const (
+	logPageBytes = 256 << 10
+	logField     = 4 << 10
+)
+
+// clip cuts s to logField bytes (on a rune boundary) and says how much is left
+// out.
+func clip(s string) string {
+	if len(s) <= logField {
+		return s
+	}
+	cut := logField
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " … (" + strconv.Itoa(len(s)) + " bytes in all; see the raw log)"
+}
+
 // Known log levels and steps (protocol.txt "Logs"; runner.LogEntry), offered
 // as suggestions by the filter form. Other runners may log other steps.
 var (
@@ -182,14 +203,18 @@ func (f logFilter) active() bool { return f.Level != "" || f.Step != "" || f.Tex
 // can match.
 func parseLog(b []byte, f logFilter, from int) (lines []logLine, next int) {
 	text := []byte(strings.ToLower(f.Text))
-	// Raw-byte prefilters may only drop lines that cannot match: a quoted
-	// value is in the line whatever the spacing, and text is searched raw
-	// only when JSON would not escape any of its characters.
-	level, step := []byte(strconv.Quote(f.Level)), []byte(strconv.Quote(f.Step))
-	rawText := len(text) > 0 && !strings.ContainsFunc(f.Text, func(r rune) bool {
-		return r < 0x20 || r > 0x7e || strings.ContainsRune(`<>&"\`, r)
-	})
-	n := 0
+	// Raw-byte prefilters may only drop lines that cannot match. A line
+	// without a backslash has no JSON escapes, so its strings appear in it
+	// verbatim: a quoted value is there whatever the spacing, and the text
+	// is there as written. Lines with escapes are always decoded.
+	quoted := func(v string) []byte {
+		if strings.ContainsAny(v, "\"\\") {
+			return nil // not verbatim in any line: decode to compare
+		}
+		return []byte(`"` + v + `"`)
+	}
+	level, step := quoted(f.Level), quoted(f.Step)
+	n, shown := 0, 0
 	for len(b) > 0 {
 		raw := b
 		if k := bytes.IndexByte(b, '\n'); k >= 0 {
@@ -201,12 +226,14 @@ func parseLog(b []byte, f logFilter, from int) (lines []logLine, next int) {
 		if n < from || len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
-		if (rawText && !bytes.Contains(bytes.ToLower(raw), text)) ||
-			(f.Level != "" && f.Level != "raw" && !bytes.Contains(raw, level)) ||
-			(f.Step != "" && !bytes.Contains(raw, step)) {
-			continue
+		if bytes.IndexByte(raw, '\\') < 0 {
+			if (len(text) > 0 && !bytes.Contains(bytes.ToLower(raw), text)) ||
+				(f.Level != "" && f.Level != "raw" && level != nil && !bytes.Contains(raw, level)) ||
+				(f.Step != "" && step != nil && !bytes.Contains(raw, step)) {
+				continue
+			}
 		}
-		if len(lines) == logPage {
+		if len(lines) == logPage || shown > logPageBytes {
 			return lines, n
 		}
 		var e struct {
@@ -229,6 +256,8 @@ func parseLog(b []byte, f logFilter, from int) (lines []logLine, next int) {
 			(len(text) > 0 && !strings.Contains(strings.ToLower(l.Msg+" "+l.Data), string(text))) {
 			continue
 		}
+		l.Msg, l.Data = clip(l.Msg), clip(l.Data)
+		shown += len(l.T) + len(l.Level) + len(l.Step) + len(l.Msg) + len(l.Data)
 		lines = append(lines, l)
 	}
 	return lines, 0
