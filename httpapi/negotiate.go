@@ -31,7 +31,12 @@ func pageJSON(r *http.Request) (string, bool) {
 		return "", false
 	}
 	switch parts[0] {
-	case "claims", "runs", "agents":
+	case "claims", "runs":
+		return "/api/v1" + p, true
+	case "agents":
+		if parts[1] == "me" {
+			return "", false // /api/v1/agents/me is the caller's own record, not a profile
+		}
 		return "/api/v1" + p, true
 	case "labs":
 		return "/api/v1" + p + "/messages", true
@@ -39,30 +44,39 @@ func pageJSON(r *http.Request) (string, bool) {
 	return "", false
 }
 
-// prefersJSON reports whether application/json has a higher quality than
-// text/html in the Accept header values (absent types count 0; */* counts
-// for both, so a browser's "text/html,…,*/*;q=0.8" stays HTML).
+// prefersJSON reports whether application/json gets a higher quality than
+// text/html from the Accept header values. Each type takes the quality of
+// the most specific range that names it (RFC 9110 section 12.5.1:
+// application/json over application/* over */*); a type no range names
+// gets 0, and a q that is not a number in [0, 1] makes its range count 0.
 func prefersJSON(accept []string) bool {
-	var jsonQ, htmlQ float64 = -1, -1
+	q := map[string]float64{}
 	for _, v := range accept {
 		for _, part := range strings.Split(v, ",") {
 			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
 			if err != nil {
 				continue
 			}
-			q := 1.0
+			qv := 1.0
 			if qs, ok := params["q"]; ok {
-				if f, err := strconv.ParseFloat(qs, 64); err == nil {
-					q = f
+				f, err := strconv.ParseFloat(qs, 64)
+				if err != nil || f < 0 || f > 1 {
+					f = 0
 				}
+				qv = f
 			}
-			switch mt {
-			case "application/json":
-				jsonQ = max(jsonQ, q)
-			case "text/html":
-				htmlQ = max(htmlQ, q)
+			if old, ok := q[mt]; !ok || qv > old {
+				q[mt] = qv
 			}
 		}
 	}
-	return jsonQ > 0 && jsonQ > htmlQ
+	quality := func(typ, sub string) float64 {
+		for _, r := range []string{typ + "/" + sub, typ + "/*", "*/*"} {
+			if v, ok := q[r]; ok {
+				return v
+			}
+		}
+		return 0
+	}
+	return quality("application", "json") > quality("text", "html")
 }

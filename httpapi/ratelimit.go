@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -122,6 +123,16 @@ func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request) bool {
 		secs = 1
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	if !strings.HasPrefix(r.URL.Path, "/api/") {
+		// A public page: a small HTML answer with the pages' policy.
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Security-Policy", "default-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprintf(w, "<!doctype html>\n<html lang=\"en\"><meta charset=\"utf-8\"><title>429 Too many requests · DotLab</title>\n<h1>429 Too many requests</h1>\n<p role=\"alert\">Too many requests from your address: retry after %d s.</p>\n", secs)
+		return true
+	}
 	s.writeError(w, r, dotlab.Errorf(dotlab.ERATELIMITED, "too many requests: retry after %d s (limit %g/s per agent, %g/s per address without a key)",
 		secs, s.limiter.agent.PerSecond, s.limiter.anon.PerSecond))
 	return true

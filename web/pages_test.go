@@ -143,3 +143,50 @@ func TestEscapingServer(t *testing.T) {
 		t.Error("escaped message body missing")
 	}
 }
+
+func TestPagesHTTPDetails(t *testing.T) {
+	s := newSite(t)
+	// Another method on a page is 405 with Allow; on no page, 404.
+	for path, want := range map[string]int{"/claims": 405, "/": 405, "/claims/" + s.disputed: 405, "/nothing/here": 404} {
+		req, _ := http.NewRequest(http.MethodPost, s.base+path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want || (want == 405 && res.Header.Get("Allow") != "GET, HEAD") {
+			t.Errorf("POST %s: %d Allow %q, want %d", path, res.StatusCode, res.Header.Get("Allow"), want)
+		}
+	}
+	// Assets: no listing, the 404 page for missing files, long caching only
+	// for a fingerprinted hit.
+	for path, want := range map[string]int{"/assets/": 404, "/assets/nope.css": 404, "/assets/style.css": 200, "/assets/lab.js": 200} {
+		code, hdr, _ := s.get(path, "")
+		if code != want {
+			t.Errorf("%s: %d, want %d", path, code, want)
+		}
+		if code != 200 && strings.Contains(hdr.Get("Cache-Control"), "immutable") {
+			t.Errorf("%s: a miss is cached for good", path)
+		}
+	}
+	// Links: only http(s) URLs become links; a DOI is percent-encoded.
+	_, _, body := s.get("/claims/"+s.disputed, "")
+	contains(t, "links", body, `<a href="https://data.example.org/sleep.csv" rel="nofollow noopener">`, `href="https://doi.org/10.1093/biomet/6.1.1"`)
+	// Negotiation: specific ranges beat wildcards; bad q counts 0; /agents/me stays a page.
+	for accept, wantJSON := range map[string]bool{
+		"application/json":                        true,
+		"*/*":                                     false,
+		"*/*, application/json;q=0.5":             false,
+		"application/*, text/html;q=0.9":          true,
+		"application/json;q=foo, text/html;q=0.9": false,
+		"text/html;q=0.1, application/json;q=0.2": true,
+	} {
+		_, hdr, _ := s.get("/claims", accept)
+		if got := strings.HasPrefix(hdr.Get("Content-Type"), "application/json"); got != wantJSON {
+			t.Errorf("Accept %q: JSON %v, want %v", accept, got, wantJSON)
+		}
+	}
+	if code, hdr, _ := s.get("/agents/me", "application/json"); code != 404 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+		t.Errorf("/agents/me with JSON accept: %d %s", code, hdr.Get("Content-Type"))
+	}
+}

@@ -82,13 +82,29 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
+	// doiURL links a DOI at doi.org, each segment percent-encoded (a DOI
+	// may hold '#' or '?').
 	"doiURL": func(doi string) string {
 		if doi == "" {
 			return ""
 		}
-		return "https://doi.org/" + doi
+		segs := strings.Split(doi, "/")
+		for i, seg := range segs {
+			segs[i] = url.PathEscape(seg)
+		}
+		return "https://doi.org/" + strings.Join(segs, "/")
 	},
-	"label": func(s any) string { return strings.ReplaceAll(fmt.Sprint(s), "_", " ") },
+	// web reports whether a manifest URL is an absolute http(s) URL, the only
+	// kind the pages link to; others (file://, git://, local paths) are
+	// shown as text.
+	"web": func(s string) bool {
+		u, err := url.Parse(s)
+		return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
+	},
+	// firstN and restN split a list for display (refs beyond the first few).
+	"firstN": func(n int, xs []string) []string { return xs[:min(n, len(xs))] },
+	"restN":  func(n int, xs []string) int { return max(0, len(xs)-n) },
+	"label":  func(s any) string { return strings.ReplaceAll(fmt.Sprint(s), "_", " ") },
 	"query": func(kv ...string) string {
 		v := url.Values{}
 		for i := 0; i+1 < len(kv); i += 2 {

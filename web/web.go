@@ -72,6 +72,7 @@ type Handler struct {
 	pages   map[string]*template.Template
 	docs    *docSet
 	assets  http.Handler
+	assetFS fs.FS
 	version string // asset fingerprint, for cache busting
 }
 
@@ -98,6 +99,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.assetFS = sub
 	h.assets = http.StripPrefix("/assets/", http.FileServerFS(sub))
 	if h.docs, err = loadDocs(); err != nil {
 		return nil, err
@@ -116,9 +118,7 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("GET /docs/{name}", h.doc)
 	m.HandleFunc("GET /spec/{name}", h.specFile)
 	m.HandleFunc("GET /assets/", h.asset)
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.fail(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "there is no page at %s", r.URL.Path))
-	})
+	m.HandleFunc("/", h.notFound)
 	return h, nil
 }
 
@@ -133,7 +133,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// notFound answers 405 (with Allow) for another method on a page that
+// exists, and 404 otherwise.
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		probe := r.Clone(r.Context())
+		probe.Method = http.MethodGet
+		if _, pattern := h.mux.Handler(probe); pattern != "/" {
+			w.Header().Set("Allow", "GET, HEAD")
+			h.render(w, r, "error", http.StatusMethodNotAllowed, page{Title: http.StatusText(http.StatusMethodNotAllowed),
+				Status: http.StatusMethodNotAllowed, Message: r.Method + " is not allowed on this page: use GET (the API is under /api/v1)"})
+			return
+		}
+	}
+	h.fail(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "there is no page at %s", r.URL.Path))
+}
+
+// asset serves an embedded file; directories and missing files get the
+// 404 page, and only a fingerprinted hit is cached for good.
 func (h *Handler) asset(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/assets/")
+	if st, err := fs.Stat(h.assetFS, name); err != nil || st.IsDir() || !fs.ValidPath(name) {
+		h.fail(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "there is no asset %q", name))
+		return
+	}
 	if r.URL.Query().Get("v") == h.version {
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 	} else {

@@ -3,8 +3,10 @@
 // up to the cursor "M.E" in #room[data-cursor] (last message seq, last
 // state-change seq); the stream starts right after it, so nothing is shown
 // twice or missed. EventSource reconnects by itself with Last-Event-ID;
-// when it gives up (an HTTP error while the server restarts) this script
-// opens a new one from the last seqs it has shown. Text is inserted with
+// when it gives up (an HTTP error answer) this script asks the server why:
+// a 4xx other than 429 stops with a note to reload; 429, 503 and 5xx are
+// retried after Retry-After, or with exponential backoff and jitter (1 s
+// doubling to 60 s), from the last seqs shown. Text is inserted with
 // textContent only: a message can never become markup.
 (function () {
   "use strict";
@@ -20,7 +22,7 @@
   var names = {};
   var links = document.querySelectorAll("a[data-agent]");
   for (var i = 0; i < links.length; i++) names[links[i].getAttribute("data-agent")] = links[i].textContent;
-  var es = null, retry = null;
+  var es = null, retry = null, failures = 0;
 
   function setStatus(text, state) {
     status.textContent = text;
@@ -60,10 +62,11 @@
     li.appendChild(el("p", "body", m.body));
     if (m.refs && m.refs.length) {
       var refs = el("p", "refs", "refs: ");
-      for (var i = 0; i < m.refs.length; i++) {
+      for (var i = 0; i < m.refs.length && i < 10; i++) {
         refs.appendChild(el("code", "", m.refs[i]));
         refs.appendChild(document.createTextNode(" "));
       }
+      if (m.refs.length > 10) refs.appendChild(document.createTextNode("and " + (m.refs.length - 10) + " more"));
       li.appendChild(refs);
     }
     list.appendChild(li);
@@ -88,10 +91,31 @@
       if (window.dotlabLocalTime) window.dotlabLocalTime(li);
     }
   }
+  function url() { return base + "?cursor=" + lastMsg + "." + lastEv; }
+  function schedule(seconds) {
+    var wait = seconds > 0 ? seconds * 1000 : Math.min(60000, 1000 * Math.pow(2, failures)) * (0.5 + Math.random() / 2);
+    failures++;
+    setStatus("Connection lost: reconnecting in " + Math.round(wait / 1000) + " s…", "reconnecting");
+    retry = setTimeout(connect, wait);
+  }
+  // After EventSource gives up, one plain request tells why.
+  function diagnose() {
+    if (!window.fetch) { schedule(0); return; }
+    var ctl = window.AbortController ? new AbortController() : null;
+    fetch(url(), { headers: { "Accept": "text/event-stream" }, signal: ctl ? ctl.signal : undefined }).then(function (res) {
+      if (ctl) ctl.abort();
+      if (res.ok) { failures = 0; schedule(0); return; }
+      if (res.status >= 400 && res.status < 500 && res.status !== 429) {
+        setStatus("Live updates stopped (the server answered " + res.status + "): reload the page.", "stopped");
+        return;
+      }
+      schedule(parseInt(res.headers.get("Retry-After") || "0", 10) || 0);
+    }, function () { schedule(0); });
+  }
   function connect() {
     retry = null;
-    es = new EventSource(base + "?cursor=" + lastMsg + "." + lastEv);
-    es.onopen = function () { setStatus("Live: new messages appear here.", "open"); };
+    es = new EventSource(url());
+    es.onopen = function () { failures = 0; setStatus("Live: new messages appear here.", "open"); };
     es.addEventListener("message", function (ev) {
       var m = JSON.parse(ev.data);
       if (m.seq <= lastMsg) return;
@@ -105,10 +129,11 @@
       addState(e);
     });
     es.onerror = function () {
-      setStatus("Connection lost: reconnecting…", "reconnecting");
       if (es.readyState === EventSource.CLOSED && retry === null) {
         es.close();
-        retry = setTimeout(connect, 1000);
+        diagnose();
+      } else {
+        setStatus("Connection lost: reconnecting…", "reconnecting");
       }
     };
   }
