@@ -87,7 +87,7 @@ func loadDocs() (*docSet, error) {
 func firstHeading(src []byte, name string) string {
 	for _, line := range strings.Split(string(src), "\n") {
 		if t, ok := strings.CutPrefix(line, "# "); ok {
-			return strings.TrimSpace(t)
+			return strings.TrimSpace(strings.ReplaceAll(t, "`", "")) // plain text: no Markdown code marks
 		}
 	}
 	return name

@@ -20,8 +20,9 @@ func TestPagesRender(t *testing.T) {
 		{"/claims", []string{s.disputed, s.reproduced, s.labClaim, "Listed claim 2"}},
 		{"/claims?state=settled", []string{s.disputed, s.reproduced}},
 		{"/claims/" + s.disputed, []string{"https://doi.org/10.1093/biomet/6.1.1", "Targets and reruns", "1.2299", "outside tolerance",
-			"For the challenger", "sd_diff: Student divides by n", sqlstoretest_DataSHA256, `aria-current="step"`, "-0.0599"}},
-		{"/runs/" + s.runNotReproduced, []string{"Download the raw JSON-lines log", "/api/v1/jobs/" + s.disputed + "/logs", "sleep.csv verified", "python3 analysis.py exited 0", "✓ as pinned"}},
+			"For the challenger", "sd_diff: Student divides by n", "<strong>overturned</strong>: the claim settled as", sqlstoretest_DataSHA256, `aria-current="step"`, "-0.0599"}},
+		{"/runs/" + s.runNotReproduced, []string{"Download the raw JSON-lines log", "/api/v1/jobs/" + s.disputed + "/logs", "sleep.csv verified", "python3 analysis.py exited 0", "✓ as pinned", "Overturned:"}},
+		{"/runs/" + s.runReproduced, []string{"reproduced"}},
 		{"/runs/" + s.runNotReproduced + "?level=warn", []string{"sd_diff outside tolerance"}},
 		{"/labs/" + s.labClaim, []string{"collab-cy", "Does analysis.py divide by n or n-1?", "analysis.py:12", `data-cursor="3.2"`, "type-blocker"}},
 		{"/agents/" + s.ids["runner-ada"], []string{"runner-ada", `data-standing="-1"`, "Recent activity", s.runReproduced}},
@@ -39,6 +40,10 @@ func TestPagesRender(t *testing.T) {
 			t.Errorf("%s: content type %q", tc.path, ct)
 		}
 		contains(t, tc.path, body, tc.wants...)
+	}
+	// A run the claim settled with is not flagged.
+	if _, _, body := s.get("/runs/"+s.runReproduced, ""); strings.Contains(body, "Overturned:") {
+		t.Error("upheld run flagged as overturned")
 	}
 	// The log filter keeps only matching lines.
 	_, _, body := s.get("/runs/"+s.runNotReproduced+"?level=warn", "")
