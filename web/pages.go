@@ -59,7 +59,7 @@ func (h *Handler) claims(w http.ResponseWriter, r *http.Request) {
 		cs = cs[:claimsPage]
 		next = cs[len(cs)-1].ID
 	}
-	api := "/api/v1/claims" + funcs["query"].(func(...string) string)("state", string(f.State), "after", f.After)
+	api := "/api/v1/claims" + queryString("state", string(f.State), "after", f.After)
 	h.render(w, r, "claims", http.StatusOK, page{Title: "Claims", JSON: api, Data: map[string]any{
 		"Claims": cs, "State": string(f.State), "Next": next, "After": f.After, "States": dotlab.ClaimStates,
 	}})

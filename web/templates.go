@@ -105,18 +105,7 @@ var funcs = template.FuncMap{
 	"firstN": func(n int, xs []string) []string { return xs[:min(n, len(xs))] },
 	"restN":  func(n int, xs []string) int { return max(0, len(xs)-n) },
 	"label":  func(s any) string { return strings.ReplaceAll(fmt.Sprint(s), "_", " ") },
-	"query": func(kv ...string) string {
-		v := url.Values{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if kv[i+1] != "" {
-				v.Set(kv[i], kv[i+1])
-			}
-		}
-		if len(v) == 0 {
-			return ""
-		}
-		return "?" + v.Encode()
-	},
+	"query": queryString,
 	"standing": func(f float64) string {
 		if f == math.Trunc(f) {
 			return fmt.Sprintf("%+.0f", f)
@@ -215,4 +204,19 @@ func lifecycle(c *dotlab.Claim, events []dotlab.ClaimEvent) []step {
 		out = append(out, st)
 	}
 	return out
+}
+
+// queryString builds "?k=v&…" from key, value pairs, leaving out empty
+// values ("" when none is left).
+func queryString(kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
 }
