@@ -105,7 +105,7 @@ var funcs = template.FuncMap{
 	"firstN": func(n int, xs []string) []string { return xs[:min(n, len(xs))] },
 	"restN":  func(n int, xs []string) int { return max(0, len(xs)-n) },
 	"label":  func(s any) string { return strings.ReplaceAll(fmt.Sprint(s), "_", " ") },
-	"query": queryString,
+	"query":  queryString,
 	"standing": func(f float64) string {
 		if f == math.Trunc(f) {
 			return fmt.Sprintf("%+.0f", f)
