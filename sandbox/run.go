@@ -64,6 +64,11 @@ type Result struct {
 	Rejected []Rejected
 	// OutputFull is true when /work/out reached its size or file cap.
 	OutputFull bool
+	// OverLimit, when not empty, says which copy-out limit /work/out broke
+	// (apparent bytes, files, depth; see Limits and docs/sandbox.md
+	// "After the run"): nothing was copied to the host and the run is a
+	// spec_issue.
+	OverLimit string
 }
 
 // Rejected is one entry of /work/out that was refused.
