@@ -479,6 +479,9 @@ func runProblems(m *dotlab.Manifest, res *sandbox.Result, stdout, stderr string)
 	if res.OutputFull {
 		notes = append(notes, "the output directory reached its size or file cap")
 	}
+	if res.OverLimit != "" {
+		notes = append(notes, res.OverLimit+"; nothing was copied out")
+	}
 	for _, rj := range res.Rejected {
 		notes = append(notes, fmt.Sprintf("%s in the output directory: %s (rejected, not followed)", rj.Type, rj.Path))
 	}

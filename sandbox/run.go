@@ -232,7 +232,7 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	if err := r.execute(ctx, id, bundle, limits, stdio, res); err != nil {
 		return nil, err
 	}
-	if err := collectOut(outMnt, outDir, res); err != nil {
+	if err := collectOut(outMnt, outDir, limits, res); err != nil {
 		return nil, err
 	}
 	return res, nil
