@@ -2,6 +2,8 @@ package dotlab_test
 
 import (
 	"encoding/json"
+	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/dotlab/dotlab"
@@ -59,7 +61,7 @@ func sameDecimal(t *testing.T, a dotlab.Decimal, b string) bool {
 
 func TestCompareRejectsBadNumbers(t *testing.T) {
 	tgt := dotlab.Target{Name: "x", Value: "1", Tolerance: dotlab.Tolerance{Type: "absolute", Value: "0"}}
-	for _, bad := range []string{"NaN", "Infinity", "-Inf", "1e999999", "0x10", "", "1.", ".5", "01"} {
+	for _, bad := range []string{"NaN", "Infinity", "-Inf", "1e999999", "0x10", "", "1.", ".5", "01", "1e400", "-1e400", "9.99e308", "1e-309", "0e999999"} {
 		if _, err := dotlab.Compare(tgt, dotlab.Decimal(bad)); err == nil {
 			t.Errorf("Compare accepted rerun %q", bad)
 		}
@@ -110,17 +112,19 @@ func TestDecimalFromRatExtremes(t *testing.T) {
 		{"0.000000000000000000000000000001", "0.000000000000000000000000000001"},
 		{"12.5", "12.5"}, {"-0.0599", "-0.0599"}, {"100", "100"},
 	} {
-		r, err := dotlab.Decimal(tc.in).Rat()
-		if err != nil {
-			t.Fatal(err)
+		// Computed values (differences, allowed values) may lie beyond
+		// the bounds on inputs, so these are built without Validate.
+		r, ok := new(big.Rat).SetString(tc.in)
+		if !ok {
+			t.Fatal(tc.in)
 		}
 		got := dotlab.DecimalFromRat(r)
 		if string(got) != tc.want {
-			t.Errorf("DecimalFromRat(%s) = %s, want %s", tc.in, got, tc.want)
+			t.Errorf("DecimalFromRat(%s) = %s, want %s", tc.in, string(got), tc.want)
 		}
-		back, err := got.Rat()
-		if err != nil || back.Cmp(r) != 0 {
-			t.Errorf("%s does not round-trip: %v", got, err)
+		back, ok := new(big.Rat).SetString(string(got))
+		if !ok || back.Cmp(r) != 0 {
+			t.Errorf("%s does not round-trip", string(got))
 		}
 	}
 	// A product of extreme tolerances stays encodable.
@@ -130,5 +134,71 @@ func TestDecimalFromRatExtremes(t *testing.T) {
 	}
 	if _, err := json.Marshal(c); err != nil || c.Allowed != "1e-401" {
 		t.Fatalf("allowed %s, marshal %v", c.Allowed, err)
+	}
+}
+
+// TestCompareAtTheRangeEdges: arithmetic on two in-range values may leave the
+// double range (a difference up to about 3.6e308, an allowed value of
+// tolerance × |published| down to 1e-616 or up to 3.2e616); it stays exact,
+// encodable, and displays in a few characters.
+func TestCompareAtTheRangeEdges(t *testing.T) {
+	abs := func(v string) dotlab.Tolerance { return dotlab.Tolerance{Type: "absolute", Value: dotlab.Decimal(v)} }
+	rel := func(v string) dotlab.Tolerance { return dotlab.Tolerance{Type: "relative", Value: dotlab.Decimal(v)} }
+	const maxF = "1.7976931348623157e308"
+	for _, c := range []struct {
+		name, published string
+		tol             dotlab.Tolerance
+		rerun           string
+		match           bool
+		diff, allowed   string // Display forms
+	}{
+		{"difference beyond the double range", "1e308", abs("0"), "-1e308", false, "2e308", "0"},
+		{"largest difference", maxF, abs(maxF), "-" + maxF, false, "3.5953862697246314e308", maxF},
+		{"allowed beyond the double range", "1e308", rel("1e308"), "-1e308", true, "2e308", "1e616"},
+		{"allowed below the double range", "1e-308", rel("1e-308"), "1e-308", true, "0", "1e-616"},
+		{"tiny difference of large values", "1e308", abs("1e-308"), "1.0000000000000001e308", false, "1e292", "1e-308"},
+		{"difference with 617 digits", "1e308", abs("1"), "1e-308", false, "≈1e308", "1"},
+		{"312-digit difference of the finding", "4.062", abs("0.0005"), maxF, false, "≈" + maxF, "0.0005"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := dotlab.Compare(dotlab.Target{Name: "x", Value: dotlab.Decimal(c.published), Tolerance: c.tol}, dotlab.Decimal(c.rerun))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Match != c.match || got.Difference.Display() != c.diff || got.Allowed.Display() != c.allowed {
+				t.Fatalf("match %v difference %s allowed %s; want %v %s %s", got.Match, got.Difference, got.Allowed, c.match, c.diff, c.allowed)
+			}
+			// The record keeps the exact difference.
+			pub, _ := new(big.Rat).SetString(c.published)
+			re, _ := new(big.Rat).SetString(c.rerun)
+			want := new(big.Rat).Sub(re, pub)
+			if d, ok := new(big.Rat).SetString(string(got.Difference)); !ok || d.Cmp(want.Abs(want)) != 0 {
+				t.Fatalf("difference %.60s… is not exact", string(got.Difference))
+			}
+			if _, err := json.Marshal(got); err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range dotlab.DescribeMismatches([]dotlab.Comparison{got}) {
+				if len(line) > 200 {
+					t.Fatalf("mismatch line is %d bytes: %.100s…", len(line), line)
+				}
+			}
+		})
+	}
+}
+
+// TestDecideOutOfRangeIsMalformed: a results.json value beyond the range
+// makes the results malformed (the runner records spec_issue), naming the
+// target and the bound.
+func TestDecideOutOfRangeIsMalformed(t *testing.T) {
+	targets := []dotlab.Target{
+		{Name: "big", Value: "1", Tolerance: dotlab.Tolerance{Type: "absolute", Value: "0.1"}},
+		{Name: "small", Value: "1", Tolerance: dotlab.Tolerance{Type: "absolute", Value: "0.1"}},
+	}
+	_, _, err := dotlab.Decide(targets, map[string]dotlab.Decimal{"big": "1e400", "small": "1e-400"})
+	d := strings.Join(dotlab.ErrorDetail(err), "\n")
+	if dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(d, "target big: rerun value: number out of range: 1e400") ||
+		!strings.Contains(d, "1.7976931348623157e308") || !strings.Contains(d, "target small") || !strings.Contains(d, "1e-308") {
+		t.Fatalf("err = %v", err)
 	}
 }
