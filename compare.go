@@ -33,8 +33,12 @@ type Comparison struct {
 // |rerun - published| <= value; relative iff |rerun - published| <= value ×
 // |published|. A value exactly on the boundary matches.
 //
-// It returns an EINVALID error when either number is not a valid decimal or
-// the tolerance type is unknown.
+// It returns an EINVALID error when a number is not a valid Decimal (syntax,
+// length, written exponent, or magnitude outside 1e-308…math.MaxFloat64:
+// see Decimal.Validate), naming the target and which number, or when the
+// tolerance type is unknown. The Comparison's Difference and Allowed are
+// exact and may lie beyond that range (|2e308 − (−2e308)|…); print them with
+// Display (their String method).
 func Compare(t Target, rerun Decimal) (Comparison, error) {
 	c := Comparison{Name: t.Name, Published: t.Value, Rerun: rerun, ToleranceType: t.Tolerance.Type, Tolerance: t.Tolerance.Value}
 	pub, err := t.Value.Rat()
@@ -114,6 +118,8 @@ func Decide(targets []Target, rerun map[string]Decimal) ([]Comparison, Outcome, 
 
 // DescribeMismatches returns one line per comparison that did not match,
 // e.g. "sd_d: rerun 1.23 vs published 1.17, difference 0.06 > allowed 0.005".
+// Numbers are in their Display form, so a line stays short however long the
+// exact difference is ("difference ≈1.7976931348623157e308").
 func DescribeMismatches(cs []Comparison) []string {
 	var lines []string
 	for _, c := range cs {

@@ -106,7 +106,7 @@ func (d Decimal) Validate() error {
 	if m == nil {
 		return fmt.Errorf("%q is not a JSON number", clip(s))
 	}
-	neg, digits, exp, ok := parts(m)
+	_, digits, exp, ok := parts(m)
 	if m[3] != "" {
 		e, err := strconv.Atoi(strings.TrimLeft(m[3][1:], "+"))
 		if !ok || err != nil || e > MaxDecimalExponent || e < -MaxDecimalExponent {
@@ -122,15 +122,11 @@ func (d Decimal) Validate() error {
 		r, _ := new(big.Rat).SetString(digits + "e" + strconv.Itoa(exp))
 		tooLarge = r.Cmp(maxFloat64()) > 0
 	}
-	sign := ""
-	if neg {
-		sign = "-"
-	}
 	switch {
 	case tooLarge:
-		return fmt.Errorf("%w: %s is too large: a number's magnitude must be at most %s (the largest finite IEEE 754 double), so that every reader gets a finite value; report it in other units", ErrDecimalRange, d.Display(), sign+"1.7976931348623157e308")
+		return fmt.Errorf("%w: %s is too large: a number's magnitude must be at most 1.7976931348623157e308 (math.MaxFloat64, the largest finite IEEE 754 double), so that every reader gets a finite value; report it in other units", ErrDecimalRange, d.Display())
 	case adj < MinDecimalAdjustedExponent:
-		return fmt.Errorf("%w: %s is too close to zero: a nonzero number's magnitude must be at least %s1e-308 (adjusted exponent ≥ %d, where IEEE 754 doubles keep full precision); write 0 for zero, or report it in other units", ErrDecimalRange, d.Display(), sign, MinDecimalAdjustedExponent)
+		return fmt.Errorf("%w: %s is too close to zero: a nonzero number's magnitude must be at least 1e-308 (adjusted exponent ≥ %d, the decimal range of IEEE 754 doubles); write 0 for zero, or report it in other units", ErrDecimalRange, d.Display(), MinDecimalAdjustedExponent)
 	}
 	return nil
 }
