@@ -61,6 +61,10 @@ func (e *DigestMismatchError) Error() string {
 // rename of a finished temporary file.
 type Store struct {
 	dir string
+	// Limits bound each pull and unpack (zero fields: the Default*
+	// constants). Set it after Open, before use; it is read, never written,
+	// by the store.
+	Limits Limits
 }
 
 // Open opens (creating if needed) the store in dir.

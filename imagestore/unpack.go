@@ -15,16 +15,11 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/dotlab/dotlab/internal/safefs"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/klauspost/compress/zstd"
-)
-
-// Limits on what one image may unpack to (a decompression bomb stops here).
-const (
-	maxRootfsBytes   = 64 << 30
-	maxRootfsEntries = 2_000_000
 )
 
 // MountPoints are created (empty) in every unpacked rootfs so that the
@@ -49,6 +44,13 @@ func (s *Store) RootfsPath(d v1.Hash) string {
 // compressed digest and uncompressed diff_id are verified while it streams,
 // and a mismatch abandons the unpack. progress (may be nil) sees compressed bytes.
 //
+// Before anything of an entry is applied it passes validateEntry (names and
+// link targets) and the store's Limits (entries, file bytes, unpacked bytes,
+// compression ratio); no entry is written through a symbolic link. A refusal
+// wraps ErrUnsafeImage and names the layer digest, the entry and the rule or
+// limit. Whatever the error, the temporary directory is removed: no partial
+// rootfs is ever left in the cache.
+//
 // The tree is the image's own, with these differences: setuid/setgid bits are
 // dropped, device nodes and FIFOs are skipped (the runtime provides /dev), and
 // the mount points listed in mountPoints exist (/tmp mode 1777).
@@ -57,12 +59,16 @@ func (s *Store) Rootfs(img *Image, progress Progress) (string, error) {
 	if fi, err := os.Lstat(final); err == nil && fi.IsDir() {
 		return final, nil
 	}
+	limits, err := s.Limits.effective()
+	if err != nil {
+		return "", err
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(final), ".unpack-*")
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)
-	if err := s.unpackInto(tmp, img, progress); err != nil {
+	defer removeTree(tmp)
+	if err := s.unpackInto(tmp, img, limits, progress); err != nil {
 		return "", fmt.Errorf("unpack %s: %w", img.Digest, err)
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
@@ -77,7 +83,23 @@ func (s *Store) Rootfs(img *Image, progress Progress) (string, error) {
 	return final, nil
 }
 
-func (s *Store) unpackInto(dir string, img *Image, progress Progress) error {
+// removeTree removes dir and everything below it, first making directories
+// writable if a plain RemoveAll fails (an image may carry 0555 directories,
+// which stop a non-root process from removing their contents).
+func removeTree(dir string) {
+	if os.RemoveAll(dir) == nil {
+		return
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	os.RemoveAll(dir)
+}
+
+func (s *Store) unpackInto(dir string, img *Image, limits Limits, progress Progress) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
@@ -87,7 +109,7 @@ func (s *Store) unpackInto(dir string, img *Image, progress Progress) error {
 	for _, l := range img.Manifest.Layers {
 		total += l.Size
 	}
-	u := &unpacker{root: root, progress: progress, total: total}
+	u := &unpacker{root: root, limits: limits, progress: progress, total: total, links: map[string]bool{}}
 	for i, l := range img.Manifest.Layers {
 		if err := u.layer(s.blobPath(l.Digest), l, img.Config.RootFS.DiffIDs[i]); err != nil {
 			return fmt.Errorf("layer %d (%s): %w", i, l.Digest, err)
@@ -107,13 +129,21 @@ func (s *Store) unpackInto(dir string, img *Image, progress Progress) error {
 	return root.Chmod("tmp", 0o777|fs.ModeSticky)
 }
 
+// unpacker applies the layers of one image into root. Its counters span the
+// whole image (Limits.MaxEntries and MaxUnpackedBytes are per image).
 type unpacker struct {
 	root     *os.Root
+	limits   Limits
 	progress Progress
 	total    int64
 	done     int64
 	bytes    int64
 	entries  int64
+	// links holds every path of the tree that is a symbolic link. The tree
+	// starts empty and only the unpacker writes it, so the set is exact; it
+	// lets "never write through a symbolic link" be checked without a
+	// system call per path component.
+	links map[string]bool
 }
 
 // countingReader reports progress as compressed bytes are consumed.
@@ -131,7 +161,50 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// byteCounter counts the bytes read through it.
+type byteCounter struct {
+	r io.Reader
+	n int64
+}
+
+func (b *byteCounter) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	return n, err
+}
+
+// ratioReader reads a layer's uncompressed stream and fails (sticky) once
+// more than after bytes have been read and they exceed ratio times the
+// compressed bytes the decompressor has consumed.
+type ratioReader struct {
+	r          io.Reader
+	compressed *byteCounter
+	ratio      int64
+	after      int64
+	n          int64
+	err        error
+}
+
+func (rr *ratioReader) Read(p []byte) (int, error) {
+	if rr.err != nil {
+		return 0, rr.err
+	}
+	n, err := rr.r.Read(p)
+	rr.n += int64(n)
+	// n/c >= ratio first, so that ratio*c cannot overflow when it is compared.
+	if c := max(rr.compressed.n, 1); rr.n >= rr.after && rr.n/c >= rr.ratio && rr.n > rr.ratio*c {
+		rr.err = limitError("MaxCompressionRatio", rr.ratio,
+			fmt.Sprintf("layer expanding %d compressed bytes to %d (%d:1, checked after Limits.RatioCheckAfter = %d bytes)", c, rr.n, rr.n/c, rr.after))
+		return n, rr.err
+	}
+	return n, err
+}
+
+// layer unpacks one layer blob, verifying its digest and diff_id.
 func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error {
+	if !desc.MediaType.IsLayer() {
+		return fmt.Errorf("%w: layer %s has media type %q, which is not a known layer type (rule: OCI or Docker tar, tar+gzip or tar+zstd layers only)", ErrUnsafeImage, desc.Digest, desc.MediaType)
+	}
 	f, err := os.Open(blob)
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("blob missing from the store: %w", ErrNotFound)
@@ -143,25 +216,27 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 	compressedHash := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(&countingReader{r: f, u: u}, compressedHash), 1<<20)
 	magic, _ := br.Peek(4)
+	consumed := &byteCounter{r: br}
 	var plain io.Reader
 	switch {
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		zr, err := gzip.NewReader(br)
+		zr, err := gzip.NewReader(consumed)
 		if err != nil {
 			return err
 		}
 		zr.Multistream(true)
 		plain = zr
 	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		zr, err := zstd.NewReader(br)
+		zr, err := zstd.NewReader(consumed)
 		if err != nil {
 			return err
 		}
 		defer zr.Close()
 		plain = zr
 	default:
-		plain = br
+		plain = consumed
 	}
+	plain = &ratioReader{r: plain, compressed: consumed, ratio: u.limits.MaxCompressionRatio, after: u.limits.RatioCheckAfter}
 	diffHash := sha256.New()
 	tr := tar.NewReader(io.TeeReader(plain, diffHash))
 	created := map[string]bool{}
@@ -176,12 +251,18 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 			break
 		}
 		if err := u.entry(tr, hdr, created); err != nil {
-			applyErr = fmt.Errorf("entry %q: %w", hdr.Name, err)
+			var rule ruleError
+			if errors.As(err, &rule) {
+				applyErr = fmt.Errorf("%w: layer %s, entry %s: %v", ErrUnsafeImage, desc.Digest, quoteName(hdr.Name), err)
+			} else {
+				applyErr = fmt.Errorf("layer %s, entry %s: %w", desc.Digest, quoteName(hdr.Name), err)
+			}
 			break
 		}
 	}
 	// Drain what follows so both digests cover every byte; a wrong blob is
-	// reported as such even when it also broke the tar stream.
+	// reported as such even when it also broke the tar stream. The ratio
+	// check keeps running while the uncompressed tail drains.
 	if applyErr == nil {
 		if _, err := io.Copy(io.Discard, io.TeeReader(plain, diffHash)); err != nil {
 			applyErr = err
@@ -202,30 +283,51 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 	return nil
 }
 
-// entry applies one tar entry. created holds the paths this layer has written,
-// which an opaque whiteout must keep.
+// entry validates and applies one tar entry. created holds the paths this
+// layer has written, which an opaque whiteout must keep. A ruleError (or an
+// error wrapping ErrUnsafeImage) refuses the image.
 func (u *unpacker) entry(tr io.Reader, hdr *tar.Header, created map[string]bool) error {
 	u.entries++
-	if u.entries > maxRootfsEntries {
-		return fmt.Errorf("image has more than %d entries", maxRootfsEntries)
+	if u.entries > u.limits.MaxEntries {
+		return limitError("MaxEntries", u.limits.MaxEntries, fmt.Sprintf("entry number %d", u.entries))
 	}
-	name := safefs.CleanName(hdr.Name)
-	if name == "" {
-		return nil // the root itself
-	}
-	dir, base := path.Dir(name), path.Base(name)
-	if base == ".wh..wh..opq" {
-		return u.opaque(dir, created)
-	}
-	if strings.HasPrefix(base, ".wh.") {
-		return u.root.RemoveAll(path.Join(dir, strings.TrimPrefix(base, ".wh.")))
-	}
-	if err := u.root.MkdirAll(dir, 0o755); err != nil {
+	plan, err := validateEntry(hdr)
+	if err != nil {
 		return err
+	}
+	switch plan.kind {
+	case entrySkip:
+		return nil
+	case entryOpaque:
+		if err := u.notThroughLink(plan.path + "/x"); err != nil {
+			return err
+		}
+		return u.opaque(plan.path, created)
+	case entryWhiteout:
+		if err := u.notThroughLink(plan.path); err != nil {
+			return err
+		}
+		return u.remove(plan.path)
+	}
+	name := plan.path
+	if err := u.notThroughLink(name); err != nil {
+		return err
+	}
+	if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA || hdr.Typeflag == tar.TypeGNUSparse {
+		// Limits before any byte is written.
+		if hdr.Size > u.limits.MaxFileBytes {
+			return limitError("MaxFileBytes", u.limits.MaxFileBytes, fmt.Sprintf("file %s of %d bytes", quoteName(name), hdr.Size))
+		}
+		if u.bytes += hdr.Size; u.bytes > u.limits.MaxUnpackedBytes {
+			return limitError("MaxUnpackedBytes", u.limits.MaxUnpackedBytes, fmt.Sprintf("image unpacking to more than %d bytes of files", u.bytes))
+		}
+	}
+	if err := u.root.MkdirAll(rootName(path.Dir(name)), 0o755); err != nil {
+		return fsError("create its parent directory", err)
 	}
 	if fi, err := u.root.Lstat(name); err == nil {
 		if !(fi.IsDir() && hdr.Typeflag == tar.TypeDir) {
-			if err := u.root.RemoveAll(name); err != nil {
+			if err := u.remove(name); err != nil {
 				return err
 			}
 		}
@@ -238,67 +340,141 @@ func (u *unpacker) entry(tr io.Reader, hdr *tar.Header, created map[string]bool)
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		if err := u.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
+			return fsError("create the directory", err)
 		}
-	case tar.TypeReg, tar.TypeRegA:
-		u.bytes += hdr.Size
-		if u.bytes > maxRootfsBytes {
-			return fmt.Errorf("image unpacks to more than %d bytes", int64(maxRootfsBytes))
-		}
+	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
 		if _, err := safefs.CreateFrom(u.root, name, 0o600, tr); err != nil {
-			return err
+			return fsError("write the file", err)
 		}
 	case tar.TypeSymlink:
 		if err := u.root.Symlink(hdr.Linkname, name); err != nil {
+			return fsError("create the symbolic link", err)
+		}
+		u.links[name] = true
+		return fsError("set the link's owner", u.root.Lchown(name, hdr.Uid, hdr.Gid))
+	case tar.TypeLink:
+		// The target must be an existing non-directory inside the rootfs,
+		// reached without a symbolic link; the link shares its inode and
+		// metadata, so none of the entry's own is applied.
+		if err := u.notThroughLink(plan.link); err != nil {
 			return err
 		}
-		return u.root.Lchown(name, hdr.Uid, hdr.Gid)
-	case tar.TypeLink:
-		target := safefs.CleanName(hdr.Linkname)
-		if target == "" {
-			return errors.New("hard link to the root directory")
+		fi, err := u.root.Lstat(plan.link)
+		switch {
+		case err != nil:
+			return rulef("hard link to %q, which does not exist (rule: a hard link names an earlier entry)", plan.link)
+		case fi.IsDir():
+			return rulef("hard link to the directory %q (rule: hard links name files)", plan.link)
 		}
-		return u.root.Link(target, name)
+		if err := u.root.Link(plan.link, name); err != nil {
+			return fsError("create the hard link", err)
+		}
+		if u.links[plan.link] {
+			u.links[name] = true // a hard link to a symbolic link is one too
+		}
+		return nil
 	default:
-		// Character and block devices, FIFOs and other types are not created:
-		// the runtime provides /dev, and nothing else needs them.
+		// Character and block devices and FIFOs are not created: the
+		// runtime provides /dev, and nothing else needs them.
 		delete(created, name)
 		return nil
 	}
 	if err := u.root.Lchown(name, hdr.Uid, hdr.Gid); err != nil {
-		return err
+		return fsError("set the owner", err)
 	}
 	if err := u.root.Chmod(name, perm); err != nil {
-		return err
+		return fsError("set the mode", err)
 	}
 	if hdr.Typeflag != tar.TypeDir {
-		return u.root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+		return fsError("set the times", u.root.Chtimes(name, hdr.ModTime, hdr.ModTime))
+	}
+	return nil
+}
+
+// notThroughLink refuses p when a directory on the way to it (not p itself)
+// is a symbolic link: an entry is never written through a link, whether it
+// points inside the rootfs or out of it (the classic symlink-then-file
+// escape; os.Root would stop the escaping kind too, this refuses both with
+// one rule).
+func (u *unpacker) notThroughLink(p string) error {
+	if len(u.links) == 0 {
+		return nil
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' && u.links[p[:i]] {
+			return rulef("written through the symbolic link %q (rule: no entry is written through a symbolic link)", p[:i])
+		}
+	}
+	return nil
+}
+
+// remove deletes p (a whole directory tree if it is one) and forgets the
+// symbolic links that were at or below it. A missing p is not an error.
+func (u *unpacker) remove(p string) error {
+	fi, err := u.root.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fsError("inspect "+p, err)
+	}
+	if err := u.root.RemoveAll(p); err != nil {
+		return fsError("remove "+p, err)
+	}
+	delete(u.links, p)
+	if fi.IsDir() {
+		prefix := p + "/"
+		for l := range u.links {
+			if strings.HasPrefix(l, prefix) {
+				delete(u.links, l)
+			}
+		}
 	}
 	return nil
 }
 
 // opaque removes everything in dir that lower layers put there.
 func (u *unpacker) opaque(dir string, created map[string]bool) error {
-	if err := u.root.MkdirAll(dir, 0o755); err != nil {
-		return err
+	rd := rootName(dir)
+	if err := u.root.MkdirAll(rd, 0o755); err != nil {
+		return fsError("create the opaque directory", err)
 	}
-	f, err := u.root.Open(dir)
+	f, err := u.root.Open(rd)
 	if err != nil {
-		return err
+		return fsError("open the opaque directory", err)
 	}
 	names, err := f.Readdirnames(-1)
 	f.Close()
 	if err != nil {
-		return err
+		return fsError("list the opaque directory", err)
 	}
 	for _, n := range names {
-		p := path.Join(dir, n)
+		p := joinPath(dir, n)
 		if created[p] {
 			continue
 		}
-		if err := u.root.RemoveAll(p); err != nil {
+		if err := u.remove(p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// fsError classifies a failed file-system operation on the private,
+// initially empty rootfs tree. Resource and permission failures (disk full,
+// I/O error, too many files, no privilege) are the runner's and are returned
+// as they are; anything else (a parent that is a file, a name that exists, a
+// path that would escape the root, a loop) can only come from the entries the
+// image itself wrote, so it refuses the image as a ruleError.
+func fsError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS, syscall.EMFILE,
+		syscall.ENFILE, syscall.ENOMEM, syscall.EPERM, syscall.EACCES} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return rulef("cannot %s: %v (rule: every entry applies cleanly to the tree of the entries before it)", op, err)
 }
