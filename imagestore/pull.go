@@ -82,65 +82,224 @@ func (s *Store) Resolve(ctx context.Context, ref string, opts PullOptions) (img 
 	return img, true, err
 }
 
-// Pull fetches the image dig from its registry into the store. Every blob is
-// verified against the digest that names it; the image is then re-verified
-// from disk (Verify) and recorded in index.json under dig's name.
+// Pull fetches the image dig from its registry into the store and records it
+// in index.json under dig's name.
+//
+// Every request goes to dig's registry (and the token realm its own 401
+// challenge names, and redirect hops; registryGuard refuses anything else),
+// through opts.Transport. The manifest (and, for an index, the linux/GOARCH
+// child manifest) is fetched by digest; the config and every layer are then
+// fetched by digest from the same repository, so a descriptor's "urls"
+// (foreign or non-distributable layers) are never contacted: a layer the
+// registry does not hold fails the pull. Before any blob is fetched, the sum
+// of the pinned sizes is checked against Limits.MaxPullBytes, and no blob is
+// read past its pinned size. Each blob is verified against its digest as it
+// is written, and the image is re-verified from disk (Verify) at the end.
+//
+// Refusals of a layer media type, of a limit or of a request to a foreign
+// host wrap ErrUnsafeImage.
 func (s *Store) Pull(ctx context.Context, dig name.Digest, opts PullOptions) error {
 	reg := dig.Context().Registry
 	if reg.Scheme() == "http" && !opts.AllowHTTP {
 		return fmt.Errorf("image %s: registry %s would be reached over plain http, which is refused (https only; pass --allow-private-urls for a local registry)", dig, reg.Name())
 	}
+	limits, err := s.Limits.effective()
+	if err != nil {
+		return err
+	}
 	rt := opts.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	ropts := []remote.Option{
+	puller, err := remote.NewPuller(
 		remote.WithContext(ctx),
-		remote.WithTransport(rt),
+		remote.WithTransport(newRegistryGuard(reg.RegistryStr(), reg.Scheme(), rt)),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
-	}
-	desc, err := remote.Get(dig, ropts...)
+	)
 	if err != nil {
-		var terr *transport.Error
-		if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
-			return fmt.Errorf("image %s: %w: %v", dig, ErrImageUnknown, err)
-		}
-		return fmt.Errorf("image %s: %w", dig, err)
-	}
-	want, _ := ParseDigest(dig.DigestStr())
-	if desc.Digest != want {
-		return &DigestMismatchError{What: "manifest of " + dig.String(), Expected: want.String(), Actual: desc.Digest.String()}
+		return err
 	}
 	what := "image " + dig.String()
-	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if _, err := s.putIndex(idx, what, opts.Progress); err != nil {
-			return err
-		}
-	} else {
-		img, err := desc.Image()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if _, err := s.putImage(img, what, opts.Progress); err != nil {
-			return err
-		}
-	}
-	if err := s.putBlob(bytes.NewReader(desc.Manifest), want, int64(len(desc.Manifest)), what+" manifest"); err != nil {
+	p := &pull{store: s, ctx: ctx, puller: puller, repo: dig.Context(), limits: limits, what: what, progress: opts.Progress}
+	want, _ := ParseDigest(dig.DigestStr())
+	raw, mt, err := p.manifest(want)
+	if err != nil {
 		return err
+	}
+	topType := mt
+	manifests := []struct {
+		raw []byte
+		d   v1.Hash
+	}{{raw, want}}
+	if mt.IsIndex() {
+		idx, err := v1.ParseIndexManifest(bytes.NewReader(raw))
+		if err != nil {
+			return fmt.Errorf("%s index: %w", what, err)
+		}
+		child, err := pickPlatform(idx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if raw, mt, err = p.manifest(child); err != nil {
+			return err
+		}
+		if mt.IsIndex() {
+			return fmt.Errorf("%s: index %s names another index for linux/%s; nested indexes are not supported", what, want, runtime.GOARCH)
+		}
+		manifests = append(manifests, struct {
+			raw []byte
+			d   v1.Hash
+		}{raw, child})
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("%s manifest: %w", what, err)
+	}
+	if err := p.blobs(m); err != nil {
+		return err
+	}
+	// Manifests last, child before index: a manifest in the store always has its blobs.
+	for i := len(manifests) - 1; i >= 0; i-- {
+		if err := s.putBlob(bytes.NewReader(manifests[i].raw), manifests[i].d, int64(len(manifests[i].raw)), what+" manifest "+manifests[i].d.String()); err != nil {
+			return err
+		}
 	}
 	if err := s.Verify(want); err != nil {
 		return err
 	}
-	return s.addRef(desc.Descriptor, dig.Context().Name())
+	return s.addRef(v1.Descriptor{MediaType: topType, Size: int64(len(manifests[0].raw)), Digest: want}, dig.Context().Name())
 }
 
-// putImage copies img into the store through the verifying writer: every layer
-// (compressed bytes, checked against the layer digest in the manifest), the
-// config, then the manifest. It returns the manifest's descriptor. progress
+// pull is the state of one Pull: its registry client, its byte budget.
+type pull struct {
+	store    *Store
+	ctx      context.Context
+	puller   *remote.Puller
+	repo     name.Repository
+	limits   Limits
+	what     string
+	progress Progress
+	fetched  int64 // bytes received so far, all blobs
+}
+
+// manifest fetches the manifest (or index) d by digest, charging its bytes to
+// the budget, and returns it with its media type.
+func (p *pull) manifest(d v1.Hash) ([]byte, types.MediaType, error) {
+	desc, err := p.puller.Get(p.ctx, p.repo.Digest(d.String()))
+	if err != nil {
+		var terr *transport.Error
+		if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+			return nil, "", fmt.Errorf("%s: manifest %s: %w: %v", p.what, d, ErrImageUnknown, err)
+		}
+		return nil, "", fmt.Errorf("%s: manifest %s: %w", p.what, d, err)
+	}
+	if desc.Digest != d || sha256Digest(desc.Manifest) != d.String() {
+		return nil, "", &DigestMismatchError{What: "manifest of " + p.what, Expected: d.String(), Actual: sha256Digest(desc.Manifest)}
+	}
+	if len(desc.Manifest) > maxManifestBytes {
+		return nil, "", limitError("MaxPullBytes", maxManifestBytes, fmt.Sprintf("manifest %s of %d bytes", d, len(desc.Manifest)))
+	}
+	if p.fetched += int64(len(desc.Manifest)); p.fetched > p.limits.MaxPullBytes {
+		return nil, "", limitError("MaxPullBytes", p.limits.MaxPullBytes, fmt.Sprintf("pull of %d bytes", p.fetched))
+	}
+	mt, err := mediaTypeOf(desc.Manifest)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: manifest %s: %w", p.what, d, err)
+	}
+	if !mt.IsIndex() && !mt.IsImage() && mt != types.OCIManifestSchema1 {
+		return nil, "", fmt.Errorf("%s: manifest %s has unsupported media type %q", p.what, d, mt)
+	}
+	return desc.Manifest, mt, nil
+}
+
+// blobs fetches m's config and layers that the store lacks, by digest from
+// the repository, after checking their media types and total pinned size.
+func (p *pull) blobs(m *v1.Manifest) error {
+	if m.Config.Size < 0 || m.Config.Size > maxManifestBytes {
+		return limitError("MaxPullBytes", maxManifestBytes, fmt.Sprintf("config %s of %d bytes", m.Config.Digest, m.Config.Size))
+	}
+	need := p.fetched + m.Config.Size
+	var total int64
+	for i, l := range m.Layers {
+		if !l.MediaType.IsLayer() {
+			return fmt.Errorf("%w: %s layer %d (%s) has media type %q, which is not a known layer type (rule: OCI or Docker tar, tar+gzip or tar+zstd layers only)", ErrUnsafeImage, p.what, i, l.Digest, l.MediaType)
+		}
+		if l.Size < 0 {
+			return fmt.Errorf("%s layer %d (%s): negative size %d", p.what, i, l.Digest, l.Size)
+		}
+		if l.Digest.Algorithm != "sha256" {
+			return fmt.Errorf("%s layer %d: unsupported digest algorithm %q", p.what, i, l.Digest.Algorithm)
+		}
+		total += l.Size
+		if !p.store.Has(l.Digest) {
+			need += l.Size
+		}
+		if need > p.limits.MaxPullBytes || need < 0 {
+			return limitError("MaxPullBytes", p.limits.MaxPullBytes, fmt.Sprintf("pinned manifest naming more than %d bytes of blobs to fetch", need))
+		}
+	}
+	var done int64
+	if err := p.blob(m.Config, nil, nil, 0); err != nil {
+		return err
+	}
+	for _, l := range m.Layers {
+		if err := p.blob(l, p.progress, &done, total); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blob fetches one blob by digest unless the store has it, reading at most
+// its pinned size (plus one byte, to detect a longer body).
+func (p *pull) blob(desc v1.Descriptor, progress Progress, done *int64, total int64) error {
+	what := p.what + " blob " + desc.Digest.String()
+	if p.store.Has(desc.Digest) {
+		return nil
+	}
+	layer, err := p.puller.Layer(p.ctx, p.repo.Digest(desc.Digest.String()))
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	rc, err := layer.Compressed()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer rc.Close()
+	var r io.Reader = &budgetReader{r: rc, p: p, left: desc.Size + 1}
+	if progress != nil {
+		r = &progressReader{r: r, done: done, total: total, report: progress}
+	}
+	return p.store.putBlob(r, desc.Digest, desc.Size, what)
+}
+
+// budgetReader stops a blob one byte past its pinned size (putBlob then
+// reports the size mismatch) and charges every byte to the pull's budget.
+type budgetReader struct {
+	r    io.Reader
+	p    *pull
+	left int64
+}
+
+func (b *budgetReader) Read(buf []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(buf)) > b.left {
+		buf = buf[:b.left]
+	}
+	n, err := b.r.Read(buf)
+	b.left -= int64(n)
+	if b.p.fetched += int64(n); b.p.fetched > b.p.limits.MaxPullBytes {
+		return n, limitError("MaxPullBytes", b.p.limits.MaxPullBytes, fmt.Sprintf("pull of %d bytes", b.p.fetched))
+	}
+	return n, err
+}
+
+// putImage copies img (a local image: a docker-save tarball, a test image)
+// into the store through the verifying writer: every layer (compressed bytes,
+// checked against the layer digest in the manifest), the config, then the
+// manifest. Registry pulls do not use it (see Pull). It returns the manifest's descriptor. progress
 // (may be nil) sees layer bytes copied so far.
 func (s *Store) putImage(img v1.Image, what string, progress Progress) (v1.Descriptor, error) {
 	layers, err := img.Layers()
@@ -218,27 +377,6 @@ func (s *Store) putManifest(m manifestSource, what string) (v1.Descriptor, error
 		return v1.Descriptor{}, err
 	}
 	return v1.Descriptor{MediaType: mt, Size: int64(len(raw)), Digest: d}, nil
-}
-
-// putIndex stores an index and the one child image for linux/GOARCH (other
-// platforms are not fetched). It returns the index's descriptor.
-func (s *Store) putIndex(idx v1.ImageIndex, what string, progress Progress) (v1.Descriptor, error) {
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return v1.Descriptor{}, fmt.Errorf("%s: %w", what, err)
-	}
-	child, err := pickPlatform(im)
-	if err != nil {
-		return v1.Descriptor{}, fmt.Errorf("%s: %w", what, err)
-	}
-	img, err := idx.Image(child)
-	if err != nil {
-		return v1.Descriptor{}, fmt.Errorf("%s: %w", what, err)
-	}
-	if _, err := s.putImage(img, what, progress); err != nil {
-		return v1.Descriptor{}, err
-	}
-	return s.putManifest(idx, what+" index")
 }
 
 // progressReader reports cumulative bytes read through it.
