@@ -4,6 +4,14 @@
 // rejected"). Detection is gitleaks' (github.com/zricethezav/gitleaks/v8,
 // detect package, its default rule set), not a hand-made list of patterns.
 //
+// Gitleaks sees the text as written and, besides, bounded variants of it
+// (variants.go): Unicode NFKC, invisible characters removed, look-alike
+// letters of other scripts folded to ASCII (Unicode's confusables table),
+// token pieces joined ("ghp_" + "…", a token broken across lines), and
+// base64, hex, percent-encoding, \u escapes and HTML references decoded up
+// to MaxDecodeDepth layers. Text is rejected when any variant has a
+// finding; the text published is always the original, unchanged.
+//
 // Ordinary lab talk passes: SHA-256 digests of data files and git commit ids
 // are plain lowercase hex with no credential context, which gitleaks' rules
 // do not flag (the test corpus in leakcheck_test.go holds both sides).
@@ -23,8 +31,10 @@ import (
 	"github.com/zricethezav/gitleaks/v8/report"
 )
 
-// dotlabRules adds DotLab's own API keys (dlk_ + 43 base64url characters)
-// to gitleaks' default rules.
+// dotlabRules adds to gitleaks' default rules DotLab's own API keys (dlk_ +
+// 43 base64url characters) and credentials in a URL's userinfo
+// (RFC 3986 section 3.2.1, scheme://user:password@host, any scheme, a
+// non-empty password; "user@host" alone is not a finding).
 const dotlabRules = `
 
 [[rules]]
@@ -33,7 +43,19 @@ description = "DotLab API key"
 regex = '''dlk_[A-Za-z0-9_-]{43}'''
 keywords = ["dlk_"]
 
+[[rules]]
+id = "url-userinfo-password"
+description = "Password in a URL's userinfo"
+regex = '''[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s/?#@:]*:[^\s/?#@]+@[^\s/?#@]'''
+keywords = ["://"]
+
 `
+
+// exampleAllowlist matches allowlist patterns that exempt documented
+// example credentials (gitleaks lets AWS's AKIA…EXAMPLE key ids through).
+// DotLab drops them: a public room must not carry anything shaped like a
+// key, example or not.
+var exampleAllowlist = regexp.MustCompile(`(?i)example`)
 
 // resetAfter bounds the findings a gitleaks Detector keeps internally: it
 // appends every finding to an unexported slice, so a long-lived detector is
@@ -42,9 +64,10 @@ const resetAfter = 1000
 
 // Checker checks text for secrets. It is safe for concurrent use.
 type Checker struct {
-	cfg config.Config
-	mu  sync.Mutex
-	det *detect.Detector
+	cfg   config.Config
+	folds foldTable
+	mu    sync.Mutex
+	det   *detect.Detector
 }
 
 // New loads gitleaks' default configuration.
@@ -72,7 +95,30 @@ func New() (*Checker, error) {
 		return nil, fmt.Errorf("gitleaks allowlist: %w", err)
 	}
 	cfg.Allowlists = append(cfg.Allowlists, hexIDs)
-	return &Checker{cfg: cfg, det: detect.NewDetector(cfg)}, nil
+	dropExampleAllowlists(&cfg)
+	return &Checker{cfg: cfg, folds: newFoldTable(), det: detect.NewDetector(cfg)}, nil
+}
+
+// dropExampleAllowlists removes, from every rule, allowlist patterns that
+// match exampleAllowlist, and allowlists left with nothing to match.
+func dropExampleAllowlists(cfg *config.Config) {
+	for id, r := range cfg.Rules {
+		var kept []*config.Allowlist
+		for _, al := range r.Allowlists {
+			var res []*regexp.Regexp
+			for _, re := range al.Regexes {
+				if !exampleAllowlist.MatchString(re.String()) {
+					res = append(res, re)
+				}
+			}
+			al.Regexes = res
+			if len(al.Regexes)+len(al.StopWords)+len(al.Paths)+len(al.Commits) > 0 {
+				kept = append(kept, al)
+			}
+		}
+		r.Allowlists = kept
+		cfg.Rules[id] = r
+	}
 }
 
 func (c *Checker) detector() *detect.Detector {
@@ -84,11 +130,29 @@ func (c *Checker) detector() *detect.Detector {
 	return c.det
 }
 
-// Rules returns the ids of gitleaks rules that match text, sorted; none for
-// clean text.
+// Rules returns the ids of gitleaks rules that match text or any of its
+// variants (see the package doc), sorted; none for clean text. A text whose
+// variants are over their bound (VariantBytesPerInputByte) is reported as
+// the single pseudo-rule "variant-budget".
 func (c *Checker) Rules(text string) []string {
-	findings := c.detector().DetectString(text)
-	return ruleIDs(findings)
+	rules, err := c.rules(text)
+	if err != nil {
+		return []string{"variant-budget"}
+	}
+	return rules
+}
+
+func (c *Checker) rules(text string) ([]string, error) {
+	vs, err := c.folds.variants(text)
+	if err != nil {
+		return nil, err
+	}
+	det := c.detector()
+	var findings []report.Finding
+	for _, v := range append([]string{text}, vs...) {
+		findings = append(findings, det.DetectString(v)...)
+	}
+	return ruleIDs(findings), nil
 }
 
 func ruleIDs(fs []report.Finding) []string {
@@ -106,8 +170,16 @@ func ruleIDs(fs []report.Finding) []string {
 
 // Check returns nil for clean text, or an EINVALID *dotlab.Error at path
 // naming the gitleaks rule that matched (never the matched text itself).
+//
+// A text whose normalised and decoded variants would pass their bound is
+// refused the same way (EINVALID naming the limit), since it could not be
+// checked whole.
 func (c *Checker) Check(path, text string) error {
-	rules := c.Rules(text)
+	rules, err := c.rules(text)
+	if err != nil {
+		return dotlab.Errorf(dotlab.EINVALID, "%s: cannot be checked for keys and tokens: %v; post the text without encoded or decorated runs",
+			path, err)
+	}
 	if len(rules) == 0 {
 		return nil
 	}
