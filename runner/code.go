@@ -62,7 +62,11 @@ func checkoutCommit(ctx context.Context, p Policy, repository, commit, dst, scra
 	var st storer.EncodedObjectStorer
 	switch u.Scheme {
 	case "file", "":
-		repo, err := git.PlainOpenWithOptions(u.Path, &git.PlainOpenOptions{DetectDotGit: false})
+		dir, err := p.localRepo("code.repository", u)
+		if err != nil {
+			return err
+		}
+		repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: false})
 		if err != nil {
 			return fmt.Errorf("code.repository %s: %w: %v", repository, ErrNoRepository, err)
 		}

@@ -74,7 +74,7 @@ func TestCheckoutOverHTTPAndLocal(t *testing.T) {
 	old := commitFiles(t, r, dir, map[string]string{"analysis.sh": "v1", "lib/util.sh": "u"})
 	tip := commitFiles(t, r, dir, map[string]string{"analysis.sh": "v2"})
 	base := gitHTTP(t, root)
-	p := LocalPolicy()
+	p := LocalPolicy("/")
 	for _, repoURL := range []string{base + "/lab/.git", dir, "file://" + dir} {
 		for commit, want := range map[string]string{old: "v1", tip: "v2"} {
 			dst := t.TempDir()
@@ -162,7 +162,7 @@ func TestExtractArchiveStaysInside(t *testing.T) {
 
 func TestPolicyAddresses(t *testing.T) {
 	strict := Policy{}
-	local := LocalPolicy()
+	local := LocalPolicy("/")
 	for addr, wantStrict := range map[string]bool{
 		"93.184.216.34": true, "2606:2800:220:1:248:1893:25c8:1946": true,
 		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
@@ -195,8 +195,8 @@ func TestRedirectFromHTTPSToHTTPIsRefused(t *testing.T) {
 		http.Redirect(w, r, plain.URL+"/data", http.StatusFound)
 	}))
 	defer tls.Close()
-	c := LocalPolicy().Client()
-	c.Transport.(*schemeCheck).next.(*http.Transport).TLSClientConfig = tls.Client().Transport.(*http.Transport).TLSClientConfig
+	c := LocalPolicy("/").Client()
+	c.Transport.(*stallGuard).next.(*schemeCheck).next.(*http.Transport).TLSClientConfig = tls.Client().Transport.(*http.Transport).TLSClientConfig
 	_, err := c.Get(tls.URL)
 	if !errors.Is(err, ErrRefused) {
 		t.Fatalf("https→http redirect: %v", err)
@@ -239,7 +239,7 @@ func TestStrictPolicyRefusesLoopbackRegistry(t *testing.T) {
 	if !errors.Is(err, ErrRefused) {
 		t.Fatalf("strict policy reached a loopback registry: %v", err)
 	}
-	local := LocalPolicy()
+	local := LocalPolicy("/")
 	if _, pulled, err := store.Resolve(context.Background(), ref.String(), imagestore.PullOptions{Transport: local.Transport(), AllowHTTP: true}); err != nil || !pulled {
 		t.Fatalf("local policy: %v", err)
 	}

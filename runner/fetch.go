@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dotlab/dotlab/sandbox"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -26,11 +28,29 @@ type Cache struct {
 // OpenCache opens (creating) a cache in dir.
 func OpenCache(dir string) (*Cache, error) {
 	for _, d := range []string{filepath.Join(dir, "sha256"), filepath.Join(dir, "tmp")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+		// A cache made by an older version may be 0755: no host user but
+		// the runner's reads downloads (docs/sandbox.md, cache permissions).
+		if err := os.Chmod(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
 	return &Cache{dir: dir}, nil
+}
+
+// sealBlob makes a verified blob read-only for its owner and readable by
+// the sandbox's group only (mode 0440, group sandbox.GID): the analysis,
+// which runs as sandbox.UID:sandbox.GID, reads it through /work/data, and
+// no other host account can, whatever the source file's mode was (a local
+// file is never widened to world-readable). Without the right to chown
+// (not root: no sandbox can run anyway) the blob is 0400.
+func sealBlob(name string) error {
+	if err := os.Chown(name, -1, sandbox.GID); err != nil {
+		return os.Chmod(name, 0o400)
+	}
+	return os.Chmod(name, 0o440)
 }
 
 // Path is where the blob with this sha256 hex is (or would be).
@@ -88,9 +108,8 @@ func (f *fetcher) fetch(ctx context.Context, what, rawURL, want string) (Fetched
 	// verifying what the URL serves now (an altered or moved file must give
 	// input_mismatch, not a silent cache hit). The cache only stores the
 	// result by its hash.
-	// One end-to-end deadline for all attempts together.
-	ctx, cancel := f.policy.ctxWithTimeout(ctx)
-	defer cancel()
+	// The deadline is the run's fetch budget (Policy.budget, set by Rerun
+	// around every download, clone and pull), shared by all attempts.
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
 		res, err := f.once(ctx, what, u, want)
@@ -99,23 +118,28 @@ func (f *fetcher) fetch(ctx context.Context, what, rawURL, want string) (Fetched
 		}
 		last = err
 		var se *StatusError
-		if errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || ctx.Err() != nil || u.Scheme == "file" || u.Scheme == "" {
+		if errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || errors.Is(err, ErrStalled) || ctx.Err() != nil || u.Scheme == "file" || u.Scheme == "" {
 			break
 		}
 	}
 	return Fetched{}, last
 }
 
-func (f *fetcher) once(ctx context.Context, what string, u *url.URL, want string) (Fetched, error) {
-	ctx, cancel := f.policy.ctxWithTimeout(ctx)
-	defer cancel()
+func (f *fetcher) once(ctx context.Context, what string, u *url.URL, want string) (res Fetched, err error) {
+	defer func() {
+		// The run's fetch budget cut the transfer: say so rather than
+		// "context deadline exceeded".
+		if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrFetchBudget) {
+			err = fmt.Errorf("%s: %w", what, cause)
+		}
+	}()
 	var body io.Reader
 	total := int64(-1)
 	switch u.Scheme {
 	case "file", "":
-		in, err := os.Open(u.Path)
+		in, err := f.policy.openLocal(what, u)
 		if err != nil {
-			return Fetched{}, fmt.Errorf("%s: %w", what, err)
+			return Fetched{}, err
 		}
 		defer in.Close()
 		if fi, err := in.Stat(); err == nil {
@@ -179,11 +203,11 @@ func (f *fetcher) once(ctx context.Context, what string, u *url.URL, want string
 	if total >= 0 && n != total {
 		return Fetched{}, fmt.Errorf("%s: %w after %d of %d bytes", what, ErrTruncated, n, total)
 	}
-	res := Fetched{SHA256: got, Bytes: n}
+	res = Fetched{SHA256: got, Bytes: n}
 	if got != want {
 		return res, nil
 	}
-	if err := os.Chmod(tmp.Name(), 0o444); err != nil {
+	if err := sealBlob(tmp.Name()); err != nil {
 		return Fetched{}, err
 	}
 	dst := f.cache.Path(got)

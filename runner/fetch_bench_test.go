@@ -29,7 +29,7 @@ func BenchmarkDownload1GiB(b *testing.B) {
 	want := hex.EncodeToString(sum[:])
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, src) }))
 	defer srv.Close()
-	p := LocalPolicy()
+	p := LocalPolicy("/")
 	var tRaw, tFetch time.Duration
 	b.SetBytes(size)
 	b.ResetTimer()

@@ -2,41 +2,55 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dotlab/dotlab/internal/netpolicy"
 )
 
 // Policy decides what a manifest may make this machine fetch (DESIGN.md
 // "Fetching what a stranger's manifest names"). The zero value is the strict
 // policy that agents taking work from a server use: https only, no file://,
-// and no connection to loopback, private, link-local, CGNAT, multicast,
-// unspecified or cloud-metadata addresses, checked on the resolved address
-// of every connection (so DNS answers and every redirect hop are covered).
+// no credentials in URLs, and no connection to loopback, private,
+// link-local, CGNAT, multicast, unspecified, reserved or cloud-metadata
+// addresses, checked on the form of every URL (address literals in any
+// spelling) and on the resolved address of every connection (so DNS answers
+// and every redirect hop are covered). The URL and address rules are
+// internal/netpolicy's, the same the server lists claims by, so nothing this
+// zero value refuses by URL form can be listed.
 type Policy struct {
 	// AllowPrivate (CLI --allow-private-urls) also admits loopback and private
 	// addresses, plain http and the git:// transport, for tests, demos and
 	// local registries.
 	AllowPrivate bool
-	// AllowFile admits file:// URLs and local paths (local `dotlab rerun` of
-	// one's own manifest only).
-	AllowFile bool
+	// LocalRoot (CLI --allow-local DIR) admits file:// URLs and local paths,
+	// resolved inside this directory only (through os.Root for files: no
+	// `..`, no absolute path or symlink leading out of it). Empty, the
+	// default on every command, refuses local files and local repositories
+	// (docs/sandbox.md "Fetching what a manifest names").
+	LocalRoot string
 	// MaxBytes caps one download (datasets, archives); 0 means 64 GiB.
 	MaxBytes int64
-	// Timeout caps one download or clone, end to end; 0 means 2 hours.
+	// Timeout is the fetch budget of one rerun: every download, clone and
+	// image pull of the run together, retries included, must finish within
+	// it; 0 means 2 hours. Past it the run is a spec_issue.
 	Timeout time.Duration
+	// MinRate and StallWindow are the stall rule: a download that receives
+	// fewer than MinRate×StallWindow bytes in any StallWindow is cut off
+	// (ErrStalled). 0 means 32 KiB/s over 30 s.
+	MinRate     int64
+	StallWindow time.Duration
 }
 
-// LocalPolicy is what `dotlab rerun` uses by default: the user reruns a
-// manifest of their own choosing, so file://, plain http and private
-// addresses are allowed (pass --strict-fetch for the agents' policy).
-func LocalPolicy() Policy { return Policy{AllowPrivate: true, AllowFile: true} }
+// LocalPolicy admits plain http, private addresses and local files inside
+// root: what `dotlab rerun --allow-local ROOT` uses for a manifest of one's
+// own.
+func LocalPolicy(root string) Policy { return Policy{AllowPrivate: true, LocalRoot: root} }
 
 func (p Policy) maxBytes() int64 {
 	if p.MaxBytes > 0 {
@@ -52,86 +66,47 @@ func (p Policy) timeout() time.Duration {
 	return 2 * time.Hour
 }
 
-// ErrRefused marks a URL or address the policy does not allow.
-var ErrRefused = errors.New("refused by the fetch policy")
+// ErrRefused marks a URL or address the policy does not allow. It is
+// netpolicy.ErrRefused, the sentinel the server's listing check wraps too.
+var ErrRefused = netpolicy.ErrRefused
 
-// CheckURL parses raw and says whether its scheme is allowed; what names the
-// manifest field for the error ("datasets[0].url").
+// MaxRedirects is how many redirects Client follows for one request; the
+// next one is refused (ErrRefused), so a redirect loop ends as a refusal
+// of the URL as written, not a retry.
+const MaxRedirects = 5
+
+// rules is the policy's URL and address part, the one shared with the
+// server's listing check (internal/netpolicy).
+func (p Policy) rules() netpolicy.Rules {
+	return netpolicy.Rules{AllowPrivate: p.AllowPrivate, AllowFile: p.LocalRoot != ""}
+}
+
+// CheckURL parses raw, a URL or local path the manifest names, and checks
+// its form with the rules the server lists claims by (netpolicy.Rules.URL):
+// scheme (https; http and git:// with AllowPrivate; file:// and local paths
+// with LocalRoot), no credentials, and no host that is a refused address
+// literal in any spelling or a localhost name. what names the manifest
+// field for the error ("datasets[0].url"); errors wrap ErrRefused.
 func (p Policy) CheckURL(what, raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %q is not a URL: %w", what, raw, err)
-	}
-	switch u.Scheme {
-	case "https":
-	case "http", "git":
-		if !p.AllowPrivate {
-			return nil, fmt.Errorf("%s: %s:// is %w: use https (or pass --allow-private-urls for local testing)", what, u.Scheme, ErrRefused)
-		}
-	case "file", "":
-		if !p.AllowFile {
-			return nil, fmt.Errorf("%s: local files are %w: only `dotlab rerun` of your own manifest may read them", what, ErrRefused)
-		}
-	default:
-		return nil, fmt.Errorf("%s: scheme %q is %w: use https", what, u.Scheme, ErrRefused)
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("%s: credentials in URLs are %w", what, ErrRefused)
-	}
-	return u, nil
+	return p.rules().URL(what, raw)
 }
 
-// metadataAddrs are cloud metadata endpoints outside the blocked ranges
-// (fd00:ec2::254 is ULA, 169.254.169.254 link-local, 100.100.100.200 CGNAT,
-// all blocked anyway; these are listed for the record and for AllowPrivate).
-var metadataAddrs = []netip.Addr{
-	netip.MustParseAddr("169.254.169.254"),
-	netip.MustParseAddr("100.100.100.200"),
-	netip.MustParseAddr("fd00:ec2::254"),
+// CheckImage checks the registry host of an image reference
+// (NAME@sha256:<64 hex>) with the same rules (netpolicy.Rules.ImageRef):
+// an address-literal registry must be public unless AllowPrivate, and a
+// registry reached over plain http needs AllowPrivate. what names the field
+// ("environment.image"); errors wrap ErrRefused.
+func (p Policy) CheckImage(what, ref string) error {
+	return p.rules().ImageRef(what, ref)
 }
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// reservedPrefixes are special-purpose ranges (RFC 6890 and successors)
-// that no public dataset, repository or registry lives in: documentation
-// and benchmarking nets, the former class E, NAT64 and 6to4 (which embed
-// IPv4 addresses that could be private), and IPv6 documentation.
-var reservedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.0.2.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("198.51.100.0/24"),
-	netip.MustParsePrefix("203.0.113.0/24"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-	netip.MustParsePrefix("2002::/16"),
-	netip.MustParsePrefix("2001:db8::/32"),
-	netip.MustParsePrefix("fc00::/7"),
-}
-
-// CheckAddr says whether a connection to ip is allowed. Cloud metadata
-// addresses are refused even with AllowPrivate.
+// CheckAddr says whether a connection to ip is allowed
+// (netpolicy.Rules.Addr): loopback, private, link-local, CGNAT, multicast,
+// unspecified and reserved addresses are refused; with AllowPrivate only
+// link-local and cloud-metadata addresses (also embedded in IPv6 transition
+// addresses) are. Errors wrap ErrRefused.
 func (p Policy) CheckAddr(ip netip.Addr) error {
-	ip = ip.Unmap()
-	for _, m := range metadataAddrs {
-		if ip == m {
-			return fmt.Errorf("address %s (cloud metadata) is %w", ip, ErrRefused)
-		}
-	}
-	if p.AllowPrivate {
-		return nil
-	}
-	reserved := false
-	for _, p := range reservedPrefixes {
-		reserved = reserved || p.Contains(ip)
-	}
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip) || reserved {
-		return fmt.Errorf("address %s (loopback, private, link-local or reserved) is %w; pass --allow-private-urls for local testing", ip, ErrRefused)
-	}
-	return nil
+	return p.rules().Addr(ip)
 }
 
 // Dialer returns a net.Dialer whose Control hook checks every address it is
@@ -152,8 +127,10 @@ func (p Policy) Dialer() *net.Dialer {
 
 // Transport is the http.RoundTripper for everything a manifest names:
 // policy-checked dials, no proxy from the environment (the check must see the
-// real peer), no transparent decompression, and a scheme check on every
-// request, redirects included.
+// real peer), no transparent decompression, and the URL rules
+// (netpolicy.Rules.URL, without local files; http(s) only) on every request
+// and on the Location of every redirect response, before any client follows
+// it, so image pulls and git fetches are held to them too.
 func (p Policy) Transport() http.RoundTripper {
 	t := &http.Transport{
 		Proxy:                 nil,
@@ -166,37 +143,74 @@ func (p Policy) Transport() http.RoundTripper {
 		ResponseHeaderTimeout: 60 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &schemeCheck{policy: p, next: t}
+	return &stallGuard{policy: p, next: &schemeCheck{policy: p, next: t}}
 }
 
+// schemeCheck applies the URL rules to each request and to the redirect
+// it answers with. Its errors never repeat a URL's credentials.
 type schemeCheck struct {
 	policy Policy
 	next   http.RoundTripper
 }
 
 func (s *schemeCheck) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "https" && !(req.URL.Scheme == "http" && s.policy.AllowPrivate) {
-		return nil, fmt.Errorf("%s: %s:// is %w", req.URL.Redacted(), req.URL.Scheme, ErrRefused)
+	if err := s.policy.checkHop("request", req.URL); err != nil {
+		return nil, err
 	}
-	return s.next.RoundTrip(req)
+	resp, err := s.next.RoundTrip(req)
+	if err != nil || resp.StatusCode < 300 || resp.StatusCode > 399 {
+		return resp, err
+	}
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return resp, nil
+	}
+	// Checked here rather than in CheckRedirect: an http.Client's redirect
+	// error repeats the raw Location, credentials included.
+	target, err := req.URL.Parse(loc)
+	if err == nil {
+		err = s.policy.checkHop("redirect from "+req.URL.Redacted(), target)
+	} else {
+		err = fmt.Errorf("redirect from %s: the Location is not a URL and is %w", req.URL.Redacted(), ErrRefused)
+	}
+	if err == nil && req.URL.Scheme == "https" && target.Scheme != "https" {
+		err = fmt.Errorf("redirect from %s to %s:// is %w", req.URL.Redacted(), target.Scheme, ErrRefused)
+	}
+	if err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	return resp, nil
 }
 
-// Client is an http.Client over Transport that follows at most 5 redirects
-// and never from https to anything else.
+// checkHop applies the URL rules to one HTTP request or redirect target:
+// http(s) only, never a local file.
+func (p Policy) checkHop(what string, u *url.URL) error {
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return fmt.Errorf("%s: a %s: URL is %w: only http(s) is fetched over HTTP", what, u.Scheme, ErrRefused)
+	}
+	_, err := netpolicy.Rules{AllowPrivate: p.AllowPrivate}.URL(what, u.String())
+	return err
+}
+
+// Client is an http.Client over Transport that follows at most
+// MaxRedirects (5) redirects, refusing the sixth, and none from https to
+// anything else; every redirect target passes the URL rules (Transport)
+// before it is requested.
 func (p Policy) Client() *http.Client {
 	return &http.Client{
 		Transport: p.Transport(),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 5 {
-				return errors.New("more than 5 redirects")
+			// via holds the requests made so far: the original and one per
+			// redirect followed, so len(via) is the number of this redirect.
+			// (Transport has already checked the target's form.)
+			if len(via) > MaxRedirects {
+				return fmt.Errorf("redirect %d: more than %d redirects are %w", len(via), MaxRedirects, ErrRefused)
 			}
 			if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
 				return fmt.Errorf("redirect from https to %s is %w", req.URL.Scheme, ErrRefused)
 			}
-			if _, err := p.CheckURL("redirect", req.URL.String()); err != nil || strings.EqualFold(req.URL.Scheme, "file") {
-				return fmt.Errorf("redirect to %s is %w", req.URL.Redacted(), ErrRefused)
-			}
-			return nil
+			return p.checkHop("redirect", req.URL)
 		},
 	}
 }

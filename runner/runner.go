@@ -200,9 +200,13 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 		return err
 	}
 	f := &fetcher{cache: r.Cache, policy: r.Policy, client: r.Policy.Client(), progress: r.Progress}
+	// One fetch budget (Policy.Timeout) for every download, clone and pull
+	// of this run; the stall rule lives in the policy's transport.
+	fctx, cancelFetch := r.Policy.budget(ctx)
+	defer cancelFetch()
 
 	// 1. Inputs: every dataset hashed while it downloads; any mismatch stops here.
-	paths, mismatches, err := r.inputs(ctx, log, f, m, rec)
+	paths, mismatches, err := r.inputs(fctx, log, f, m, rec)
 	if err != nil {
 		return err
 	}
@@ -213,7 +217,7 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 	}
 
 	// 2. Environment: the image by digest, unpacked once per digest.
-	img, rootfs, err := r.environment(ctx, log, m)
+	img, rootfs, err := r.environment(fctx, log, m)
 	if err != nil {
 		return err
 	}
@@ -223,9 +227,10 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 	if err := os.Mkdir(codeDir, 0o755); err != nil {
 		return err
 	}
-	if err := r.code(ctx, log, f, m, codeDir, scratch); err != nil {
+	if err := r.code(fctx, log, f, m, codeDir, scratch); err != nil {
 		return err
 	}
+	cancelFetch()
 
 	// Data laid out read-only under what becomes /work/data.
 	dataDir := filepath.Join(scratch, "data")
@@ -299,8 +304,7 @@ func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Man
 		start := r.Clock()
 		got, err := f.fetch(ctx, what, d.URL, d.SHA256)
 		if err != nil {
-			var se *StatusError
-			if errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || errors.Is(err, os.ErrNotExist) {
+			if unfetchable(err) {
 				log.Error("inputs", "dataset "+d.Name+" cannot be fetched", map[string]any{"name": d.Name, "url": d.URL, "error": err.Error()})
 				return nil, nil, issuef("dataset %s cannot be fetched as written: %v", d.Name, err)
 			}
@@ -329,7 +333,7 @@ func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) 
 	}
 	img, pulled, err := r.Store.Resolve(ctx, m.Environment.Image, opts)
 	switch {
-	case errors.Is(err, imagestore.ErrNoDigest), errors.Is(err, imagestore.ErrImageUnknown):
+	case errors.Is(err, imagestore.ErrNoDigest), errors.Is(err, imagestore.ErrImageUnknown), errors.Is(err, imagestore.ErrUnsafeImage), unfetchable(err):
 		log.Error("environment", "image cannot be resolved", map[string]any{"image": m.Environment.Image, "error": err.Error()})
 		return nil, "", issuef("environment.image %s: %v", m.Environment.Image, err)
 	case err != nil:
@@ -343,6 +347,12 @@ func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) 
 		progress = func(done, total int64) { r.Progress("unpack "+img.Digest.String()[:19], done, total) }
 	}
 	rootfs, err := r.Store.Rootfs(img, progress)
+	if errors.Is(err, imagestore.ErrUnsafeImage) {
+		// The pinned image cannot be unpacked safely: the claim cannot be
+		// executed as written (not a failure of this runner).
+		log.Error("environment", "image refused", map[string]any{"image": m.Environment.Image, "error": err.Error()})
+		return nil, "", issuef("environment.image %s is refused: %v", m.Environment.Image, err)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -356,8 +366,7 @@ func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manif
 	if a := m.Code.Archive; a != nil {
 		got, err := f.fetch(ctx, "code.archive", a.URL, a.SHA256)
 		if err != nil {
-			var se *StatusError
-			if errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || errors.Is(err, os.ErrNotExist) {
+			if unfetchable(err) {
 				return issuef("code.archive cannot be fetched as written: %v", err)
 			}
 			return err
@@ -376,7 +385,7 @@ func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manif
 	}
 	err := checkoutCommit(ctx, r.Policy, m.Code.Repository, m.Code.Commit, codeDir, scratch)
 	switch {
-	case errors.Is(err, ErrNoCommit), errors.Is(err, ErrNoRepository), errors.Is(err, ErrRefused), errors.Is(err, ErrUnsafeTree):
+	case errors.Is(err, ErrNoCommit), errors.Is(err, ErrNoRepository), errors.Is(err, ErrUnsafeTree), unfetchable(err):
 		log.Error("code", "code cannot be fetched", map[string]any{"repository": m.Code.Repository, "commit": m.Code.Commit, "error": err.Error()})
 		return issuef("%v", err)
 	case err != nil:
@@ -384,6 +393,16 @@ func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manif
 	}
 	log.Info("code", "commit checked out", map[string]any{"repository": m.Code.Repository, "commit": m.Code.Commit, "seconds": r.since(start)})
 	return nil
+}
+
+// unfetchable reports whether a fetch failure is the manifest's (outcome
+// spec_issue) rather than this runner's network's (no outcome): a 4xx, a
+// URL the policy refuses, a missing local file, a server that stalls below
+// the minimum rate, or the run's fetch budget running out.
+func unfetchable(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || errors.Is(err, os.ErrNotExist) ||
+		errors.Is(err, ErrStalled) || errors.Is(err, ErrFetchBudget)
 }
 
 // layoutData places each verified dataset at /work/data/<path> by hard link
@@ -424,8 +443,18 @@ func copyFile(src string, root *os.Root, rel string) error {
 		return err
 	}
 	defer in.Close()
-	_, err = safefs.CreateFrom(root, rel, 0o444, in)
-	return err
+	if _, err = safefs.CreateFrom(root, rel, 0o400, in); err != nil {
+		return err
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chown(-1, sandbox.GID); err != nil {
+		return f.Chmod(0o400)
+	}
+	return f.Chmod(0o440)
 }
 
 // execute runs the entrypoint and logs the command and how it ended.

@@ -37,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	testfix.Need(t, true, "runc", "busybox")
-	r, err := runner.New(t.TempDir(), sandbox.Runtime{StateDir: filepath.Join(t.TempDir(), "state")}, runner.LocalPolicy(), time.Now)
+	r, err := runner.New(t.TempDir(), sandbox.Runtime{StateDir: filepath.Join(t.TempDir(), "state")}, runner.LocalPolicy("/"), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestInputsOverHTTP(t *testing.T) {
 
 	t.Run("correct", func(t *testing.T) {
 		url, _ := dataServer(t, f.data, func(_ int, w http.ResponseWriter) { full(w, f.data) })
-		mustRerun(t, f.fresh(t, runner.LocalPolicy()), f.manifest(url, meanScript), dotlab.OutcomeReproduced)
+		mustRerun(t, f.fresh(t, runner.LocalPolicy("/")), f.manifest(url, meanScript), dotlab.OutcomeReproduced)
 	})
 
 	t.Run("one byte flipped", func(t *testing.T) {
@@ -263,7 +263,7 @@ func TestInputsOverHTTP(t *testing.T) {
 		bad[3] ^= 0x01
 		sum := sha256.Sum256(bad)
 		url, _ := dataServer(t, f.data, func(_ int, w http.ResponseWriter) { full(w, bad) })
-		r := f.fresh(t, runner.LocalPolicy())
+		r := f.fresh(t, runner.LocalPolicy("/"))
 		rec, out := mustRerun(t, r, f.manifest(url, meanScript), dotlab.OutcomeInputMismatch,
 			"dataset data", f.dataSH, hex.EncodeToString(sum[:]))
 		if rec.Body.InputHashes["data"] != hex.EncodeToString(sum[:]) {
@@ -288,7 +288,7 @@ func TestInputsOverHTTP(t *testing.T) {
 			}
 			full(w, f.data)
 		})
-		rec, err := f.fresh(t, runner.LocalPolicy()).Rerun(context.Background(), f.manifest(url, meanScript), t.TempDir())
+		rec, err := f.fresh(t, runner.LocalPolicy("/")).Rerun(context.Background(), f.manifest(url, meanScript), t.TempDir())
 		if err != nil || rec.Body.Outcome != dotlab.OutcomeReproduced {
 			t.Fatalf("retry after truncation: %v %+v", err, rec)
 		}
@@ -299,7 +299,7 @@ func TestInputsOverHTTP(t *testing.T) {
 
 	t.Run("always truncated", func(t *testing.T) {
 		url, hits := dataServer(t, f.data, func(_ int, w http.ResponseWriter) { truncated(w) })
-		r2 := f.fresh(t, runner.LocalPolicy())
+		r2 := f.fresh(t, runner.LocalPolicy("/"))
 		out := t.TempDir()
 		_, err := r2.Rerun(context.Background(), f.manifest(url, meanScript), out)
 		if err == nil || !strings.Contains(err.Error(), "truncated") {
@@ -319,7 +319,7 @@ func TestInputsOverHTTP(t *testing.T) {
 
 	t.Run("404", func(t *testing.T) {
 		url, _ := dataServer(t, f.data, func(_ int, w http.ResponseWriter) { http.Error(w, "gone", http.StatusNotFound) })
-		rec, err := f.fresh(t, runner.LocalPolicy()).Rerun(context.Background(), f.manifest(url, meanScript), t.TempDir())
+		rec, err := f.fresh(t, runner.LocalPolicy("/")).Rerun(context.Background(), f.manifest(url, meanScript), t.TempDir())
 		if err != nil || rec.Body.Outcome != dotlab.OutcomeSpecIssue || !strings.Contains(rec.Body.Notes, "dataset data") || !strings.Contains(rec.Body.Notes, "404") {
 			t.Fatalf("404: %v %+v", err, rec)
 		}
@@ -403,7 +403,7 @@ func TestCodeProblems(t *testing.T) {
 func TestRerunWithRunsc(t *testing.T) {
 	f := newFixture(t)
 	testfix.Need(t, true, "runsc")
-	r := f.fresh(t, runner.LocalPolicy())
+	r := f.fresh(t, runner.LocalPolicy("/"))
 	r.Runtime = sandbox.Runtime{Name: "runsc", StateDir: filepath.Join(t.TempDir(), "runsc-state")}
 	mustRerun(t, r, f.manifest(f.fileURL(), meanScript), dotlab.OutcomeReproduced)
 }
@@ -417,7 +417,7 @@ func TestHostileRunsAreContainedAndRecorded(t *testing.T) {
 		mustRerun(t, f.r, m, dotlab.OutcomeSpecIssue, "timed out")
 	})
 	t.Run("huge output", func(t *testing.T) {
-		r := f.fresh(t, runner.LocalPolicy())
+		r := f.fresh(t, runner.LocalPolicy("/"))
 		r.OutputBytes = 4 << 20
 		m := f.manifest(url, meanScript+`; dd if=/dev/zero of="$DOTLAB_OUT_DIR/big" bs=1M count=64 2>/dev/null; exit 0`)
 		_, out := mustRerun(t, r, m, dotlab.OutcomeSpecIssue, "output directory reached its size or file cap")

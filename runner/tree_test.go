@@ -62,7 +62,7 @@ func TestCheckoutUnsafeTreeIsTheSpecsProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
-	err = checkoutCommit(context.Background(), LocalPolicy(), dir, commitHash.String(), dst, t.TempDir())
+	err = checkoutCommit(context.Background(), LocalPolicy("/"), dir, commitHash.String(), dst, t.TempDir())
 	if !errors.Is(err, ErrUnsafeTree) {
 		t.Fatalf("err = %v, want ErrUnsafeTree", err)
 	}

@@ -20,8 +20,8 @@ import (
 func newRerunCmd() *cobra.Command {
 	var (
 		outDir, runtimeName, cacheDir string
-		asJSON, strict                bool
-		allowPrivate, allowFile       bool
+		asJSON, strict, allowPrivate  bool
+		allowLocal                    string
 	)
 	cmd := &cobra.Command{
 		Use:   "rerun MANIFEST",
@@ -39,18 +39,21 @@ Exit status: 0 whenever an outcome was recorded, whatever it is (reproduced,
 not_reproduced, spec_issue, input_mismatch); 1 for an invalid manifest; 2 when
 no outcome could be made (network or sandbox failure).
 
-Fetching: this command reruns a manifest you chose, so by default it may read
-file:// URLs and reach plain http, loopback and private addresses. Agents that
-take work from a server use the strict policy instead (https only, public
-addresses only, checked after DNS and on every redirect); --strict-fetch
-applies it here too. Needs root (runc creates namespaces and cgroups).`,
+Fetching: this command reruns a manifest you chose, so by default it may
+reach plain http, loopback and private addresses. It reads local files
+(file:// URLs, local paths, local repositories) only with --allow-local DIR,
+and then only inside DIR (no '..' or symlink out of it). Agents that take
+work from a server use the strict policy instead (https only, public
+addresses only, checked after DNS and on every redirect; never local files);
+--strict-fetch applies it here too. Needs root (runc creates namespaces and
+cgroups).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, _, err := loadManifest(cmd, args[0], fmt.Sprintf("; fix the problems above (dotlab manifest validate %s)", args[0]))
 			if err != nil {
 				return err
 			}
-			policy := runner.Policy{AllowPrivate: allowPrivate, AllowFile: allowFile}
+			policy := runner.Policy{AllowPrivate: allowPrivate, LocalRoot: allowLocal}
 			if strict {
 				policy = runner.Policy{}
 			}
@@ -89,8 +92,8 @@ applies it here too. Needs root (runc creates namespaces and cgroups).`,
 	f.StringVar(&cacheDir, "cache", defaultCacheDir(), "cache directory (images, downloads)")
 	f.BoolVar(&asJSON, "json", false, "print run.json instead of the table")
 	f.BoolVar(&allowPrivate, "allow-private-urls", true, "admit plain http, git://, loopback and private addresses")
-	f.BoolVar(&allowFile, "allow-file-urls", true, "admit file:// URLs and local repository paths")
-	f.BoolVar(&strict, "strict-fetch", false, "use the agents' strict fetch policy (https, public addresses only, no file://)")
+	f.StringVar(&allowLocal, "allow-local", "", "admit file:// URLs, local paths and local repositories inside `DIR` only (default: none)")
+	f.BoolVar(&strict, "strict-fetch", false, "use the agents' strict fetch policy (https, public addresses only, no local files)")
 	return cmd
 }
 

@@ -39,10 +39,11 @@ func TestImageBuildAndRerun(t *testing.T) {
 	}
 
 	data := []byte("x\n1\n2\n")
-	dataPath := filepath.Join(t.TempDir(), "d.csv")
+	local := t.TempDir()
+	dataPath := filepath.Join(local, "d.csv")
 	os.WriteFile(dataPath, data, 0o644)
 	sum := sha256.Sum256(data)
-	repoDir := t.TempDir()
+	repoDir := filepath.Join(local, "repo")
 	r, _ := git.PlainInit(repoDir, false)
 	os.WriteFile(filepath.Join(repoDir, "run.sh"), []byte(`echo '{"total": 3}' > "$DOTLAB_OUT_DIR/results.json"`), 0o644)
 	wt, _ := r.Worktree()
@@ -62,7 +63,7 @@ func TestImageBuildAndRerun(t *testing.T) {
 	os.WriteFile(mpath, []byte(manifest), 0o644)
 
 	outDir := filepath.Join(t.TempDir(), "run")
-	table, errOut, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", outDir)
+	table, errOut, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", outDir, "--allow-local", local)
 	if code != 0 || !strings.Contains(table, "outcome: reproduced") || !strings.Contains(table, "total") {
 		t.Fatalf("rerun: code %d\n%s\n%s", code, table, errOut)
 	}
@@ -71,16 +72,43 @@ func TestImageBuildAndRerun(t *testing.T) {
 			t.Errorf("%s not written: %v", f, err)
 		}
 	}
-	js, _, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", filepath.Join(t.TempDir(), "run2"), "--json")
+	js, _, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", filepath.Join(t.TempDir(), "run2"), "--json", "--allow-local", local)
 	var body dotlab.RunBody
 	if code != 0 || json.Unmarshal([]byte(js), &body) != nil || body.Outcome != dotlab.OutcomeReproduced || body.Comparisons[0].Rerun != "3" {
 		t.Fatalf("rerun --json: code %d %s", code, js)
 	}
 
 	// --strict-fetch refuses the file:// dataset: recorded as spec_issue, exit 0.
-	strict, _, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", filepath.Join(t.TempDir(), "run3"), "--strict-fetch")
+	strict, _, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", filepath.Join(t.TempDir(), "run3"), "--strict-fetch", "--allow-local", local)
 	if code != 0 || !strings.Contains(strict, "outcome: spec_issue") || !strings.Contains(strict, "refused") {
 		t.Fatalf("strict: code %d %s", code, strict)
+	}
+	// Without --allow-local, local files are refused by default.
+	noLocal, _, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", filepath.Join(t.TempDir(), "run4"))
+	if code != 0 || !strings.Contains(noLocal, "outcome: spec_issue") || !strings.Contains(noLocal, "--allow-local") {
+		t.Fatalf("no --allow-local: code %d %s", code, noLocal)
+	}
+	// A file outside --allow-local (directly, by '..', or by a symlink inside
+	// the root) is refused and its hash is never computed or printed.
+	shadowSum := sha256.Sum256([]byte("x"))
+	os.Symlink("/etc/shadow", filepath.Join(local, "link"))
+	for _, u := range []string{"file:///etc/shadow", "file://" + local + "/../../etc/shadow", "file://" + local + "/link"} {
+		m := strings.Replace(manifest, "file://"+dataPath, u, 1)
+		m = strings.Replace(m, hex.EncodeToString(sum[:]), hex.EncodeToString(shadowSum[:]), 1)
+		p := filepath.Join(t.TempDir(), "shadow.json")
+		os.WriteFile(p, []byte(m), 0o644)
+		outD := filepath.Join(t.TempDir(), "run5")
+		got, _, code := runCLI(t, "rerun", p, "--cache", cache, "--out", outD, "--allow-local", local)
+		if code != 0 || !strings.Contains(got, "outcome: spec_issue") || !strings.Contains(got, "refused") {
+			t.Fatalf("%s: code %d %s", u, code, got)
+		}
+		if real, err := os.ReadFile("/etc/shadow"); err == nil {
+			realSum := sha256.Sum256(real)
+			logs, _ := os.ReadFile(filepath.Join(outD, "logs.jsonl"))
+			if strings.Contains(got+string(logs), hex.EncodeToString(realSum[:])) {
+				t.Fatalf("%s: the real hash of /etc/shadow was printed", u)
+			}
+		}
 	}
 
 	bad := filepath.Join(t.TempDir(), "bad.json")
