@@ -35,6 +35,9 @@ type Runtime struct {
 	BundleDir string
 	// Clock measures Result.Duration; nil means the wall clock.
 	Clock func() time.Time
+
+	// checked is the last CheckVersion result for this value's binary.
+	checked *checkedVersion
 }
 
 func (r Runtime) now() time.Time {
@@ -84,7 +87,12 @@ type OutFile struct {
 	SHA256 string `json:"sha256"`
 }
 
-// IO carries the analysis's standard streams (stdin is always /dev/null).
+// IO carries the analysis's standard output and error. Its standard input
+// is never the caller's: the runtime is started with /dev/null as its
+// stdin. runc (terminal false, not detached) hands the container a pipe
+// that it fills from its own stdin and closes at once, so the analysis
+// reads end-of-file immediately and fd 0 shows as "pipe:[N]"; runsc passes
+// its /dev/null through.
 type IO struct {
 	Stdout, Stderr io.Writer
 }
@@ -175,6 +183,11 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	if err := r.Check(); err != nil {
 		return nil, err
 	}
+	// Refuses a runtime build without the CVE-2024-21626 fix; probes only
+	// when this value has not checked the current binary yet.
+	if _, err := r.CheckVersion(ctx); err != nil {
+		return nil, err
+	}
 	if len(spec.Args) == 0 {
 		return nil, errors.New("sandbox: empty entrypoint")
 	}
@@ -218,6 +231,9 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 		return nil, fmt.Errorf("sandbox: mount out tmpfs: %w", err)
 	}
 	cfg := ociConfig(spec, outMnt, cgroupsPathFor(id), r.name() == "runsc")
+	if err := checkBundle(cfg); err != nil {
+		return nil, err
+	}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return nil, err
@@ -255,7 +271,14 @@ func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, 
 		return err
 	}
 	cmd.Dir = bundle
-	cmd.Stdin = nil
+	// The runtime's stdin is /dev/null itself (see IO for what the
+	// analysis sees); never a descriptor of this process.
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("sandbox: open %s: %w", os.DevNull, err)
+	}
+	defer devNull.Close()
+	cmd.Stdin = devNull
 	cmd.Stdout = orDiscard(stdio.Stdout)
 	cmd.Stderr = orDiscard(stdio.Stderr)
 	cmd.WaitDelay = 10 * time.Second
