@@ -36,7 +36,7 @@ cat > "$work/m.json" <<JSON
  "entrypoint":["sh","run.sh"],
  "targets":[{"name":"v","value":1,"tolerance":{"type":"absolute","value":0}}]}
 JSON
-"$work/dotlab" rerun "$work/m.json" --cache "$work/cache" --out "$work/warm" >/dev/null
+"$work/dotlab" rerun "$work/m.json" --allow-local "$work" --cache "$work/cache" --out "$work/warm" >/dev/null
 mkdir -p "$work/bundle"
 rootfs="$work/cache/images/rootfs/sha256/${digest#sha256:}"
 cat > "$work/bundle/config.json" <<JSON
@@ -48,7 +48,7 @@ cat > "$work/bundle/config.json" <<JSON
 JSON
 t_rerun=0; t_runc=0
 for i in $(seq "$n"); do
-  s=$(date +%s%N); "$work/dotlab" rerun "$work/m.json" --cache "$work/cache" --out "$work/o$i" >/dev/null; e=$(date +%s%N)
+  s=$(date +%s%N); "$work/dotlab" rerun "$work/m.json" --allow-local "$work" --cache "$work/cache" --out "$work/o$i" >/dev/null; e=$(date +%s%N)
   t_rerun=$((t_rerun + e - s))
   s=$(date +%s%N); runc --root "$work/state" run --bundle "$work/bundle" "cli-$i"; e=$(date +%s%N)
   t_runc=$((t_runc + e - s))
