@@ -57,9 +57,10 @@ var ErrDecimalRange = errors.New("number out of range")
 // Display bounds: see Decimal.Display.
 const (
 	// DisplayMaxLength is the longest text Display returns unchanged, in
-	// bytes; the longest text it returns at all is DisplayMaxLength+3 bytes
-	// ("≈" is three bytes in UTF-8) for values whose adjusted exponent has at
-	// most four digits.
+	// bytes. Display's result is at most 26 characters (28 bytes: "≈" is
+	// three) for any value whose adjusted exponent has at most four digits,
+	// which holds for every validated value and every value computed from
+	// them.
 	DisplayMaxLength = 24
 	// DisplayDigits is the number of significant digits Display keeps when
 	// it must shorten a value: enough for any float64 to round-trip.

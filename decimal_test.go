@@ -166,6 +166,7 @@ func TestDecimalDisplay(t *testing.T) {
 		{"-0.000000000000000000000000000000e5", "0"},              //
 		{strings.Repeat("x", 100), strings.Repeat("x", 40) + "…"}, // not a number
 		{"1e" + strings.Repeat("9", 40), "1e" + strings.Repeat("9", 38) + "…"},
+		{"-1.2345678901234567890123e-1303", "≈-1.2345678901234568e-1303"}, // the longest display: 26 characters
 		{"", ""},
 	} {
 		if got := dotlab.Decimal(c.in).Display(); got != c.want {
@@ -198,15 +199,15 @@ func TestDecimalDisplayBounded(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			s = "-"
 		}
-		s += "1" + digits(rng.IntN(400))
+		s += "1" + digits(rng.IntN(400)*rng.IntN(2)) // half with one integer digit
 		if rng.IntN(2) == 0 {
 			s += "." + digits(1+rng.IntN(400))
 		}
 		if rng.IntN(2) == 0 {
-			s += "e" + strconv.Itoa(rng.IntN(2001)-1000)
+			s += "e" + strconv.Itoa(rng.IntN(2801)-1400)
 		}
 		got := dotlab.Decimal(s).Display()
-		if n := utf8.RuneCountInString(got); n > dotlab.DisplayMaxLength+1 || len(got) > dotlab.DisplayMaxLength+3 {
+		if n := utf8.RuneCountInString(got); n > 26 || len(got) > 28 {
 			t.Fatalf("Display(%.60s…) = %s: %d runes", s, got, n)
 		}
 		exact, _ := new(big.Rat).SetString(s)
