@@ -147,7 +147,8 @@ func (p Policy) Transport() http.RoundTripper {
 }
 
 // schemeCheck applies the URL rules to each request and to the redirect
-// it answers with. Its errors never repeat a URL's credentials.
+// it answers with. Its errors name hosts, never a URL's credentials, path or
+// query (a presigned query is a credential too).
 type schemeCheck struct {
 	policy Policy
 	next   http.RoundTripper
@@ -169,12 +170,12 @@ func (s *schemeCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 	// error repeats the raw Location, credentials included.
 	target, err := req.URL.Parse(loc)
 	if err == nil {
-		err = s.policy.checkHop("redirect from "+req.URL.Redacted(), target)
+		err = s.policy.checkHop("redirect from "+req.URL.Host, target)
 	} else {
-		err = fmt.Errorf("redirect from %s: the Location is not a URL and is %w", req.URL.Redacted(), ErrRefused)
+		err = fmt.Errorf("redirect from %s: the Location is not a URL and is %w", req.URL.Host, ErrRefused)
 	}
 	if err == nil && req.URL.Scheme == "https" && target.Scheme != "https" {
-		err = fmt.Errorf("redirect from %s to %s:// is %w", req.URL.Redacted(), target.Scheme, ErrRefused)
+		err = fmt.Errorf("redirect from %s to %s:// is %w", req.URL.Host, target.Scheme, ErrRefused)
 	}
 	if err != nil {
 		resp.Body.Close()
