@@ -58,6 +58,84 @@ type RunBody struct {
 type RunEnvironment struct {
 	ImageDigest string `json:"image_digest"`
 	Seed        *int64 `json:"seed,omitempty"`
+	// Runtime is the OCI runtime build that executed the analysis; absent
+	// from runners that do not report it.
+	Runtime *RuntimeInfo `json:"runtime,omitempty"`
+}
+
+// RuntimeInfo identifies the OCI runtime build of a run (docs/sandbox.md
+// "The runtime's own version"). Its fields are those of
+// sandbox.RuntimeVersion, which converts to it directly.
+type RuntimeInfo struct {
+	// Name is the runtime, e.g. "runc" or "runsc".
+	Name string `json:"name"`
+	// Version is what `NAME --version` prints, e.g. "1.1.5+ds1".
+	Version string `json:"version"`
+	// Commit is the "commit:" line, e.g. "1.1.5+ds1-1+deb12u1".
+	Commit string `json:"commit,omitempty"`
+	// Spec is the runtime-spec version the binary implements, e.g. "1.0.2-dev".
+	Spec string `json:"spec,omitempty"`
+	// Package and PackageVersion are the dpkg package that installed the
+	// binary, e.g. "runc" and "1.1.5+ds1-1+deb12u1".
+	Package        string `json:"package,omitempty"`
+	PackageVersion string `json:"package_version,omitempty"`
+	// Fixes lists the runtime CVEs whose fix the build carries, e.g.
+	// ["CVE-2024-21626"].
+	Fixes []string `json:"fixes,omitempty"`
+}
+
+// Bounds of RuntimeInfo, as in spec/openapi.yaml RuntimeInfo.
+const (
+	MaxRuntimeField = 128 // bytes of each string field
+	MaxRuntimeFixes = 16  // entries of fixes
+)
+
+var (
+	runtimeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
+	cveRE         = regexp.MustCompile(`^CVE-[0-9]{4}-[0-9]{4,7}$`)
+)
+
+// check adds a problem under $.environment.runtime for each field that is
+// out of bounds: name 1-32 of [a-z0-9._-]; version required; every string
+// at most MaxRuntimeField bytes of printable ASCII without spaces; fixes at
+// most MaxRuntimeFixes distinct CVE ids (CVE-YYYY-NNNN).
+func (ri *RuntimeInfo) check(p *Problems) {
+	if ri == nil {
+		return
+	}
+	const at = "$.environment.runtime"
+	if !runtimeNameRE.MatchString(ri.Name) {
+		p.Add(at+".name", "must be 1-32 characters of a-z, 0-9, '.', '_', '-' (e.g. runc)")
+	}
+	if ri.Version == "" {
+		p.Add(at+".version", "required: what the runtime's --version prints")
+	}
+	for _, f := range []struct{ name, v string }{
+		{"version", ri.Version}, {"commit", ri.Commit}, {"spec", ri.Spec},
+		{"package", ri.Package}, {"package_version", ri.PackageVersion},
+	} {
+		if len(f.v) > MaxRuntimeField {
+			p.Add(at+"."+f.name, "is %d bytes; at most %d", len(f.v), MaxRuntimeField)
+			continue
+		}
+		if strings.IndexFunc(f.v, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+			p.Add(at+"."+f.name, "must be printable ASCII without spaces")
+		}
+	}
+	if len(ri.Fixes) > MaxRuntimeFixes {
+		p.Add(at+".fixes", "has %d entries; at most %d", len(ri.Fixes), MaxRuntimeFixes)
+		return
+	}
+	seen := map[string]bool{}
+	for i, c := range ri.Fixes {
+		switch {
+		case !cveRE.MatchString(c):
+			p.Add(fmt.Sprintf("%s.fixes[%d]", at, i), "must be a CVE id like CVE-2024-21626")
+		case seen[c]:
+			p.Add(fmt.Sprintf("%s.fixes[%d]", at, i), "duplicate %s", c)
+		}
+		seen[c] = true
+	}
 }
 
 // RunComparison is one rerun value as submitted. Published, Tolerance and

@@ -1,0 +1,46 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+)
+
+// TestRunEnvironmentRuntimeStored: a run's environment.runtime (the OCI
+// runtime build, docs/sandbox.md "The runtime's own version") is accepted
+// by POST /runs, stored, and served back unchanged by GET /runs/{id}, on
+// every storage engine.
+func TestRunEnvironmentRuntimeStored(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *env) {
+		_, subKey := e.register("submitter")
+		_, runnerKey := e.register("runner")
+		id := e.submit(subKey, "runtime claim")
+		expect(t, e.do("GET", "/api/v1/jobs/next", runnerKey, nil), 200, "")
+		expect(t, e.do("POST", "/api/v1/jobs/"+id+"/accept", runnerKey, nil), 200, "")
+
+		body := sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced)
+		want := &dotlab.RuntimeInfo{
+			Name: "runc", Version: "1.1.5+ds1", Commit: "1.1.5+ds1-1+deb12u1", Spec: "1.0.2-dev",
+			Package: "runc", PackageVersion: "1.1.5+ds1-1+deb12u1", Fixes: []string{"CVE-2024-21626"},
+		}
+		body.Environment.Runtime = want
+		r := e.do("POST", "/api/v1/runs", runnerKey, body)
+		expect(t, r, 201, "")
+		var created dotlab.Run
+		if err := json.Unmarshal(r.body, &created); err != nil {
+			t.Fatal(err)
+		}
+		r = e.do("GET", "/api/v1/runs/"+created.ID, "", nil)
+		expect(t, r, 200, "")
+		var got dotlab.Run
+		if err := json.Unmarshal(r.body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Body.Environment.Runtime, want) {
+			t.Fatalf("runtime stored as %+v, want %+v\n%s", got.Body.Environment.Runtime, want, r.body)
+		}
+	})
+}
