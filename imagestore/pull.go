@@ -263,6 +263,10 @@ func (p *pull) blob(desc v1.Descriptor, progress Progress, done *int64, total in
 	}
 	rc, err := layer.Compressed()
 	if err != nil {
+		var terr *transport.Error
+		if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+			return fmt.Errorf("%s: %w: the registry does not hold this blob (a layer descriptor's urls are never fetched): %v", what, ErrImageUnknown, err)
+		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer rc.Close()

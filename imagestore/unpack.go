@@ -247,7 +247,7 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 			break
 		}
 		if err != nil {
-			applyErr = err
+			applyErr = streamError(desc, err)
 			break
 		}
 		if err := u.entry(tr, hdr, created); err != nil {
@@ -265,7 +265,7 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 	// check keeps running while the uncompressed tail drains.
 	if applyErr == nil {
 		if _, err := io.Copy(io.Discard, io.TeeReader(plain, diffHash)); err != nil {
-			applyErr = err
+			applyErr = streamError(desc, err)
 		}
 	}
 	if _, err := io.Copy(io.Discard, br); err != nil {
@@ -281,6 +281,20 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 		return &DigestMismatchError{What: "layer diff_id", Expected: diffID.String(), Actual: got}
 	}
 	return nil
+}
+
+// streamError classifies a failure to read a layer's stream. The blob's
+// digest is checked before this error is returned (a blob that is not what
+// the manifest pins is reported as a DigestMismatchError instead), so a
+// stream that is not valid compressed tar is the pinned image's own: it
+// refuses the image. Limit refusals pass as they are; a failure to read the
+// blob file itself is the runner's.
+func streamError(desc v1.Descriptor, err error) error {
+	var pe *fs.PathError
+	if errors.Is(err, ErrUnsafeImage) || errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("%w: layer %s is not a valid tar stream (rule: a layer is a tar archive, optionally gzip or zstd compressed): %v", ErrUnsafeImage, desc.Digest, err)
 }
 
 // entry validates and applies one tar entry. created holds the paths this
@@ -469,6 +483,9 @@ func (u *unpacker) opaque(dir string, created map[string]bool) error {
 func fsError(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, ErrUnsafeImage) {
+		return err // a limit hit while the entry's bytes were read
 	}
 	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS, syscall.EMFILE,
 		syscall.ENFILE, syscall.ENOMEM, syscall.EPERM, syscall.EACCES} {
