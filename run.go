@@ -272,8 +272,12 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 			p.Add(path+".name", "duplicate target %q: give one rerun value per target", c.Name)
 			continue
 		}
-		if err := c.Rerun.Validate(); err != nil || c.Rerun == "" {
+		if c.Rerun == "" {
 			p.Add(path+".rerun", "must be a finite number")
+			continue
+		}
+		if err := c.Rerun.Validate(); err != nil {
+			p.Add(path+".rerun", "%v", err)
 			continue
 		}
 		rerun[c.Name] = c.Rerun

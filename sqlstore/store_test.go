@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"sync"
 	"testing"
 	"time"
@@ -320,7 +321,8 @@ func TestOneOpenOfferPerAgent(t *testing.T) {
 	})
 }
 
-// Extreme but valid numbers are recorded and read back (no broken records).
+// Extreme but valid numbers (the edges of the accepted range) are recorded
+// and read back (no broken records).
 func TestExtremeRerunValues(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, db *sqlstore.DB, _ *sqlstoretest.Clock) {
 		ctx := context.Background()
@@ -328,17 +330,16 @@ func TestExtremeRerunValues(t *testing.T) {
 		db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "extreme"))
 		j, _, _ := db.NextJob(ctx, r)
 		db.AcceptJob(ctx, r.ID, j.ClaimID)
-		run, err := db.PublishRun(ctx, r.ID, sqlstoretest.RunBody(j.ClaimID, "1e399", "-1e-400", dotlab.OutcomeNotReproduced), nil)
+		run, err := db.PublishRun(ctx, r.ID, sqlstoretest.RunBody(j.ClaimID, "1.7976931348623157e308", "-1e-308", dotlab.OutcomeNotReproduced), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The difference is exact: 1e399 - 1.58, all 400 digits of it.
-		d, err := run.Comparisons[0].Difference.Rat()
-		want, _ := dotlab.Decimal("998.42").Rat()
-		big, _ := dotlab.Decimal("1e399").Rat()
-		want.Sub(big, want.SetFrac64(158, 100))
-		if err != nil || d.Cmp(want) != 0 {
-			t.Fatalf("difference %q: %v", run.Comparisons[0].Difference, err)
+		// The difference is exact: 1.7976931348623157e308 - 1.58, all 312 characters of it.
+		d, ok := new(big.Rat).SetString(string(run.Comparisons[0].Difference))
+		want, _ := new(big.Rat).SetString("1.7976931348623157e308")
+		want.Sub(want, big.NewRat(158, 100))
+		if !ok || d.Cmp(want) != 0 {
+			t.Fatalf("difference %.60s… is not exact", string(run.Comparisons[0].Difference))
 		}
 		if runs, err := db.FindRuns(ctx, dotlab.RunFilter{}); err != nil || len(runs) != 1 {
 			t.Fatalf("listing: %v %v", runs, err)
