@@ -84,6 +84,10 @@ func (s *Server) handleCreateClaim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.validator.Parse(raw)
+	if err == nil {
+		// What no runner would fetch is not listed (the runners' own rules).
+		err = manifest.CheckListing(m, s.private)
+	}
 	if err != nil {
 		s.writeError(w, r, prefixDetail(err, "manifest"))
 		return

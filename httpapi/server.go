@@ -59,6 +59,13 @@ type Config struct {
 	// MaxStreams bounds concurrent live event streams (default 10,000);
 	// past it GET /labs/{id}/events answers 503 unavailable.
 	MaxStreams int
+	// AllowPrivateURLs (`dotlab serve --allow-private-urls`) lists manifests
+	// whose URLs name loopback or private addresses, plain http or git://,
+	// for a private deployment or the demo; off, POST /claims refuses them
+	// (422 invalid) as every strict runner would (manifest.CheckListing).
+	// Link-local and cloud-metadata addresses, file:// and local paths are
+	// refused either way.
+	AllowPrivateURLs bool
 	// Pages serves every path outside /api/ (the web package's public
 	// pages); nil answers them 404. A page URL asked for with Accept:
 	// application/json is answered from its API route instead (pageJSON).
@@ -83,6 +90,7 @@ type Server struct {
 	limiter   *limiter
 	leaks     LeakChecker
 	pages     http.Handler
+	private   bool
 	hub       *hub
 	done      chan struct{}
 	closeOnce sync.Once
@@ -103,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("httpapi: Config.Leaks is required (leakcheck.New())")
 	}
 	s := &Server{store: cfg.Store, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
-		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, done: make(chan struct{}), mjCache: map[string][]byte{}}
+		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), mjCache: map[string][]byte{}}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/netpolicy"
 	"github.com/dotlab/dotlab/spec"
 	"github.com/dotlab/dotlab/strictjson"
 	"github.com/gowebpki/jcs"
@@ -347,4 +348,45 @@ func pinnedVersion(v string) bool {
 		}
 	}
 	return true
+}
+
+// CheckListing applies the listing rules to a manifest that Parse accepted:
+// every URL a runner would fetch ($.datasets[i].url, $.code.repository,
+// $.code.archive.url) and the registry host of $.environment.image must be
+// one a strict runner fetches, by the very rules runners apply
+// (internal/netpolicy, also behind runner.Policy): https only, no file:// or
+// local path, no credentials in URLs, no loopback, private, link-local,
+// CGNAT, multicast, unspecified, reserved or cloud-metadata address literal
+// in any spelling (2130706433, 0x7f.1, [::ffff:127.0.0.1]), no localhost
+// name, no plain-http registry. allowPrivate (`dotlab serve
+// --allow-private-urls`, a private deployment or the demo) also admits
+// private and loopback addresses, plain http and git://; link-local and
+// cloud-metadata addresses, file:// and local paths are never listable.
+//
+// It returns nil or an EINVALID *dotlab.Error whose Detail lists every
+// refused field as "<JSON path>: <why>: <fix> (refused by the fetch
+// policy)". Names are not resolved: a DNS name that resolves to a private
+// address is refused by the runner's dialer when it connects.
+func CheckListing(m *dotlab.Manifest, allowPrivate bool) error {
+	r := netpolicy.Rules{AllowPrivate: allowPrivate}
+	var p dotlab.Problems
+	add := func(err error) {
+		if err != nil {
+			p = append(p, err.Error())
+		}
+	}
+	for i, d := range m.Datasets {
+		_, err := r.URL(fmt.Sprintf("$.datasets[%d].url", i), d.URL)
+		add(err)
+	}
+	if m.Code.Repository != "" {
+		_, err := r.URL("$.code.repository", m.Code.Repository)
+		add(err)
+	}
+	if m.Code.Archive != nil {
+		_, err := r.URL("$.code.archive.url", m.Code.Archive.URL)
+		add(err)
+	}
+	add(r.ImageRef("$.environment.image", m.Environment.Image))
+	return p.Err()
 }

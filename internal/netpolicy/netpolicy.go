@@ -185,7 +185,7 @@ func (r Rules) ImageRef(what, ref string) error {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if err := r.Host(what+" (registry "+hostport+")", host); err != nil {
+	if err := r.Host(what+": registry "+hostport, host); err != nil {
 		return err
 	}
 	if reg.Scheme() == "http" && !r.AllowPrivate {
