@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/testfix"
 	"github.com/dotlab/dotlab/sandbox"
 )
@@ -116,6 +117,11 @@ func TestRuntimeVersionRecorded(t *testing.T) {
 	}
 	data, _ := json.Marshal(v)
 	t.Logf("%s\n%s", v, data)
+	// The run record's type converts directly and serialises the same.
+	rec, _ := json.Marshal(dotlab.RuntimeInfo(v))
+	if string(rec) != string(data) {
+		t.Fatalf("dotlab.RuntimeInfo serialises as %s, sandbox.RuntimeVersion as %s", rec, data)
+	}
 	if v.Name != "runc" || v.Version == "" || v.Spec == "" {
 		t.Fatalf("incomplete version: %+v", v)
 	}
@@ -431,15 +437,18 @@ echo end
 // (terminal false, foreground) connects fd 0 to a pipe it fills from its
 // own stdin, which DotLab opens on /dev/null, so the pipe is closed before
 // the analysis reads; the analysis cannot write to it either.
+//
+// Under runsc (when installed) fd 0 is runsc's own stdin, the host's
+// /dev/null, donated to the sandbox (gVisor shows it as "host:[N]").
 func TestStdinDevNull(t *testing.T) {
-	e := newCVEEnv(t, "runc")
-	start := time.Now()
-	out, res := e.run(t, e.spec(`
+	script := `
 echo "fd0=$(readlink /proc/self/fd/0)"
 echo "bytes=$(cat | wc -c)"
-echo x >&0 2>/dev/null && echo WROTE-stdin
 echo end
-`))
+`
+	e := newCVEEnv(t, "runc")
+	start := time.Now()
+	out, res := e.run(t, e.spec(`echo x >&0 2>/dev/null && echo WROTE-stdin`+script))
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d", res.ExitCode)
 	}
@@ -448,5 +457,13 @@ echo end
 	}
 	if !regexp.MustCompile(`fd0=pipe:\[\d+\]`).MatchString(out) || !strings.Contains(out, "bytes=0\n") || strings.Contains(out, "WROTE") {
 		t.Fatalf("stdin is not an empty, read-only stream at EOF: %q", out)
+	}
+	if _, err := exec.LookPath("runsc"); err != nil && os.Getenv("CI") != "true" {
+		t.Skip("runsc not installed")
+	}
+	e = newCVEEnv(t, "runsc")
+	out, res = e.run(t, e.spec(script))
+	if res.ExitCode != 0 || !regexp.MustCompile(`fd0=host:\[\d+\]\n`).MatchString(out) || !strings.Contains(out, "bytes=0\n") {
+		t.Fatalf("runsc: stdin is not /dev/null at EOF (exit %d): %q", res.ExitCode, out)
 	}
 }

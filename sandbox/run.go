@@ -91,8 +91,9 @@ type OutFile struct {
 // is never the caller's: the runtime is started with /dev/null as its
 // stdin. runc (terminal false, not detached) hands the container a pipe
 // that it fills from its own stdin and closes at once, so the analysis
-// reads end-of-file immediately and fd 0 shows as "pipe:[N]"; runsc passes
-// its /dev/null through.
+// reads end-of-file immediately and fd 0 shows as "pipe:[N]"; runsc donates
+// its /dev/null to the sandbox, where fd 0 shows as "host:[N]" and also
+// reads end-of-file.
 type IO struct {
 	Stdout, Stderr io.Writer
 }
