@@ -8,14 +8,26 @@ import (
 
 func newClaimCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "claim", Short: "List claims on a server and look at them"}
-	var server, field string
+	var (
+		server, field string
+		allowPrivate  bool
+	)
 	submit := &cobra.Command{
 		Use:   "submit MANIFEST",
 		Short: "List a claim: validate MANIFEST locally, then POST /claims",
-		Args:  cobra.ExactArgs(1),
+		Long: `List a claim: validate MANIFEST locally (the spec and the listing rules:
+every URL must be one a strict runner fetches, as the server checks too),
+then POST /claims. Each problem is printed as MANIFEST: <JSON path>: <fix>.
+--allow-private-urls skips the local refusal of private and loopback
+addresses, plain http and git:// for a server that lists them (dotlab serve
+--allow-private-urls); the server still decides.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, data, err := loadManifest(cmd, args[0], ": not submitted")
+			m, data, err := loadManifest(cmd, args[0], ": not submitted")
 			if err != nil {
+				return err
+			}
+			if err := checkListing(cmd, args[0], m, allowPrivate); err != nil {
 				return err
 			}
 			c, _, err := agentClient(server)
@@ -32,6 +44,7 @@ func newClaimCmd() *cobra.Command {
 	}
 	submit.Flags().StringVar(&server, "server", "http://127.0.0.1:8080", "server base URL")
 	submit.Flags().StringVar(&field, "field", "", "field of science, e.g. statistics")
+	submit.Flags().BoolVar(&allowPrivate, "allow-private-urls", false, "accept private and loopback addresses, plain http and git:// locally (for a server run with --allow-private-urls)")
 	submit.MarkFlagRequired("field")
 	cmd.AddCommand(submit)
 

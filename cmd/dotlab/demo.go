@@ -130,7 +130,9 @@ func runDemoWithBinary(ctx context.Context, out io.Writer, o demoOptions, self s
 		}
 	}
 
-	// A fresh server on SQLite.
+	// A fresh server on SQLite. The example data and repositories are served
+	// on loopback (127.0.0.1:8090) over plain http, so the demo's server lists
+	// private URLs (--allow-private-urls) as its runners fetch them.
 	dbPath := filepath.Join(varDir, "dotlab.db")
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		os.Remove(dbPath + suffix)
@@ -142,7 +144,7 @@ func runDemoWithBinary(ctx context.Context, out io.Writer, o demoOptions, self s
 	w := dotlab.Windows{Accept: 5 * time.Minute, Publish: 15 * time.Minute, Challenge: o.challengeWindow, Quorum: 3}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() {
-		served <- serve(srvCtx, logger, o.addr, "sqlite:"+dbPath, w, serveOptions{settleEvery: 250 * time.Millisecond}, ready)
+		served <- serve(srvCtx, logger, o.addr, "sqlite:"+dbPath, w, serveOptions{settleEvery: 250 * time.Millisecond, allowPrivateURLs: true}, ready)
 	}()
 	var base string
 	select {

@@ -22,12 +22,22 @@ func newManifestCmd() *cobra.Command {
 		Long: `Validate FILE against manifest spec v0.1: strict JSON, the JSON Schema
 spec/manifest.schema.json and the semantic rules of docs/manifest-spec.md.
 Every problem is printed on its own line as FILE: <JSON path>: <what to fix>.
+A valid manifest naming what a public server refuses at listing (file://,
+local paths, plain http, private addresses, credentials in URLs) is valid for
+a local rerun: each such field is printed as a warning
+(FILE: warning: not listable: <JSON path>: <why>) and the exit status stays 0;
+dotlab claim submit refuses it.
 Exit status: 0 valid, 1 invalid, 2 the file could not be read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, _, err := loadManifest(cmd, args[0], "")
 			if err != nil {
 				return err
+			}
+			// A valid manifest may still name what no server lists (a local
+			// file for one's own rerun): say so, without failing.
+			for _, d := range dotlab.ErrorDetail(manifest.CheckListing(m, false)) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: not listable: %s\n", args[0], d)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid manifest spec v%s: %q, %d dataset%s, %d target%s\n", args[0], m.SpecVersion, m.Title,
 				len(m.Datasets), plural(len(m.Datasets)), len(m.Targets), plural(len(m.Targets)))
@@ -78,6 +88,21 @@ func loadManifest(cmd *cobra.Command, path, hint string) (*dotlab.Manifest, []by
 		return nil, nil, &exitError{code: 1, err: fmt.Errorf("%s: invalid manifest (%d problem%s)%s", path, n, plural(n), hint)}
 	}
 	return m, data, nil
+}
+
+// checkListing applies the server's listing rules (manifest.CheckListing)
+// locally: every refused field is printed as "FILE: <JSON path>: <fix>" to
+// stderr and an exit-1 error is returned.
+func checkListing(cmd *cobra.Command, path string, m *dotlab.Manifest, allowPrivate bool) error {
+	err := manifest.CheckListing(m, allowPrivate)
+	if err == nil {
+		return nil
+	}
+	for _, d := range dotlab.ErrorDetail(err) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", path, d)
+	}
+	n := len(dotlab.ErrorDetail(err))
+	return &exitError{code: 1, err: fmt.Errorf("%s: not listable (%d problem%s): every URL must be one a strict runner fetches: not submitted", path, n, plural(n))}
 }
 
 // readManifestFile reads at most manifest.MaxBytes (+1, to tell a file that

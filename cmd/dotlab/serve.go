@@ -38,8 +38,15 @@ Storage is a SQLite file by default (--db sqlite:PATH) or PostgreSQL
 one database. Migrations are embedded and applied at start.
 
 The windows and the review quorum are flags so that tests and demos can run a
-whole lifecycle in seconds. SIGINT or SIGTERM shut down gracefully: in-flight
-requests finish, then the database closes.`,
+whole lifecycle in seconds.
+
+Claims are listed only when every URL they name is one a strict runner
+fetches (https, public hosts, no file:// or local path, no credentials in
+URLs); --allow-private-urls also admits private and loopback addresses,
+plain http and git:// for a private deployment or the demo.
+
+SIGINT or SIGTERM shut down gracefully: in-flight requests finish, then the
+database closes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if w.Accept <= 0 || w.Publish <= 0 || w.Challenge <= 0 {
@@ -67,6 +74,7 @@ requests finish, then the database closes.`,
 	f.IntVar(&opt.agentLimit.Burst, "rate-agent-burst", opt.agentLimit.Burst, "burst per API key")
 	f.Float64Var(&opt.anonLimit.PerSecond, "rate-anon", opt.anonLimit.PerSecond, "requests per second per client address without a key (0 disables)")
 	f.IntVar(&opt.anonLimit.Burst, "rate-anon-burst", opt.anonLimit.Burst, "burst per client address")
+	f.BoolVar(&opt.allowPrivateURLs, "allow-private-urls", false, "list manifests whose URLs name loopback or private addresses, plain http or git:// (a private deployment or the demo; its runners need --allow-private-urls too); link-local and cloud-metadata addresses, file:// and local paths are refused either way")
 	return cmd
 }
 
@@ -75,6 +83,8 @@ requests finish, then the database closes.`,
 type serveOptions struct {
 	settleEvery           time.Duration
 	agentLimit, anonLimit httpapi.RateLimit
+	// allowPrivateURLs is --allow-private-urls (httpapi.Config.AllowPrivateURLs).
+	allowPrivateURLs bool
 }
 
 // serve runs the server until ctx is cancelled, then shuts down gracefully.
@@ -95,7 +105,7 @@ func serve(ctx context.Context, logger *slog.Logger, addr, dbURL string, w dotla
 		return err
 	}
 	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Logger: logger, Version: version, Leaks: leaks,
-		AgentLimit: opt.agentLimit, AnonymousLimit: opt.anonLimit, Pages: pages})
+		AgentLimit: opt.agentLimit, AnonymousLimit: opt.anonLimit, AllowPrivateURLs: opt.allowPrivateURLs, Pages: pages})
 	if err != nil {
 		return err
 	}

@@ -249,11 +249,11 @@ func (r Rules) Addr(ip netip.Addr) error {
 	for _, a := range append([]netip.Addr{ip}, embeddedIPv4(ip)...) {
 		for _, m := range metadataAddrs {
 			if a == m {
-				return fmt.Errorf("address %s (cloud metadata) is %w", ip, ErrRefused)
+				return fmt.Errorf("address %s (cloud metadata) is %w: name a public host (refused even with --allow-private-urls)", ip, ErrRefused)
 			}
 		}
 		if a.IsLinkLocalUnicast() {
-			return fmt.Errorf("address %s (link-local, where cloud metadata services live) is %w", ip, ErrRefused)
+			return fmt.Errorf("address %s (link-local, where cloud metadata services live) is %w: name a public host (refused even with --allow-private-urls)", ip, ErrRefused)
 		}
 	}
 	if r.AllowPrivate {

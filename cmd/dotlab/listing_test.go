@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+)
+
+// startServerWith runs `dotlab serve` in-process on a SQLite file with opt.
+func startServerWith(t *testing.T, opt serveOptions) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "127.0.0.1:0", sqlstoretest.URL(t, sqlstore.SQLite), dotlab.DefaultWindows, opt, ready)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case addr := <-ready:
+		return "http://" + addr
+	case err := <-done:
+		t.Fatal(err)
+	}
+	return ""
+}
+
+func writeManifest(t *testing.T, title, dataURL string) string {
+	t.Helper()
+	raw := strings.Replace(string(sqlstoretest.ManifestJSON(title)), "https://data.example.org/sleep.csv", dataURL, 1)
+	p := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(p, []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestClaimSubmitListingRules: `dotlab claim submit` refuses locally, by
+// path, what the server refuses at listing, before any request; with
+// --allow-private-urls it defers private addresses to the server, which
+// lists them only when it runs with --allow-private-urls.
+func TestClaimSubmitListingRules(t *testing.T) {
+	public := startServerWith(t, serveOptions{settleEvery: 100e6})
+	private := startServerWith(t, serveOptions{settleEvery: 100e6, allowPrivateURLs: true})
+	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
+	for _, srv := range []string{public, private} {
+		if _, errOut, code := runCLI(t, "agent", "register", "--server", srv, "--name", "sub", "--operator", "tests"); code != 0 {
+			t.Fatalf("register: %s", errOut)
+		}
+	}
+	for i, bad := range []string{"file:///etc/passwd", "https://u:p@data.example.org/x", "https://169.254.169.254/x", "https://2130706433/x", "http://127.0.0.1:8090/sleep.csv"} {
+		mf := writeManifest(t, "hostile "+bad, bad)
+		_, errOut, code := runCLI(t, "claim", "submit", mf, "--server", public, "--field", "statistics")
+		if code != 1 || !strings.Contains(errOut, mf+": $.datasets[0].url: ") || !strings.Contains(errOut, "not submitted") {
+			t.Errorf("%d: submit %s: exit %d, stderr %q; want exit 1 naming %s: $.datasets[0].url", i, bad, code, errOut, mf)
+		}
+		if strings.Contains(errOut, "u:p@") {
+			t.Errorf("the refusal repeats URL credentials: %q", errOut)
+		}
+	}
+	if _, errOut, code := runCLI(t, "claim", "show", "DL-0001", "--server", public); code == 0 || !strings.Contains(errOut, "not_found") {
+		t.Fatalf("a refused manifest reached the server: %d %s", code, errOut)
+	}
+	// Loopback data: the public server still refuses it (422 by path), the
+	// private one lists it.
+	mf := writeManifest(t, "demo-style loopback data", "http://127.0.0.1:8090/sleep.csv")
+	_, errOut, code := runCLI(t, "claim", "submit", mf, "--server", public, "--field", "statistics", "--allow-private-urls")
+	if code == 0 || !strings.Contains(errOut, "server says invalid: manifest: $.datasets[0].url: ") {
+		t.Fatalf("public server: exit %d %s", code, errOut)
+	}
+	out, errOut, code := runCLI(t, "claim", "submit", mf, "--server", private, "--field", "statistics", "--allow-private-urls")
+	if code != 0 || !strings.Contains(out, "listed DL-0001") {
+		t.Fatalf("private server: exit %d %s %s", code, out, errOut)
+	}
+	// The metadata address is refused by the private server too.
+	mf = writeManifest(t, "metadata", "http://169.254.169.254/latest/meta-data/")
+	if _, errOut, code := runCLI(t, "claim", "submit", mf, "--server", private, "--field", "statistics", "--allow-private-urls"); code != 1 || !strings.Contains(errOut, "$.datasets[0].url: ") {
+		t.Fatalf("metadata on the private server: exit %d %s", code, errOut)
+	}
+}
+
+// TestManifestValidateWarnsUnlistable: a valid manifest naming a local file
+// (fine for one's own rerun) validates, exit 0, with a warning by path.
+func TestManifestValidateWarnsUnlistable(t *testing.T) {
+	mf := writeManifest(t, "local data", "file:///srv/data/sleep.csv")
+	out, errOut, code := runCLI(t, "manifest", "validate", mf)
+	if code != 0 || !strings.Contains(out, "valid manifest") || !strings.Contains(errOut, mf+": warning: not listable: $.datasets[0].url: ") {
+		t.Fatalf("validate: exit %d out %q err %q", code, out, errOut)
+	}
+	_, errOut, _ = runCLI(t, "manifest", "validate", "../../manifest/testdata/valid.json")
+	if strings.Contains(errOut, "warning") {
+		t.Fatalf("a listable manifest got a warning: %q", errOut)
+	}
+}
+
+func TestServeHasAllowPrivateURLsFlag(t *testing.T) {
+	f := newServeCmd().Flags().Lookup("allow-private-urls")
+	if f == nil || f.DefValue != "false" {
+		t.Fatalf("serve --allow-private-urls: %+v, want a flag off by default", f)
+	}
+}
