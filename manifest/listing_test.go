@@ -54,3 +54,19 @@ func TestCheckListing(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckListingArchive: a code archive URL is held to the same rules.
+func TestCheckListingArchive(t *testing.T) {
+	text := strings.Replace(valid(t), `"code": {"repository": "https://example.org/lab/sleep-analysis.git", "commit": "0123456789abcdef0123456789abcdef01234567"}`,
+		`"code": {"archive": {"url": "https://[::ffff:169.254.169.254]/code.tar.gz", "sha256": "ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445"}}`, 1)
+	m, err := manifest.Parse([]byte(text))
+	if err != nil || m.Code.Archive == nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	for _, private := range []bool{false, true} {
+		d := dotlab.ErrorDetail(manifest.CheckListing(m, private))
+		if len(d) != 1 || !strings.HasPrefix(d[0], "$.code.archive.url: ") || !strings.Contains(d[0], "169.254.169.254") {
+			t.Errorf("allowPrivate=%v: %q, want one refusal at $.code.archive.url", private, d)
+		}
+	}
+}
