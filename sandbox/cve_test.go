@@ -204,6 +204,9 @@ func TestCVE202421626(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("listing fds exited %d", res.ExitCode)
 	}
+	if res.Runtime.Name != "runc" || !res.Runtime.Has(sandbox.CVE202421626) {
+		t.Fatalf("the run does not record a checked runtime build: %+v", res.Runtime)
+	}
 	fds := map[string]string{}
 	for _, m := range fdLine.FindAllStringSubmatch(out, -1) {
 		fds[m[1]] = m[2]

@@ -67,6 +67,10 @@ type Result struct {
 	Rejected []Rejected
 	// OutputFull is true when /work/out reached its size or file cap.
 	OutputFull bool
+	// Runtime is the runtime build that ran the container, as checked by
+	// CheckVersion before the run (record it as the run's
+	// environment.runtime: dotlab.RuntimeInfo(res.Runtime)).
+	Runtime RuntimeVersion
 	// OverLimit, when not empty, says which copy-out limit /work/out broke
 	// (apparent bytes, files, depth; see Limits and docs/sandbox.md
 	// "After the run"): nothing was copied to the host and the run is a
@@ -186,7 +190,8 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	}
 	// Refuses a runtime build without the CVE-2024-21626 fix; probes only
 	// when this value has not checked the current binary yet.
-	if _, err := r.CheckVersion(ctx); err != nil {
+	version, err := r.CheckVersion(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if len(spec.Args) == 0 {
@@ -195,7 +200,7 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	limits := spec.Limits.WithDefaults()
 	spec.Limits = limits
 	id := newID()
-	res = &Result{ID: id}
+	res = &Result{ID: id, Runtime: version}
 	bundleParent := r.BundleDir
 	if bundleParent == "" {
 		bundleParent = os.TempDir()
