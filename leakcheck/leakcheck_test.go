@@ -1,7 +1,11 @@
 package leakcheck
 
 import (
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -140,4 +144,231 @@ func TestLabTalkAccepted(t *testing.T) {
 			t.Errorf("rejected ordinary lab talk (rules %v): %q", rules, m)
 		}
 	}
+}
+
+// b64 and pct encode for the obfuscated corpus.
+func b64std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func pctAll(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		fmt.Fprintf(&b, "%%%02X", s[i])
+	}
+	return b.String()
+}
+
+// insertEvery puts sep after every n bytes of s (ASCII s).
+func insertEvery(s, sep string, n int) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i += n {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(s[i:min(i+n, len(s))])
+	}
+	return b.String()
+}
+
+// fullwidth maps printable ASCII to the fullwidth forms U+FF01..U+FF5E.
+func fullwidth(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r > ' ' && r < 0x7f {
+			r += 0xFF01 - '!'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// mathBold maps ASCII letters to MATHEMATICAL BOLD letters (U+1D400..).
+func mathBold(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			r = 0x1D400 + r - 'A'
+		case r >= 'a' && r <= 'z':
+			r = 0x1D41A + r - 'a'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// jsonEscape writes every byte of s as a \u00XX escape.
+func jsonEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		fmt.Fprintf(&b, `\u%04x`, s[i])
+	}
+	return b.String()
+}
+
+// obfuscatedSecrets are issue #10 finding 7's forms (split or concatenated
+// literals, invisible characters, look-alike prefixes, encodings, URL
+// userinfo, the AWS example key id) and further variants of them.
+func obfuscatedSecrets() map[string]string {
+	r := rand.New(rand.NewPCG(7, 10))
+	g := func(a string, n int) string { return gen(r, a, n) }
+	ghp := "ghp_" + g(alnum, 36)
+	dlk := "dlk_" + g(b64, 43)
+	aws := "AKIA" + g(upper, 16)
+	glpat := "glpat-" + g(alnum, 20)
+	xoxb := "xoxb-" + g(digit, 11) + "-" + g(digit, 12) + "-" + g(alnum, 24)
+	stripe := "sk_live_" + g(alnum, 24)
+	return map[string]string{
+		// split or concatenated literals
+		"concat +":               `token = "ghp_" + "` + ghp[4:] + `"`,
+		"concat + across lines":  "String t = \"" + ghp[:20] + "\" +\n        \"" + ghp[20:] + "\";",
+		"python implicit concat": `TOKEN = ("ghp_" "` + ghp[4:] + `")`,
+		"shell quote concat":     `export GH='ghp_'"` + ghp[4:] + `"`,
+		"split over two lines":   "mirror token\n" + ghp[:22] + "\n" + ghp[22:] + "\nthanks",
+		"split by spaces":        "token " + insertEvery(ghp, " ", 10),
+		"split by tab and nbsp":  "id " + aws[:8] + "\t" + aws[8:14] + "\u00a0" + aws[14:],
+		"backslash continuation": "curl -H 'x: " + dlk[:25] + "\\\n" + dlk[25:] + "'",
+		"quote inside token":     "key " + glpat[:10] + `"` + glpat[10:] + `"`,
+		// invisible characters
+		"zero-width space U+200B": insertEvery(ghp, "\u200b", 5),
+		"zwnj U+200C":             "gh\u200cp_" + ghp[4:],
+		"zwj U+200D":              stripe[:3] + "\u200d" + stripe[3:],
+		"word joiner U+2060":      insertEvery(xoxb, "\u2060", 7),
+		"bom U+FEFF":              "AK\ufeffIA" + aws[4:],
+		"soft hyphen U+00AD":      insertEvery(dlk, "\u00ad", 9),
+		"mixed invisibles":        "g\u200bh\u00adp\u2060_\ufeff" + ghp[4:],
+		"combining marks":         "g\u0301h\u0308p_" + ghp[4:],
+		"variation selector":      "ghp\ufe0f_" + ghp[4:],
+		"hangul filler":           "ghp_" + ghp[4:20] + "\u3164" + ghp[20:],
+		// look-alike prefixes
+		"fullwidth prefix":         fullwidth("ghp_") + ghp[4:],
+		"fullwidth token":          "トークン " + fullwidth(ghp),
+		"math bold prefix":         mathBold("ghp") + "_" + ghp[4:],
+		"cyrillic er in ghр_":      "gh\u0440_" + ghp[4:],
+		"cyrillic A in АKIA":       "\u0410KIA" + aws[4:],
+		"greek Alpha in ΑKIA":      "\u0391KIA" + aws[4:],
+		"cyrillic I in AKІA":       "AK\u0406A" + aws[4:],
+		"cyrillic a in glpаt-":     "gl\u0440\u0430t-" + glpat[6:],
+		"cyrillic o in xоxb-":      "x\u043exb-" + xoxb[5:],
+		"cyrillic komi de in ԁlk_": "my key is \u0501lk_" + dlk[4:],
+		// encodings
+		"base64 token":             "decode this: " + b64std(ghp),
+		"base64url unpadded":       base64.RawURLEncoding.EncodeToString([]byte("token " + dlk)),
+		"base64 line-wrapped":      "blob:\n" + insertEvery(b64std("aws key "+aws+" for the bucket"), "\n", 16),
+		"base64 of base64":         b64std(b64std(stripe)),
+		"percent-encoded token":    "https://mirror.example.org/fetch?t=" + pctAll(ghp),
+		"percent-encoded prefix":   "?access=ghp%5F" + ghp[4:],
+		"repeated encoded run":     "a%5Fb\nq=ghp%5F" + ghp[4:],
+		"percent with a stray %00": "q=ghp%5F" + ghp[4:] + "&pad=%00",
+		"base64 of percent":        b64std(pctAll(xoxb)),
+		"hex-encoded token":        "hex: " + hex.EncodeToString([]byte(ghp)),
+		"json unicode escapes":     `{"body": "` + jsonEscape(dlk) + `"}`,
+		"json escaped prefix":      `"\u0064lk_` + dlk[4:] + `"`,
+		"html entities":            "&#103;&#104;&#112;&#95;" + ghp[4:],
+		"html hex entities":        "&#x41;&#x4B;&#x49;&#x41;" + aws[4:],
+		// URL userinfo
+		"url userinfo":            "mirror at https://labuser:Tr0ub4dor-" + g(alnum, 6) + "@data.example.org/sleep.csv",
+		"url userinfo postgres":   "DATABASE_URL is postgres://lab:" + g(alnum, 12) + "@db.example.org:5432/lab",
+		"url userinfo empty user": "fetch https://:" + g(alnum, 20) + "@registry.example.org/v2/",
+		"url userinfo base64":     b64std("https://runner:" + g(alnum, 14) + "@git.example.org/lab.git"),
+		"url userinfo percent":    pctAll("https://u:" + g(alnum, 10) + "@h.example.org/"),
+		// the documented example key id
+		"aws example key id":        "AKIAIOSFODNN7EXAMPLE",
+		"aws example in a sentence": "set aws_access_key_id = AKIAIOSFODNN7EXAMPLE in the config",
+		// combinations
+		"zero-width + cyrillic + split": "gh\u0440\u200b_" + ghp[4:20] + "\n" + ghp[20:],
+		"fullwidth base64":              fullwidth(b64std(ghp)),
+		"base64 with zero-widths":       insertEvery(b64std(stripe), "\u200b", 6),
+	}
+}
+
+// ordinaryMessages are the scientific messages of the finding's set and
+// more: digests, commit ids, DOIs, units, p-values, code, URLs without
+// credentials, base64 of ordinary text, Unicode scientific text.
+var ordinaryMessages = []string{
+	"sha256 a.csv ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445 b.csv 481f1729d83edd1f64454da9e22b3eb5d2cb46df9e00e797a61663055cd8efd4",
+	"keys: ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445 481f1729d83edd1f64454da9e22b3eb5d2cb46df9e00e797a61663055cd8efd4",
+	"token = 481f1729d83edd1f64454da9e22b3eb5d2cb46df9e00e797a61663055cd8efd4 v2",
+	"commits:\n9fceb02d0ae598e95dc970b74767f19372d61af8\n0123456789abcdef0123456789abcdef01234567\nfedcba9876543210fedcba9876543210fedcba98",
+	"DOIs 10.1234/abc.def and 10.1093/biomet/6.1.1; see also doi:10.1126/science.187.4175.398",
+	"cell diameter 12.5 µm ± 0.3 µm, flow 3.2 × 10⁻⁵ mol/L at 37 °C, n = 24",
+	"p < 0.001 for the main effect, p = 3.2e-5 after Holm, p = 0.0527 for the interaction (two-sided)",
+	"fit <- lm(extra ~ group, data = sleep)\nsummary(fit)$coefficients[2, \"Pr(>|t|)\"]\nt.test(extra ~ group, data = sleep, paired = TRUE)",
+	"import numpy as np\nd = np.array(x) - np.array(y)\nprint(f\"t = {d.mean() / (d.std(ddof=1) / np.sqrt(len(d))):.3f}\")\nresults[\"t_paired\"] = round(t, 4)",
+	"msg = \"mean \" + str(m) + \" sd \" + str(s) + \" n \" + str(n_obs)",
+	"source https://doi.org/10.1093/biomet/6.1.1 and https://github.com/dotlab/examples/archive/9fceb02d0ae598e95dc970b74767f19372d61af8.tar.gz",
+	"search https://example.org/search?q=paired%20t%20test&lang=en%2Dgb and mail a.nunez@uni.example.org",
+	"clone https://github.com/dotlab/examples.git or git@github.com:dotlab/examples.git, ssh://git@github.com/dotlab/examples",
+	"summary (base64): " + base64.StdEncoding.EncodeToString([]byte("mean difference 1.58 h, sd 1.17, t = 4.062 on 9 df")),
+	"α = 0.05, β = 0.2, μ = 1.58, σ = 1.17; power 1 − β = 0.8; Δ = μ₁ − μ₂; χ² = 3.84",
+	"Ñúñez, Müller & Sørensen (2019) report 5.006 ± 0.35; Łukasiewicz and Dvořák agree",
+	"Колмогоров (1933) и Смирнов (1939): критерий согласия, D = 0.214; ключ к результату — деление на n",
+	"Η μέση τιμή είναι 4.062 και η τυπική απόκλιση 1.17 (Πίνακας ΙΙ, ΑΡΙΘΜΟΣ 3)",
+	"ｐ値＝０．０５２７、平均差 1.58 時間（ｎ＝１０）",
+	"the repro\u00adducibility check passed; a zero\u200bwidth space here is harmless",
+	"5 &lt; 6 &amp;&amp; p &gt; 0.05, see &sect;3",
+	"{\"t\":\"2024-05-01T10:00:00Z\",\"level\":\"info\",\"step\":\"compare\",\"msg\":\"token_count 1234 api_version 0.1\"}",
+	"y = 2x + 3, R² = 0.97, AIC 1024.3 vs 1031.8; ANOVA F(2, 27) = 4.47",
+	"echo \"sha256sum sleep.csv\" | tee log.txt && python3 analysis.py --seed 1908 --out /work/out",
+	"table:\n1 0.7 1.9\n2 -1.6 0.8\n3 -0.2 1.1\n4 -1.2 0.1",
+	"uuid 123e4567-e89b-12d3-a456-426614174000, ORCID 0000-0002-1825-0097, arXiv:2106.09685v2",
+	"the image digest sha256:3d87b33775837455eee656307f24037dbd82d71922d2330b42278d173bea0179 is pinned",
+	"url-encoded path /api/v1/runs/run_4k2j3h4g5f6d7s8a9q0w%2Flogs returns 404",
+}
+
+// TestObfuscatedCorpus is the detector's corpus: every secret shape, plain
+// and obfuscated, must be rejected (recall 100%) and every ordinary
+// message accepted (no false positive).
+func TestObfuscatedCorpus(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := secretMessages()
+	obf := obfuscatedSecrets()
+	if len(obf) < 40 {
+		t.Fatalf("corpus has %d obfuscated forms, want >= 40", len(obf))
+	}
+	for k, v := range obf {
+		secrets["obfuscated: "+k] = v
+	}
+	ordinary := append(append([]string(nil), labTalk...), ordinaryMessages...)
+	if len(ordinaryMessages) < 12 {
+		t.Fatalf("corpus has %d new ordinary messages, want >= 12", len(ordinaryMessages))
+	}
+
+	names := make([]string, 0, len(secrets))
+	for k := range secrets {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	caught := 0
+	for _, name := range names {
+		m := secrets[name]
+		err := c.Check("$.body", m)
+		if err == nil {
+			t.Errorf("MISSED %s: %q", name, m)
+			continue
+		}
+		caught++
+		if strings.Contains(err.Error(), m) {
+			t.Errorf("%s: error echoes the secret", name)
+		}
+		t.Logf("rejected %-36s %v", name, c.Rules(m))
+	}
+	plain := 0 // obfuscated forms gitleaks finds in the text as written
+	for _, m := range obf {
+		if len(c.detector().DetectString(m)) > 0 {
+			plain++
+		}
+	}
+	t.Logf("without variants gitleaks alone rejects %d/%d obfuscated forms", plain, len(obf))
+	fps := 0
+	for _, m := range ordinary {
+		if rules := c.Rules(m); len(rules) > 0 {
+			fps++
+			t.Errorf("FALSE POSITIVE (rules %v): %q", rules, m)
+		}
+	}
+	t.Logf("summary: recall %d/%d (%.1f%%), of them %d obfuscated; false positives %d/%d",
+		caught, len(secrets), 100*float64(caught)/float64(len(secrets)), len(obf), fps, len(ordinary))
 }

@@ -172,30 +172,20 @@ var hexIDRe = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
 func tokenLike(f string) bool { return !plainWord(f) && !hexIDRe.MatchString(f) }
 
 // joinSeparator decides whether the text sep between fragments a and b is
-// removed. sep must consist of whitespace, quotes, "+" and "\" only.
-// Explicit concatenation (a quote, a "+" that is not bare, a "\" line
-// continuation) is always removed; whitespace alone only between two
-// token-like fragments, so prose and lists of digests are left apart.
+// removed. sep consists of whitespace, quotes, "+" and "\" only. Explicit
+// concatenation is always removed: a "+" that is not bare (" + ", "+\n"),
+// a "\" line continuation, or a separator that starts and ends with a
+// quote ("a" "b", 'a'"b", a"b"). Any other separator (whitespace, a quote
+// then a space) only between two token-like fragments, so prose, quoted
+// words and lists of digests are left apart.
 func joinSeparator(a, sep, b string) bool {
-	explicit := false
-	for i := 0; i < len(sep); i++ {
-		c := sep[i]
-		switch {
-		case spaceByte(c):
-		case quoteByte(c), c == '\\':
-			explicit = true
-		case c == '+':
-			if len(sep) > 1 {
-				explicit = true
-			}
-		default:
-			return false
-		}
-	}
 	if sep == "+" {
 		return false // a+b, base64: not a concatenation
 	}
-	if explicit {
+	if strings.Contains(sep, "+") || strings.Contains(sep, "\\\n") || strings.Contains(sep, "\\\r\n") {
+		return true
+	}
+	if quoteByte(sep[0]) && quoteByte(sep[len(sep)-1]) {
 		return true
 	}
 	return tokenLike(a) && tokenLike(b)
@@ -333,27 +323,34 @@ func decodeEscapes(run string) (string, bool) {
 	return string(out), printableText(out)
 }
 
-// decodeLines returns, for each line of text that holds at least one run
-// that decodes to printable text, that line with every such run replaced
-// by its decoding; lines are added to seen and skipped when already there.
-// It reports how many runs were decoded.
-func decodeLines(text string, seen map[string]bool, out *strings.Builder) int {
+// decodeLines appends to out, for each line of text that holds at least
+// one run that decodes to printable text (with onlyFresh, at least one such
+// run not in runs), that line with every such run replaced by its
+// decoding, unless seen already has the result. Decoded runs are added to
+// runs and results to seen. It reports how many lines were added.
+func decodeLines(text string, onlyFresh bool, runs, seen map[string]bool, out *strings.Builder) int {
 	count := 0
 	for line := range strings.Lines(text) {
 		line = strings.TrimSuffix(line, "\n")
-		changed := 0
+		fresh := false
+		changed := false
 		dec := encodedRe.ReplaceAllStringFunc(line, func(run string) string {
-			if s, ok := decodeRun(run); ok {
-				changed++
-				return s
+			s, ok := decodeRun(run)
+			if !ok {
+				return run
 			}
-			return run
+			changed = true
+			if !runs[run] {
+				runs[run] = true
+				fresh = true
+			}
+			return s
 		})
-		if changed == 0 || seen[dec] {
+		if !changed || onlyFresh && !fresh || seen[dec] {
 			continue
 		}
 		seen[dec] = true
-		count += changed
+		count++
 		out.WriteString(dec)
 		out.WriteByte('\n')
 	}
@@ -395,11 +392,13 @@ func (t foldTable) variants(text string) ([]string, error) {
 		if depth == MaxDecodeDepth {
 			return out, nil
 		}
+		// Lines of the joined text are decoded only for runs the folded
+		// text did not have (a base64 run that was broken across lines).
 		var next strings.Builder
-		lines := map[string]bool{}
-		n := decodeLines(folded, lines, &next)
+		runs, lines := map[string]bool{}, map[string]bool{}
+		n := decodeLines(folded, false, runs, lines, &next)
 		if joined != folded {
-			n += decodeLines(joined, lines, &next)
+			n += decodeLines(joined, true, runs, lines, &next)
 		}
 		if n == 0 {
 			return out, nil
