@@ -51,12 +51,6 @@ keywords = ["://"]
 
 `
 
-// exampleAllowlist matches allowlist patterns that exempt documented
-// example credentials (gitleaks lets AWS's AKIA…EXAMPLE key ids through).
-// DotLab drops them: a public room must not carry anything shaped like a
-// key, example or not.
-var exampleAllowlist = regexp.MustCompile(`(?i)example`)
-
 // resetAfter bounds the findings a gitleaks Detector keeps internally: it
 // appends every finding to an unexported slice, so a long-lived detector is
 // replaced after this many.
@@ -100,8 +94,12 @@ func New() (*Checker, error) {
 }
 
 // dropExampleAllowlists removes, from every rule, allowlist patterns that
-// match exampleAllowlist, and allowlists left with nothing to match.
+// exempt documented example credentials (those containing "example" in any
+// case: gitleaks lets AWS's AKIA…EXAMPLE key ids through), and allowlists
+// left with nothing to match. A public room must not carry anything shaped
+// like a key, example or not.
 func dropExampleAllowlists(cfg *config.Config) {
+	exampleAllowlist := regexp.MustCompile(`(?i)example`)
 	for id, r := range cfg.Rules {
 		var kept []*config.Allowlist
 		for _, al := range r.Allowlists {

@@ -52,7 +52,17 @@ func (e errVariantBudget) Error() string {
 // "І" folds to "I" and Cyrillic "і" to "i", although both skeletons are
 // "l". Skeletons themselves are not used: they rewrite ASCII too ("m" to
 // "rn", "0" to "O"), which would break the tokens we look for.
-type foldTable map[rune]byte
+//
+// A foldTable also holds the compiled patterns the variants use, so that
+// the package keeps no variables.
+type foldTable struct {
+	runes map[rune]byte
+	// hexID matches the ordinary identifiers the allowlist passes: SHA-256
+	// digests and git commit ids. They are complete by themselves.
+	hexID *regexp.Regexp
+	// encoded matches runs that decodeRun may decode.
+	encoded *regexp.Regexp
+}
 
 // newFoldTable builds the table for runes U+0080..U+1FFFF (about 40 ms).
 func newFoldTable() foldTable {
@@ -61,7 +71,13 @@ func newFoldTable() foldTable {
 		sk := confusables.Skeleton(string(rune(c)))
 		bySkeleton[sk] = append(bySkeleton[sk], c)
 	}
-	t := foldTable{}
+	t := foldTable{runes: map[rune]byte{},
+		hexID: regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`),
+		encoded: regexp.MustCompile(
+			`(?:%[0-9A-Fa-f]{2})+` +
+				`|(?:\\{1,2}(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}))+` +
+				`|(?:&#?[A-Za-z0-9]{1,10};)+` +
+				`|[A-Za-z0-9+/_-]{16,}={0,2}`)}
 	for r := rune(0x80); r <= 0x1ffff; r++ {
 		if r >= 0xd800 && r <= 0xdfff {
 			continue
@@ -70,7 +86,7 @@ func newFoldTable() foldTable {
 		if !ok {
 			continue
 		}
-		t[r] = pickSameKind(r, cands)
+		t.runes[r] = pickSameKind(r, cands)
 	}
 	return t
 }
@@ -127,7 +143,7 @@ func (t foldTable) fold(text string) string {
 			b.WriteByte(byte(r))
 		case invisible(r) || unicode.Is(unicode.Mn, r):
 		default:
-			if c, ok := t[r]; ok {
+			if c, ok := t.runes[r]; ok {
 				b.WriteByte(c)
 			} else {
 				b.WriteRune(r)
@@ -165,11 +181,7 @@ func plainWord(f string) bool {
 	return true
 }
 
-// hexIDRe matches the ordinary identifiers the allowlist passes: SHA-256
-// digests and git commit ids. They are complete by themselves.
-var hexIDRe = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
-
-func tokenLike(f string) bool { return !plainWord(f) && !hexIDRe.MatchString(f) }
+func (t foldTable) tokenLike(f string) bool { return !plainWord(f) && !t.hexID.MatchString(f) }
 
 // joinSeparator decides whether the text sep between fragments a and b is
 // removed. sep consists of whitespace, quotes, "+" and "\" only. Explicit
@@ -178,7 +190,7 @@ func tokenLike(f string) bool { return !plainWord(f) && !hexIDRe.MatchString(f) 
 // quote ("a" "b", 'a'"b", a"b"). Any other separator (whitespace, a quote
 // then a space) only between two token-like fragments, so prose, quoted
 // words and lists of digests are left apart.
-func joinSeparator(a, sep, b string) bool {
+func (t foldTable) joinSeparator(a, sep, b string) bool {
 	if sep == "+" {
 		return false // a+b, base64: not a concatenation
 	}
@@ -188,11 +200,11 @@ func joinSeparator(a, sep, b string) bool {
 	if quoteByte(sep[0]) && quoteByte(sep[len(sep)-1]) {
 		return true
 	}
-	return tokenLike(a) && tokenLike(b)
+	return t.tokenLike(a) && t.tokenLike(b)
 }
 
 // join returns text with the separators between token pieces removed.
-func join(text string) string {
+func (t foldTable) join(text string) string {
 	var b strings.Builder
 	b.Grow(len(text))
 	i, n := 0, len(text)
@@ -219,7 +231,7 @@ func join(text string) string {
 			for m < n && fragmentByte(text[m]) {
 				m++
 			}
-			if joinSeparator(frag, text[i:k], text[k:m]) {
+			if t.joinSeparator(frag, text[i:k], text[k:m]) {
 				i = k // drop the separator; the next fragment follows directly
 			}
 		}
@@ -232,12 +244,6 @@ func join(text string) string {
 // is replaced by its decoding only when that is printable text (valid
 // UTF-8, no control characters but tab and line breaks); other runs are
 // left as they are.
-
-var encodedRe = regexp.MustCompile(
-	`(?:%[0-9A-Fa-f]{2})+` +
-		`|(?:\\{1,2}(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}))+` +
-		`|(?:&#?[A-Za-z0-9]{1,10};)+` +
-		`|[A-Za-z0-9+/_-]{16,}={0,2}`)
 
 func printableText(b []byte) bool {
 	if len(b) == 0 || !utf8.Valid(b) {
@@ -328,13 +334,13 @@ func decodeEscapes(run string) (string, bool) {
 // run not in runs), that line with every such run replaced by its
 // decoding, unless seen already has the result. Decoded runs are added to
 // runs and results to seen. It reports how many lines were added.
-func decodeLines(text string, onlyFresh bool, runs, seen map[string]bool, out *strings.Builder) int {
+func (t foldTable) decodeLines(text string, onlyFresh bool, runs, seen map[string]bool, out *strings.Builder) int {
 	count := 0
 	for line := range strings.Lines(text) {
 		line = strings.TrimSuffix(line, "\n")
 		fresh := false
 		changed := false
-		dec := encodedRe.ReplaceAllStringFunc(line, func(run string) string {
+		dec := t.encoded.ReplaceAllStringFunc(line, func(run string) string {
 			s, ok := decodeRun(run)
 			if !ok {
 				return run
@@ -383,7 +389,7 @@ func (t foldTable) variants(text string) ([]string, error) {
 	layer := text
 	for depth := 0; ; depth++ {
 		folded := t.fold(layer)
-		joined := join(folded)
+		joined := t.join(folded)
 		for _, v := range []string{folded, joined} {
 			if _, err := add(v); err != nil {
 				return nil, err
@@ -396,9 +402,9 @@ func (t foldTable) variants(text string) ([]string, error) {
 		// text did not have (a base64 run that was broken across lines).
 		var next strings.Builder
 		runs, lines := map[string]bool{}, map[string]bool{}
-		n := decodeLines(folded, false, runs, lines, &next)
+		n := t.decodeLines(folded, false, runs, lines, &next)
 		if joined != folded {
-			n += decodeLines(joined, true, runs, lines, &next)
+			n += t.decodeLines(joined, true, runs, lines, &next)
 		}
 		if n == 0 {
 			return out, nil

@@ -27,6 +27,7 @@ func TestFold(t *testing.T) {
 }
 
 func TestJoin(t *testing.T) {
+	ft := newFoldTable()
 	for in, want := range map[string]string{
 		`"ghp_" + "abc123"`:       `"ghp_abc123"`,
 		`"ghp_" "abc123"`:         `"ghp_abc123"`,
@@ -38,7 +39,7 @@ func TestJoin(t *testing.T) {
 		"token 0.05 p":            "token 0.05 p",
 		"ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445 v2": "ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445 v2",
 	} {
-		if got := join(in); got != want {
+		if got := ft.join(in); got != want {
 			t.Errorf("join(%q) = %q, want %q", in, got, want)
 		}
 	}
