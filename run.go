@@ -211,6 +211,7 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {
 		p.Add("$.environment.image_digest", "must be sha256:<64 lowercase hex>")
 	}
+	b.Environment.Runtime.check(&p)
 	switch b.Outcome {
 	case OutcomeSpecIssue, OutcomeInputMismatch:
 		if strings.TrimSpace(b.Notes) == "" {

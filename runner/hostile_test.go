@@ -233,3 +233,19 @@ func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// TestRunRecordsRuntime (kind 10): every run's environment names the OCI
+// runtime build that ran it, including the CVE fixes its package carries.
+func TestRunRecordsRuntime(t *testing.T) {
+	f := newFixture(t)
+	rec, out := f.mustRerun(f.manifest(f.fileURL(), meanScript), dotlab.OutcomeReproduced)
+	rt := rec.Body.Environment.Runtime
+	if rt == nil || rt.Name != "runc" || rt.Version == "" {
+		t.Fatalf("runtime not recorded: %+v", rt)
+	}
+	data, err := os.ReadFile(filepath.Join(out, runner.RunFile))
+	if err != nil || !strings.Contains(string(data), `"runtime"`) || !strings.Contains(string(data), rt.Version) {
+		t.Fatalf("run.json lacks the runtime: %s", data)
+	}
+	t.Logf("runtime: %+v", *rt)
+}

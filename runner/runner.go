@@ -191,6 +191,12 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 	if err := r.Runtime.Check(); err != nil {
 		return err
 	}
+	// A runtime build without the defences docs/sandbox.md lists is refused
+	// before anything is fetched (no outcome: the runner's machine, not the
+	// claim, is at fault). Probed once per binary.
+	if _, err := r.Runtime.CheckVersion(ctx); err != nil {
+		return err
+	}
 	scratch, err := os.MkdirTemp(r.scratch(), "run-*")
 	if err != nil {
 		return err
@@ -240,9 +246,18 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 
 	// 4. Execute.
 	res, stdout, stderr, err := r.execute(ctx, log, m, img, rootfs, codeDir, dataDir, filepath.Join(outDir, OutSub))
+	if errors.Is(err, sandbox.ErrUnsafeSpec) {
+		// The image or working directory would take the container through
+		// a runtime CVE's precondition (docs/sandbox.md "The runtime's own
+		// defects"): the claim cannot be run safely as written.
+		log.Error("execute", "refused before the runtime was started", map[string]any{"error": err.Error()})
+		return issuef("%v", err)
+	}
 	if err != nil {
 		return err
 	}
+	rt := dotlab.RuntimeInfo(res.Runtime)
+	rec.Body.Environment.Runtime = &rt
 	for _, of := range res.Files {
 		rec.Body.OutputHashes[of.Path] = of.SHA256
 		log.Info("outputs", "output "+of.Path, map[string]any{"path": of.Path, "bytes": of.Size, "sha256": of.SHA256})
