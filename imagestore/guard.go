@@ -73,15 +73,6 @@ func (g *registryGuard) allow(req *http.Request) error {
 	if u.Scheme != "https" && !(u.Scheme == "http" && g.scheme == "http") {
 		return g.refuse(u, "its scheme is not the registry's ("+g.scheme+")")
 	}
-	if g.fromRegistry(req) {
-		return nil
-	}
-	g.mu.Lock()
-	realm := g.realms[canonicalHost(u.Host, u.Scheme)]
-	g.mu.Unlock()
-	if realm {
-		return nil
-	}
 	if req.Response != nil {
 		hops := 0
 		for r := req.Response; r != nil && r.Request != nil; r = r.Request.Response {
@@ -93,6 +84,15 @@ func (g *registryGuard) allow(req *http.Request) error {
 		if prev := req.Response.Request; prev != nil && prev.URL.Scheme == "https" && u.Scheme != "https" {
 			return g.refuse(u, "it redirects from https to "+u.Scheme)
 		}
+		return nil // a hop of a request that was itself allowed
+	}
+	if g.fromRegistry(req) {
+		return nil
+	}
+	g.mu.Lock()
+	realm := g.realms[canonicalHost(u.Host, u.Scheme)]
+	g.mu.Unlock()
+	if realm {
 		return nil
 	}
 	return g.refuse(u, "its host is neither the image's registry nor a token realm that registry named")

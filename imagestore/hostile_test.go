@@ -140,35 +140,18 @@ func assertNoLeftovers(t *testing.T, s *Store) {
 	}
 }
 
-// refuses unpacks layers (a fresh store, limits applied) and asserts an
-// ErrUnsafeImage refusal naming a layer digest and every string of want,
-// with nothing outside changed and nothing left in the store.
-func refuses(t *testing.T, limits Limits, layers [][]byte, want ...string) error {
+// refusesImage unpacks img and asserts an ErrUnsafeImage refusal naming
+// every string of want, with nothing left in the store.
+func refusesImage(t *testing.T, s *Store, img *Image, want ...string) error {
 	t.Helper()
-	outside := outsideDir(t)
-	before := snapshot(t, outside)
-	s := openStore(t)
-	s.Limits = limits
-	img := imageOf(t, s, layers...)
 	_, err := s.Rootfs(img, nil)
 	if !errors.Is(err, ErrUnsafeImage) {
 		t.Fatalf("not refused as unsafe: %v", err)
-	}
-	named := false
-	for _, l := range img.Manifest.Layers {
-		named = named || strings.Contains(err.Error(), l.Digest.String())
-	}
-	if !named {
-		t.Errorf("refusal names no layer digest: %v", err)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("refusal does not say %q: %v", w, err)
 		}
-	}
-	after := snapshot(t, outside)
-	if fmt.Sprint(before) != fmt.Sprint(after) {
-		t.Errorf("the directory beside the store changed:\nbefore %v\nafter  %v", before, after)
 	}
 	assertNoLeftovers(t, s)
 	return err
