@@ -210,3 +210,23 @@ func TestLimitsRefuseNegativeValues(t *testing.T) {
 		t.Fatalf("negative limit: %v", err)
 	}
 }
+
+// A PAX (GNU 1.0) sparse entry declares a 10 GiB file in a few kilobytes of
+// layer: its expanded size is what MaxFileBytes sees, before a byte is written.
+func TestUnpackRefusesSparseBomb(t *testing.T) {
+	const realsize = 10 << 30
+	sparseMap := "0\n" // no data fragments: the whole file is one hole
+	pax := paxRecords(t, map[string]string{
+		"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+		"GNU.sparse.name": "var/log/lastlog", "GNU.sparse.realsize": fmt.Sprint(realsize),
+	})
+	body := sparseMap + strings.Repeat("\x00", 512-len(sparseMap))
+	entry := entryBytes(t, &tar.Header{Name: "GNUSparseFile.0/lastlog", Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}, body)
+	layer := layerOf(pax, entry)
+	s := openStore(t)
+	img := imageOf(t, s, layer)
+	refusesImage(t, s, img, "Limits.MaxFileBytes = 4294967296", `"var/log/lastlog"`, fmt.Sprint(realsize))
+	if len(layer) > 8192 {
+		t.Fatalf("test layer is %d bytes, not a bomb", len(layer))
+	}
+}
