@@ -27,7 +27,9 @@ var ErrImageUnknown = errors.New("registry has no such image")
 type PullOptions struct {
 	// Transport carries every registry request (including redirects). It is
 	// where the fetch policy lives (runner.Policy.Transport); nil means
-	// http.DefaultTransport, for tests and tools only.
+	// http.DefaultTransport, for tests and tools only. Pull wraps it so that
+	// only the image's registry, the token realm that registry announces and
+	// redirect hops are ever requested (registryGuard).
 	Transport http.RoundTripper
 	// AllowHTTP admits plain-http registries. go-containerregistry talks http
 	// to localhost, loopback and RFC 1918 registries; without AllowHTTP those
