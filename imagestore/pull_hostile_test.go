@@ -10,12 +10,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -342,5 +345,50 @@ func TestAuthParams(t *testing.T) {
 		if got := authParams(h, "realm"); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("authParams(%s) = %q, want %q", h, got, want)
 		}
+	}
+}
+
+// An index is pulled with only its linux/GOARCH child, all by digest.
+func TestPullIndexByDigest(t *testing.T) {
+	host, _ := countingRegistry(t)
+	img, err := mutate.AppendLayers(empty.Image, static.NewLayer(tarBytes(t, file("arch", runtime.GOARCH)), types.OCIUncompressedLayer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := mutate.AppendLayers(empty.Image, static.NewLayer(tarBytes(t, file("arch", "other")), types.OCIUncompressedLayer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: other, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "other"}}},
+		mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}}})
+	d, _ := idx.Digest()
+	ref, _ := name.NewDigest(host + "/lab/multi@" + d.String())
+	if err := remote.WriteIndex(ref, idx); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	got, _, err := s.Resolve(context.Background(), ref.String(), PullOptions{AllowHTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, _ := img.Digest()
+	if got.Digest != d || got.ManifestDigest != child {
+		t.Fatalf("resolved %s / %s, want index %s / child %s", got.Digest, got.ManifestDigest, d, child)
+	}
+	otherDigest, _ := other.Digest()
+	if s.Has(otherDigest) {
+		t.Errorf("the other platform's manifest was fetched")
+	}
+	rootfs, err := s.Rootfs(got, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(rootfs + "/arch"); string(b) != runtime.GOARCH {
+		t.Fatalf("rootfs of the wrong platform: %q", b)
+	}
+	entries, _ := s.List()
+	if len(entries) != 1 || entries[0].Digest != d.String() || !types.MediaType(entries[0].MediaType).IsIndex() {
+		t.Fatalf("index.json entries %+v", entries)
 	}
 }
