@@ -50,7 +50,7 @@ var ErrUnsafeTree = errors.New("the commit's tree cannot be checked out safely")
 // over the policy's http client (no submodules, no hooks, no external git);
 // a local path or file:// URL is opened in place with go-git. The tree is
 // written by writeTree, which refuses .git entries and cannot write outside dst.
-func checkoutCommit(ctx context.Context, p Policy, repository, commit, dst, scratch string) error {
+func checkoutCommit(ctx context.Context, p Policy, repository, commit, dst, scratch string, lim safefs.Limits) error {
 	if !plumbing.IsHash(commit) || len(commit) != 40 {
 		return fmt.Errorf("code.commit %q: want a full 40-hex commit id", commit)
 	}
@@ -94,7 +94,7 @@ func checkoutCommit(ctx context.Context, p Policy, repository, commit, dst, scra
 	if err != nil {
 		return fmt.Errorf("code.commit %s: tree: %w", commit, err)
 	}
-	if err := writeGitTree(tree, dst); err != nil {
+	if err := writeGitTree(tree, dst, lim); err != nil {
 		// The tree is the claim's: an entry that cannot be written safely
 		// (.git, a path through a symlink, an escape) is the spec's problem.
 		return fmt.Errorf("code.commit %s: %w: %v", commit, ErrUnsafeTree, err)
@@ -204,13 +204,17 @@ func fetchCommit(ctx context.Context, p Policy, repository string, h plumbing.Ha
 // regular and executable files with modes 0644/0755, symlinks as symlinks
 // (never followed here), submodules skipped. A path with a ".git" component
 // is refused (it would plant repository metadata or hooks).
-func writeGitTree(tree *object.Tree, dst string) error {
+func writeGitTree(tree *object.Tree, dst string, lim safefs.Limits) error {
 	root, err := os.OpenRoot(dst)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	budget := safefs.NewBudget(lim)
 	return tree.Files().ForEach(func(f *object.File) error {
+		if _, err := safefs.SplitName(f.Name, false, "tree entry"); err != nil {
+			return fmt.Errorf("code: %w", err)
+		}
 		for _, part := range strings.Split(f.Name, "/") {
 			if strings.EqualFold(part, ".git") {
 				return fmt.Errorf("code: tree entry %q writes into .git: refused", f.Name)
@@ -218,6 +222,12 @@ func writeGitTree(tree *object.Tree, dst string) error {
 		}
 		if f.Mode == filemode.Submodule {
 			return nil
+		}
+		if err := budget.Entry(f.Name); err != nil {
+			return fmt.Errorf("code: %w", err)
+		}
+		if err := budget.File(f.Name, f.Size); err != nil {
+			return fmt.Errorf("code: %w", err)
 		}
 		if err := root.MkdirAll(path.Dir(f.Name), 0o755); err != nil {
 			return fmt.Errorf("code: %s: %w", f.Name, err)
@@ -227,7 +237,7 @@ func writeGitTree(tree *object.Tree, dst string) error {
 			return fmt.Errorf("code: %s: %w", f.Name, err)
 		}
 		defer rc.Close()
-		if err := writeEntry(root, f.Name, f.Mode == filemode.Symlink, f.Mode == filemode.Executable, rc); err != nil {
+		if err := writeEntry(root, f.Name, f.Mode == filemode.Symlink, f.Mode == filemode.Executable, budget.Reader(f.Name, f.Size, rc)); err != nil {
 			return fmt.Errorf("code: %s: %w", f.Name, err)
 		}
 		return nil
@@ -254,11 +264,27 @@ func writeEntry(root *os.Root, name string, symlink, executable bool, r io.Reade
 	return root.Chmod(name, mode)
 }
 
+// CodeLimits are the bounds of a code checkout or archive (docs/sandbox.md "Unpacking
+// untrusted trees"): sized for replication packages that carry their data
+// (a few GB in tens of thousands of files), refusing tree and
+// decompression bombs before they fill the runner's disk.
+func CodeLimits() safefs.Limits {
+	return safefs.Limits{
+		MaxEntries:   500_000,
+		MaxBytes:     16 << 30,
+		MaxFileBytes: 8 << 30,
+		MaxRatio:     100,
+		RatioAfter:   64 << 20,
+	}
+}
+
 // extractArchive unpacks a code archive (tar, tar.gz or zip, detected by
 // content) into dst through an os.Root. Directories, regular files and
 // symlinks are kept (file modes reduced to 0644/0755); other entry types are
-// skipped; nothing can land outside dst.
-func extractArchive(archive, dst string) error {
+// skipped; nothing can land outside dst. Names with `..`, empty components
+// or NUL bytes are refused (not cleaned), and the tree is held to
+// CodeLimits.
+func extractArchive(archive, dst string, lim safefs.Limits) error {
 	root, err := os.OpenRoot(dst)
 	if err != nil {
 		return err
@@ -281,10 +307,22 @@ func extractArchive(archive, dst string) error {
 		if err != nil {
 			return fmt.Errorf("code.archive: %w", err)
 		}
+		budget := safefs.NewBudget(lim)
+		compressed := fi.Size()
+		budget.Compressed = func() int64 { return compressed }
 		for _, zf := range zr.File {
-			name := safefs.CleanName(zf.Name)
+			name, err := safefs.StrictName(zf.Name, zf.FileInfo().IsDir())
+			if err != nil {
+				return fmt.Errorf("code.archive: %w", err)
+			}
 			if name == "" {
+				if !zf.FileInfo().IsDir() {
+					return fmt.Errorf("code.archive: %w: a file entry names the root directory itself", safefs.ErrUnsafeName)
+				}
 				continue
+			}
+			if err := budget.Entry(name); err != nil {
+				return fmt.Errorf("code.archive: %w", err)
 			}
 			if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
 				return err
@@ -299,11 +337,18 @@ func extractArchive(archive, dst string) error {
 			if !mode.IsRegular() && mode&os.ModeSymlink == 0 {
 				continue
 			}
+			size := int64(zf.UncompressedSize64)
+			if zf.UncompressedSize64 > 1<<62 {
+				size = -1
+			}
+			if err := budget.File(name, size); err != nil {
+				return fmt.Errorf("code.archive: %w", err)
+			}
 			rc, err := zf.Open()
 			if err != nil {
 				return err
 			}
-			err = writeEntry(root, name, mode&os.ModeSymlink != 0, mode&0o111 != 0, rc)
+			err = writeEntry(root, name, mode&os.ModeSymlink != 0, mode&0o111 != 0, budget.Reader(name, size, rc))
 			rc.Close()
 			if err != nil {
 				return fmt.Errorf("code.archive: %s: %w", name, err)
@@ -311,18 +356,25 @@ func extractArchive(archive, dst string) error {
 		}
 		return nil
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		zr, err := gzip.NewReader(br)
+		counted := &safefs.CountingReader{R: br}
+		zr, err := gzip.NewReader(counted)
 		if err != nil {
 			return fmt.Errorf("code.archive: %w", err)
 		}
-		return codeTar(root, zr)
+		budget := safefs.NewBudget(lim)
+		budget.Compressed = func() int64 { return counted.N }
+		return codeTar(root, zr, budget)
 	default:
-		return codeTar(root, br)
+		return codeTar(root, br, safefs.NewBudget(lim))
 	}
 }
 
-func codeTar(root *os.Root, r io.Reader) error {
-	if err := safefs.ExtractTar(root, r, safefs.TarOptions{Symlinks: true, NoThroughLinks: true}); err != nil {
+func codeTar(root *os.Root, r io.Reader, budget *safefs.Budget) error {
+	err := safefs.ExtractTar(root, r, safefs.TarOptions{Symlinks: true, NoThroughLinks: true, Budget: budget})
+	switch {
+	case errors.Is(err, safefs.ErrUnsafeName), errors.Is(err, safefs.ErrOverBudget):
+		return fmt.Errorf("code.archive: %w", err)
+	case err != nil:
 		return fmt.Errorf("code.archive: not a valid tar, tar.gz or zip: %w", err)
 	}
 	return nil

@@ -7,8 +7,10 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
+	mrand "math/rand"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab/imagestore"
+	"github.com/dotlab/dotlab/internal/safefs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -78,7 +81,7 @@ func TestCheckoutOverHTTPAndLocal(t *testing.T) {
 	for _, repoURL := range []string{base + "/lab/.git", dir, "file://" + dir} {
 		for commit, want := range map[string]string{old: "v1", tip: "v2"} {
 			dst := t.TempDir()
-			if err := checkoutCommit(context.Background(), p, repoURL, commit, dst, t.TempDir()); err != nil {
+			if err := checkoutCommit(context.Background(), p, repoURL, commit, dst, t.TempDir(), CodeLimits()); err != nil {
 				t.Fatalf("%s at %s: %v", repoURL, commit, err)
 			}
 			got, _ := os.ReadFile(filepath.Join(dst, "analysis.sh"))
@@ -90,73 +93,167 @@ func TestCheckoutOverHTTPAndLocal(t *testing.T) {
 			}
 		}
 		missing := strings.Repeat("cd", 20)
-		if err := checkoutCommit(context.Background(), p, repoURL, missing, t.TempDir(), t.TempDir()); !errors.Is(err, ErrNoCommit) {
+		if err := checkoutCommit(context.Background(), p, repoURL, missing, t.TempDir(), t.TempDir(), CodeLimits()); !errors.Is(err, ErrNoCommit) {
 			t.Fatalf("%s: missing commit: %v", repoURL, err)
 		}
 	}
-	if err := checkoutCommit(context.Background(), p, base+"/nope/.git", tip, t.TempDir(), t.TempDir()); !errors.Is(err, ErrNoRepository) {
+	if err := checkoutCommit(context.Background(), p, base+"/nope/.git", tip, t.TempDir(), t.TempDir(), CodeLimits()); !errors.Is(err, ErrNoRepository) {
 		t.Fatalf("missing repository: %v", err)
 	}
 	// The strict policy refuses both the plain-http loopback forge and local paths.
 	for _, u := range []string{base + "/lab/.git", strings.Replace(base, "http://", "https://", 1) + "/lab/.git", dir} {
-		if err := checkoutCommit(context.Background(), Policy{}, u, tip, t.TempDir(), t.TempDir()); !errors.Is(err, ErrRefused) {
+		if err := checkoutCommit(context.Background(), Policy{}, u, tip, t.TempDir(), t.TempDir(), CodeLimits()); !errors.Is(err, ErrRefused) {
 			t.Fatalf("strict policy, %s: %v", u, err)
 		}
 	}
 }
 
-func TestExtractArchiveStaysInside(t *testing.T) {
-	outside := t.TempDir()
+// tarGz builds a tar.gz from entries (header, body).
+func tarGz(t *testing.T, entries ...tarEntry) string {
+	t.Helper()
 	var tgz bytes.Buffer
 	zw := gzip.NewWriter(&tgz)
 	tw := tar.NewWriter(zw)
-	add := func(h *tar.Header, body string) {
-		h.Size = int64(len(body))
-		if h.Mode == 0 {
-			h.Mode = 0o644
+	for _, e := range entries {
+		e.h.Size = int64(len(e.body))
+		if e.h.Typeflag == tar.TypeSymlink || e.h.Typeflag == tar.TypeDir {
+			e.h.Size = 0
 		}
-		tw.WriteHeader(h)
-		tw.Write([]byte(body))
+		if e.h.Mode == 0 {
+			e.h.Mode = 0o644
+		}
+		if err := tw.WriteHeader(e.h); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(e.body))
 	}
-	add(&tar.Header{Name: "pkg/run.sh", Typeflag: tar.TypeReg, Mode: 0o755}, "echo hi")
-	add(&tar.Header{Name: "../../../../" + outside + "/escaped", Typeflag: tar.TypeReg}, "x")
-	add(&tar.Header{Name: "pkg/out", Typeflag: tar.TypeSymlink, Linkname: outside}, "")
-	add(&tar.Header{Name: "pkg/out/through-link", Typeflag: tar.TypeReg}, "x")
 	tw.Close()
 	zw.Close()
-	archive := filepath.Join(t.TempDir(), "code.tar.gz")
-	os.WriteFile(archive, tgz.Bytes(), 0o644)
-	dst := t.TempDir()
-	err := extractArchive(archive, dst)
-	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
-		t.Fatalf("archive wrote outside its directory: %v (err %v)", entries, err)
+	p := filepath.Join(t.TempDir(), "code.tar.gz")
+	os.WriteFile(p, tgz.Bytes(), 0o644)
+	return p
+}
+
+type tarEntry struct {
+	h    *tar.Header
+	body string
+}
+
+func zipOf(t *testing.T, names ...string) string {
+	t.Helper()
+	var zbuf bytes.Buffer
+	zwr := zip.NewWriter(&zbuf)
+	for _, n := range names {
+		w, err := zwr.Create(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("x"))
 	}
-	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
-		t.Fatalf("an entry through a symlink was accepted: %v", err)
+	zwr.Close()
+	p := filepath.Join(t.TempDir(), "code.zip")
+	os.WriteFile(p, zbuf.Bytes(), 0o644)
+	return p
+}
+
+// TestExtractArchiveHostile: every entry name that is not a plain relative
+// path is refused (never cleaned into the tree), nothing lands outside the
+// directory, and ordinary archives (with "./" prefixes, directories) unpack.
+func TestExtractArchiveHostile(t *testing.T) {
+	outside := t.TempDir()
+	reg := func(name string) tarEntry { return tarEntry{&tar.Header{Name: name, Typeflag: tar.TypeReg}, "x"} }
+	cases := map[string]string{
+		"dotdot":        tarGz(t, reg("pkg/run.sh"), reg("../../../../"+outside+"/escaped")),
+		"inner dotdot":  tarGz(t, reg("pkg/../../escaped")),
+		"pax dotdot":    tarGz(t, tarEntry{&tar.Header{Name: strings.Repeat("long/", 30) + strings.Repeat("../", 31) + "escaped", Typeflag: tar.TypeReg, Format: tar.FormatPAX}, "x"}),
+		"empty comp":    tarGz(t, reg("pkg//x")),
+		"dot file":      tarGz(t, reg(".")),
+		"symlink dot":   tarGz(t, tarEntry{&tar.Header{Name: ".", Typeflag: tar.TypeSymlink, Linkname: "/"}, ""}),
+		"through link":  tarGz(t, tarEntry{&tar.Header{Name: "pkg/out", Typeflag: tar.TypeSymlink, Linkname: outside}, ""}, reg("pkg/out/through-link")),
+		"empty target":  tarGz(t, tarEntry{&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: ""}, ""}),
+		"zip dotdot":    zipOf(t, "src/a.txt", "../../evil.txt"),
+		"zip absolute":  zipOf(t, "/../evil.txt"),
+		"zip empty":     zipOf(t, "a//b"),
+		"zip backslash": zipOf(t, "src/../../evil.txt"),
+	}
+	for name, archive := range cases {
+		t.Run(name, func(t *testing.T) {
+			dst := t.TempDir()
+			err := extractArchive(archive, dst, CodeLimits())
+			if err == nil {
+				t.Fatal("hostile archive accepted")
+			}
+			t.Logf("refused: %v", err)
+			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+				t.Fatalf("archive wrote outside its directory: %v", entries)
+			}
+		})
+	}
+	ok := tarGz(t, tarEntry{&tar.Header{Name: "./", Typeflag: tar.TypeDir}, ""}, tarEntry{&tar.Header{Name: "./pkg/", Typeflag: tar.TypeDir}, ""},
+		tarEntry{&tar.Header{Name: "./pkg/run.sh", Typeflag: tar.TypeReg, Mode: 0o755}, "echo hi"}, tarEntry{&tar.Header{Name: "pkg/l", Typeflag: tar.TypeSymlink, Linkname: "../up"}, ""})
+	dst := t.TempDir()
+	if err := extractArchive(ok, dst, CodeLimits()); err != nil {
+		t.Fatal(err)
 	}
 	if fi, err := os.Stat(filepath.Join(dst, "pkg", "run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Fatalf("pkg/run.sh: %v %v", fi, err)
 	}
-
-	var zbuf bytes.Buffer
-	zwr := zip.NewWriter(&zbuf)
-	w, _ := zwr.Create("src/a.txt")
-	w.Write([]byte("zip"))
-	w, _ = zwr.Create("../../evil.txt")
-	w.Write([]byte("evil"))
-	zwr.Close()
-	zpath := filepath.Join(t.TempDir(), "code.zip")
-	os.WriteFile(zpath, zbuf.Bytes(), 0o644)
-	zdst := filepath.Join(t.TempDir(), "code")
-	os.Mkdir(zdst, 0o755)
-	if err := extractArchive(zpath, zdst); err != nil {
+	zdst := t.TempDir()
+	if err := extractArchive(zipOf(t, "src/a.txt", "./src/b.txt"), zdst, CodeLimits()); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(filepath.Join(zdst, "src", "a.txt")); string(got) != "zip" {
+	if got, _ := os.ReadFile(filepath.Join(zdst, "src", "a.txt")); string(got) != "x" {
 		t.Fatalf("zip entry: %q", got)
 	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(zdst), "evil.txt")); err == nil {
-		t.Fatalf("zip entry escaped")
+}
+
+// TestExtractArchiveBombs: entry count, total bytes, one file's size and the
+// compression ratio each refuse an archive over its limit, naming it, and
+// the disk used stays near the limit.
+func TestExtractArchiveBombs(t *testing.T) {
+	noise := make([]byte, 8<<20)
+	mrand.New(mrand.NewSource(1)).Read(noise) // incompressible: only the ratio case uses zeros
+	big := string(noise)
+	many := []tarEntry{}
+	for i := 0; i < 50; i++ {
+		many = append(many, tarEntry{&tar.Header{Name: fmt.Sprintf("f%d", i), Typeflag: tar.TypeReg}, "x"})
+	}
+	var zb bytes.Buffer
+	zwr := zip.NewWriter(&zb)
+	w, _ := zwr.Create("zeros")
+	w.Write(make([]byte, 8<<20))
+	zwr.Close()
+	zbomb := filepath.Join(t.TempDir(), "bomb.zip")
+	os.WriteFile(zbomb, zb.Bytes(), 0o644)
+	lim := safefs.Limits{MaxEntries: 20, MaxBytes: 4 << 20, MaxFileBytes: 2 << 20, MaxRatio: 100, RatioAfter: 1 << 20}
+	for name, c := range map[string]struct {
+		archive string
+		lim     safefs.Limits
+		want    string
+	}{
+		"entries":   {tarGz(t, many...), lim, "more than 20 entries"},
+		"file size": {tarGz(t, tarEntry{&tar.Header{Name: "big", Typeflag: tar.TypeReg}, big}), lim, "file limit"},
+		"bytes":     {tarGz(t, tarEntry{&tar.Header{Name: "a", Typeflag: tar.TypeReg}, big[:2<<20]}, tarEntry{&tar.Header{Name: "b", Typeflag: tar.TypeReg}, big[:2<<20]}, tarEntry{&tar.Header{Name: "c", Typeflag: tar.TypeReg}, big[:1<<20]}), lim, "bytes of files"},
+		"ratio tar": {tarGz(t, tarEntry{&tar.Header{Name: "zeros", Typeflag: tar.TypeReg}, string(make([]byte, 8<<20))}), safefs.Limits{MaxRatio: 100, RatioAfter: 1 << 20}, "compression-ratio"},
+		"ratio zip": {zbomb, safefs.Limits{MaxRatio: 100, RatioAfter: 1 << 20}, "compression-ratio"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dst := t.TempDir()
+			err := extractArchive(c.archive, dst, c.lim)
+			if !errors.Is(err, safefs.ErrOverBudget) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("want a refusal naming %q, got %v", c.want, err)
+			}
+			var used int64
+			filepath.Walk(dst, func(_ string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() {
+					used += fi.Size()
+				}
+				return nil
+			})
+			if used > 5<<20 {
+				t.Fatalf("%d bytes written before the refusal", used)
+			}
+		})
 	}
 }
 

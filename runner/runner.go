@@ -392,13 +392,13 @@ func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manif
 			return issuef("code.archive: expected sha256 %s, got %s; nothing was executed", a.SHA256, got.SHA256)
 		}
 		log.Info("code", "code.archive hash verified", data)
-		if err := extractArchive(got.Path, codeDir); err != nil {
+		if err := extractArchive(got.Path, codeDir, CodeLimits()); err != nil {
 			return issuef("code.archive cannot be unpacked: %v", err)
 		}
 		log.Info("code", "code archive unpacked", map[string]any{"seconds": r.since(start)})
 		return nil
 	}
-	err := checkoutCommit(ctx, r.Policy, m.Code.Repository, m.Code.Commit, codeDir, scratch)
+	err := checkoutCommit(ctx, r.Policy, m.Code.Repository, m.Code.Commit, codeDir, scratch, CodeLimits())
 	switch {
 	case errors.Is(err, ErrNoCommit), errors.Is(err, ErrNoRepository), errors.Is(err, ErrUnsafeTree), unfetchable(err):
 		log.Error("code", "code cannot be fetched", map[string]any{"repository": m.Code.Repository, "commit": m.Code.Commit, "error": err.Error()})

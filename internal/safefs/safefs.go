@@ -45,11 +45,17 @@ type TarOptions struct {
 	// NoThroughLinks refuses entries whose parent path goes through a
 	// symbolic link (NoSymlinkParents), as a code checkout must.
 	NoThroughLinks bool
+	// Budget, when set, bounds entries, bytes, file sizes and (with
+	// Budget.Compressed) the compression ratio.
+	Budget *Budget
 }
 
 // ExtractTar writes a tar stream under root: directories (0755), regular
 // files (0755 when the entry has an execute bit, else 0644) and, with
-// opts.Symlinks, symbolic links. Names are cleaned with CleanName.
+// opts.Symlinks, symbolic links. Names are checked with StrictName (after
+// PAX and GNU long-name records): a name with `..`, an empty component or a
+// NUL byte is refused (ErrUnsafeName), never cleaned; an entry over the
+// budget is refused with ErrOverBudget.
 func ExtractTar(root *os.Root, r io.Reader, opts TarOptions) error {
 	tr := tar.NewReader(r)
 	for {
@@ -60,9 +66,25 @@ func ExtractTar(root *os.Root, r io.Reader, opts TarOptions) error {
 		if err != nil {
 			return err
 		}
-		name := CleanName(h.Name)
+		name, err := StrictName(h.Name, h.Typeflag == tar.TypeDir)
+		if err != nil {
+			return err
+		}
 		if name == "" {
+			if h.Typeflag != tar.TypeDir {
+				return fmt.Errorf("%w: a %q entry names the root directory itself (rule: only a directory entry may)", ErrUnsafeName, h.Typeflag)
+			}
 			continue
+		}
+		if b := opts.Budget; b != nil {
+			if err := b.Entry(name); err != nil {
+				return err
+			}
+			if h.Typeflag == tar.TypeReg {
+				if err := b.File(name, h.Size); err != nil {
+					return err
+				}
+			}
 		}
 		if opts.NoThroughLinks {
 			if err := NoSymlinkParents(root, name); err != nil {
@@ -76,8 +98,15 @@ func ExtractTar(root *os.Root, r io.Reader, opts TarOptions) error {
 		case h.Typeflag == tar.TypeDir:
 			err = root.MkdirAll(name, 0o755)
 		case h.Typeflag == tar.TypeReg:
-			_, err = CreateFrom(root, name, FileMode(h.Mode&0o111 != 0), tr)
+			var body io.Reader = tr
+			if opts.Budget != nil {
+				body = opts.Budget.Reader(name, h.Size, tr)
+			}
+			_, err = CreateFrom(root, name, FileMode(h.Mode&0o111 != 0), body)
 		case h.Typeflag == tar.TypeSymlink && opts.Symlinks:
+			if h.Linkname == "" || strings.IndexByte(h.Linkname, 0) >= 0 || len(h.Linkname) > MaxNameBytes {
+				return fmt.Errorf("%w: symbolic link %s has an empty, NUL-bearing or over-long target", ErrUnsafeName, name)
+			}
 			err = root.Symlink(h.Linkname, name)
 		case opts.Strict:
 			err = fmt.Errorf("entry type %q is not allowed here", h.Typeflag)
