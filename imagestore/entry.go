@@ -4,14 +4,12 @@ import (
 	"archive/tar"
 	"fmt"
 	"strings"
+
+	"github.com/dotlab/dotlab/internal/safefs"
 )
 
-// Bounds on names, as Linux enforces them (PATH_MAX 4096 including the NUL,
-// NAME_MAX 255): a longer name cannot be created, so it is refused up front.
-const (
-	maxNameBytes      = 4095
-	maxComponentBytes = 255
-)
+// maxNameBytes bounds names and link targets (safefs.MaxNameBytes).
+const maxNameBytes = safefs.MaxNameBytes
 
 // Whiteout names (OCI image-spec "Representing Changes"; AUFS convention).
 const (
@@ -139,43 +137,12 @@ func validateEntry(hdr *tar.Header) (entryPlan, error) {
 	return plan, nil
 }
 
-// splitName checks an entry name (or hard-link target; what says which) and
-// returns its components: leading "/" characters and one leading "./" are
-// dropped, a trailing "/" is allowed only when dir is set, and every other
-// component must be non-empty, not "." or "..", at most 255 bytes.
+// splitName is safefs.SplitName (the one name rule for image layers, code
+// archives and OCI archives), its refusal as a ruleError.
 func splitName(name string, dir bool, what string) ([]string, error) {
-	switch {
-	case name == "":
-		return nil, rulef("empty %s (rule: every entry is named)", what)
-	case strings.IndexByte(name, 0) >= 0:
-		return nil, rulef("%s contains a NUL byte", what)
-	case len(name) > maxNameBytes:
-		return nil, rulef("%s of %d bytes (rule: at most %d)", what, len(name), maxNameBytes)
-	}
-	rest := strings.TrimLeft(name, "/")
-	if rest == "." {
-		rest = ""
-	}
-	rest = strings.TrimPrefix(rest, "./")
-	if strings.HasSuffix(rest, "/") {
-		if !dir {
-			return nil, rulef("%s ends in \"/\" but the entry is not a directory", what)
-		}
-		rest = strings.TrimSuffix(rest, "/")
-	}
-	if rest == "" {
-		return nil, nil
-	}
-	comps := strings.Split(rest, "/")
-	for _, c := range comps {
-		switch {
-		case c == "":
-			return nil, rulef("%s has an empty component (\"//\") (rule: components are non-empty)", what)
-		case c == "." || c == "..":
-			return nil, rulef("%s has a %q component (rule: no \".\" or \"..\" components after an optional leading \"./\")", what, c)
-		case len(c) > maxComponentBytes:
-			return nil, rulef("%s has a component of %d bytes (rule: at most %d)", what, len(c), maxComponentBytes)
-		}
+	comps, err := safefs.SplitName(name, dir, what)
+	if err != nil {
+		return nil, ruleError(strings.TrimPrefix(err.Error(), safefs.ErrUnsafeName.Error()+": "))
 	}
 	return comps, nil
 }
