@@ -249,3 +249,17 @@ func TestRunRecordsRuntime(t *testing.T) {
 	}
 	t.Logf("runtime: %+v", *rt)
 }
+
+// TestHostileResultsNumbers (kind 9): a results.json value outside the
+// accepted range (docs/manifest-spec.md "Comparison") is malformed results,
+// spec_issue naming the target and the bound, whatever way it is spelled.
+func TestHostileResultsNumbers(t *testing.T) {
+	f := newFixture(t)
+	for _, v := range []string{"1e400", "-1e400", "1e-400", "1" + strings.Repeat("0", 400)} {
+		script := `echo '{"mean": ` + v + `, "n": 4}' > "$DOTLAB_OUT_DIR/results.json"`
+		rec, _ := f.mustRerun(f.manifest(f.fileURL(), script), dotlab.OutcomeSpecIssue, "$.mean", "out of range")
+		if len(rec.Body.Notes) > runner.MaxNotes+100 {
+			t.Fatalf("%.20s: notes of %d bytes", v, len(rec.Body.Notes))
+		}
+	}
+}
