@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -320,13 +321,13 @@ func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Man
 		got, err := f.fetch(ctx, what, d.URL, d.SHA256)
 		if err != nil {
 			if unfetchable(err) {
-				log.Error("inputs", "dataset "+d.Name+" cannot be fetched", map[string]any{"name": d.Name, "url": d.URL, "error": err.Error()})
+				log.Error("inputs", "dataset "+d.Name+" cannot be fetched", map[string]any{"name": d.Name, "url": redactURL(d.URL), "error": err.Error()})
 				return nil, nil, issuef("dataset %s cannot be fetched as written: %v", d.Name, err)
 			}
 			return nil, nil, err
 		}
 		rec.Body.InputHashes[d.Name] = got.SHA256
-		data := map[string]any{"name": d.Name, "url": d.URL, "expected": d.SHA256, "actual": got.SHA256,
+		data := map[string]any{"name": d.Name, "url": redactURL(d.URL), "expected": d.SHA256, "actual": got.SHA256,
 			"bytes": got.Bytes, "cache_hit": got.CacheHit, "seconds": r.since(start)}
 		if got.SHA256 != d.SHA256 {
 			log.Error("inputs", "hash mismatch for dataset "+d.Name, data)
@@ -342,6 +343,12 @@ func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Man
 // environment resolves the image strictly by digest and unpacks it.
 func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) (*imagestore.Image, string, error) {
 	start := r.Clock()
+	// The registry host is held to the URL rules before any request (the
+	// dialer checks the resolved address again on every connection).
+	if err := r.Policy.CheckImage("environment.image", m.Environment.Image); err != nil {
+		log.Error("environment", "image registry refused", map[string]any{"image": m.Environment.Image, "error": err.Error()})
+		return nil, "", issuef("%v", err)
+	}
 	opts := imagestore.PullOptions{Transport: r.Policy.Transport(), AllowHTTP: r.Policy.AllowPrivate}
 	if r.Progress != nil {
 		opts.Progress = func(done, total int64) { r.Progress("pull "+m.Environment.ImageDigest()[:19], done, total) }
@@ -386,7 +393,7 @@ func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manif
 			}
 			return err
 		}
-		data := map[string]any{"url": a.URL, "expected": a.SHA256, "actual": got.SHA256, "bytes": got.Bytes, "cache_hit": got.CacheHit}
+		data := map[string]any{"url": redactURL(a.URL), "expected": a.SHA256, "actual": got.SHA256, "bytes": got.Bytes, "cache_hit": got.CacheHit}
 		if got.SHA256 != a.SHA256 {
 			log.Error("code", "hash mismatch for code.archive", data)
 			return issuef("code.archive: expected sha256 %s, got %s; nothing was executed", a.SHA256, got.SHA256)
@@ -401,13 +408,23 @@ func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manif
 	err := checkoutCommit(ctx, r.Policy, m.Code.Repository, m.Code.Commit, codeDir, scratch, CodeLimits())
 	switch {
 	case errors.Is(err, ErrNoCommit), errors.Is(err, ErrNoRepository), errors.Is(err, ErrUnsafeTree), unfetchable(err):
-		log.Error("code", "code cannot be fetched", map[string]any{"repository": m.Code.Repository, "commit": m.Code.Commit, "error": err.Error()})
+		log.Error("code", "code cannot be fetched", map[string]any{"repository": redactURL(m.Code.Repository), "commit": m.Code.Commit, "error": err.Error()})
 		return issuef("%v", err)
 	case err != nil:
 		return err
 	}
-	log.Info("code", "commit checked out", map[string]any{"repository": m.Code.Repository, "commit": m.Code.Commit, "seconds": r.since(start)})
+	log.Info("code", "commit checked out", map[string]any{"repository": redactURL(m.Code.Repository), "commit": m.Code.Commit, "seconds": r.since(start)})
 	return nil
+}
+
+// redactURL is raw with any userinfo password replaced by "xxxxx", for
+// logs and notes (which are public); text that is not a URL is kept.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
 }
 
 // unfetchable reports whether a fetch failure is the manifest's (outcome
