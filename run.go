@@ -84,6 +84,32 @@ type RuntimeInfo struct {
 	Fixes []string `json:"fixes,omitempty"`
 }
 
+// Has reports whether v carries the fix for cve.
+func (v RuntimeInfo) Has(cve string) bool {
+	for _, f := range v.Fixes {
+		if f == cve {
+			return true
+		}
+	}
+	return false
+}
+
+// String is "runc 1.1.5+ds1 (commit 1.1.5+ds1-1+deb12u1, package runc 1.1.5+ds1-1+deb12u1)".
+func (v RuntimeInfo) String() string {
+	s := v.Name + " " + v.Version
+	var extra []string
+	if v.Commit != "" {
+		extra = append(extra, "commit "+v.Commit)
+	}
+	if v.Package != "" {
+		extra = append(extra, "package "+v.Package+" "+v.PackageVersion)
+	}
+	if len(extra) > 0 {
+		s += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return s
+}
+
 // Bounds of RuntimeInfo, as in spec/openapi.yaml RuntimeInfo.
 const (
 	MaxRuntimeField = 128 // bytes of each string field

@@ -161,24 +161,12 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// byteCounter counts the bytes read through it.
-type byteCounter struct {
-	r io.Reader
-	n int64
-}
-
-func (b *byteCounter) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	b.n += int64(n)
-	return n, err
-}
-
 // ratioReader reads a layer's uncompressed stream and fails (sticky) once
 // more than after bytes have been read and they exceed ratio times the
 // compressed bytes the decompressor has consumed.
 type ratioReader struct {
 	r          io.Reader
-	compressed *byteCounter
+	compressed *safefs.CountingReader
 	ratio      int64
 	after      int64
 	n          int64
@@ -192,7 +180,7 @@ func (rr *ratioReader) Read(p []byte) (int, error) {
 	n, err := rr.r.Read(p)
 	rr.n += int64(n)
 	// n/c >= ratio first, so that ratio*c cannot overflow when it is compared.
-	if c := max(rr.compressed.n, 1); rr.n >= rr.after && rr.n/c >= rr.ratio && rr.n > rr.ratio*c {
+	if c := max(rr.compressed.N, 1); rr.n >= rr.after && rr.n/c >= rr.ratio && rr.n > rr.ratio*c {
 		rr.err = limitError("MaxCompressionRatio", rr.ratio,
 			fmt.Sprintf("layer expanding %d compressed bytes to %d (%d:1, checked after Limits.RatioCheckAfter = %d bytes)", c, rr.n, rr.n/c, rr.after))
 		return n, rr.err
@@ -216,7 +204,7 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 	compressedHash := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(&countingReader{r: f, u: u}, compressedHash), 1<<20)
 	magic, _ := br.Peek(4)
-	consumed := &byteCounter{r: br}
+	consumed := &safefs.CountingReader{R: br}
 	var plain io.Reader
 	switch {
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):

@@ -67,11 +67,19 @@ func (c *canary) assertUntouched(t *testing.T) {
 // DotLab run any more, and that the sentinel file is as it was.
 func hostUntouched(t *testing.T, r *runner.Runner, sentinel string, want []byte) {
 	t.Helper()
+	// Only this runner's bundles count: other packages' tests may be
+	// running containers at the same time.
+	if r.Runtime.BundleDir == "" {
+		t.Fatal("hostUntouched needs a runner with its own Runtime.BundleDir")
+	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, line := range strings.Split(string(mounts), "\n") {
-		if strings.Contains(line, "dotlab-") && strings.Contains(line, os.TempDir()) {
+		if strings.Contains(line, r.Runtime.BundleDir) {
 			t.Errorf("mount left behind: %s", line)
 		}
+	}
+	if entries, _ := os.ReadDir(r.Runtime.BundleDir); len(entries) > 0 {
+		t.Errorf("%d bundle(s) left behind in %s", len(entries), r.Runtime.BundleDir)
 	}
 	if r.Runtime.StateDir != "" {
 		if entries, _ := os.ReadDir(r.Runtime.StateDir); len(entries) > 0 {

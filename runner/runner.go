@@ -257,7 +257,7 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 	if err != nil {
 		return err
 	}
-	rt := dotlab.RuntimeInfo(res.Runtime)
+	rt := res.Runtime
 	rec.Body.Environment.Runtime = &rt
 	for _, of := range res.Files {
 		rec.Body.OutputHashes[of.Path] = of.SHA256

@@ -37,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	testfix.Need(t, true, "runc", "busybox")
-	r, err := runner.New(t.TempDir(), sandbox.Runtime{StateDir: filepath.Join(t.TempDir(), "state")}, runner.LocalPolicy("/"), time.Now)
+	r, err := runner.New(t.TempDir(), sandbox.Runtime{StateDir: filepath.Join(t.TempDir(), "state"), BundleDir: t.TempDir()}, runner.LocalPolicy("/"), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

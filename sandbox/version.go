@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dotlab/dotlab"
 	"io"
 	"os"
 	"os/exec"
@@ -44,57 +45,11 @@ const (
 // machine, not the claim, must change.
 var ErrRuntimeRefused = errors.New("sandbox: OCI runtime build refused")
 
-// RuntimeVersion identifies the OCI runtime build that executed a run. It
-// has the same fields as dotlab.RuntimeInfo (the run record's
-// environment.runtime), so a value converts directly:
-// dotlab.RuntimeInfo(v).
-type RuntimeVersion struct {
-	// Name is the runtime: "runc" or "runsc".
-	Name string `json:"name"`
-	// Version is what `NAME --version` prints after "NAME version", e.g.
-	// "1.1.5+ds1" (runc) or "0.0~20221219.0" (runsc).
-	Version string `json:"version"`
-	// Commit is runc's "commit:" line (Debian puts its package version
-	// there, e.g. "1.1.5+ds1-1+deb12u1"); empty when not printed.
-	Commit string `json:"commit,omitempty"`
-	// Spec is the OCI runtime-spec version the binary implements ("spec:").
-	Spec string `json:"spec,omitempty"`
-	// Package and PackageVersion name the dpkg package that installed the
-	// binary (`dpkg-query -S BINARY`, then `dpkg-query -W`), e.g. "runc"
-	// "1.1.5+ds1-1+deb12u1"; empty when dpkg is absent or does not own it.
-	Package        string `json:"package,omitempty"`
-	PackageVersion string `json:"package_version,omitempty"`
-	// Fixes lists the CVEs above whose fix this build carries, as detected
-	// from the upstream version (fixed releases) or the package's Debian
-	// changelog naming the CVE; sorted as in the constants above.
-	Fixes []string `json:"fixes,omitempty"`
-}
-
-// Has reports whether v carries the fix for cve.
-func (v RuntimeVersion) Has(cve string) bool {
-	for _, f := range v.Fixes {
-		if f == cve {
-			return true
-		}
-	}
-	return false
-}
-
-// String is "runc 1.1.5+ds1 (commit 1.1.5+ds1-1+deb12u1, package runc 1.1.5+ds1-1+deb12u1)".
-func (v RuntimeVersion) String() string {
-	s := v.Name + " " + v.Version
-	var extra []string
-	if v.Commit != "" {
-		extra = append(extra, "commit "+v.Commit)
-	}
-	if v.Package != "" {
-		extra = append(extra, "package "+v.Package+" "+v.PackageVersion)
-	}
-	if len(extra) > 0 {
-		s += " (" + strings.Join(extra, ", ") + ")"
-	}
-	return s
-}
+// RuntimeVersion identifies the OCI runtime build that executed a run: the
+// run record's environment.runtime (dotlab.RuntimeInfo, whose fields say
+// where each value comes from: `NAME --version`, dpkg, the package's
+// Debian changelog for Fixes, sorted as in the CVE constants above).
+type RuntimeVersion = dotlab.RuntimeInfo
 
 // Bounds of version probing: the runtime's and dpkg's outputs are read up to
 // maxProbeOutput bytes, each value kept must be at most maxVersionField
