@@ -78,7 +78,7 @@ func checkoutCommit(ctx context.Context, p Policy, repository, commit, dst, scra
 		}
 		defer os.RemoveAll(gitdir)
 		fs := filesystem.NewStorage(osfs.New(gitdir), cache.NewObjectLRUDefault())
-		if err := fetchCommit(ctx, p, repository, h, fs); err != nil {
+		if err := fetchCommit(ctx, p, repository, h, fs, lim.MaxBytes); err != nil {
 			return err
 		}
 		st = fs
@@ -105,99 +105,126 @@ func checkoutCommit(ctx context.Context, p Policy, repository, commit, dst, scra
 // fetchCommit runs one upload-pack exchange asking for commit h (and, if the
 // server refuses unadvertised objects, for every advertised branch and tag),
 // storing the pack in st.
-func fetchCommit(ctx context.Context, p Policy, repository string, h plumbing.Hash, st *filesystem.Storage) error {
+func fetchCommit(ctx context.Context, p Policy, repository string, h plumbing.Hash, st *filesystem.Storage, maxPack int64) error {
 	ep, err := transport.NewEndpoint(repository)
 	if err != nil {
 		return fmt.Errorf("code.repository %q: %w", repository, err)
 	}
-	var tr transport.Transport
-	switch ep.Protocol {
-	case "https", "http":
-		tr = githttp.NewClient(p.Client())
-	case "git":
-		// go-git's git:// client dials by itself, past the policy's dialer:
-		// resolve the host and check every address first (only with
-		// AllowPrivate does CheckURL admit git:// at all).
-		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", ep.Host)
-		if err != nil {
-			return fmt.Errorf("code.repository: resolve %s: %w", ep.Host, err)
-		}
-		for _, a := range addrs {
-			if err := p.CheckAddr(a); err != nil {
-				return fmt.Errorf("code.repository: %w", err)
-			}
-		}
-		tr = gitclient.DefaultClient
-	default:
-		return fmt.Errorf("code.repository: transport %q is %w", ep.Protocol, ErrRefused)
+	tr, err := gitTransport(ctx, p, ep)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := p.ctxWithTimeout(ctx)
 	defer cancel()
-	try := func(wants []plumbing.Hash) error {
-		sess, err := tr.NewUploadPackSession(ep, nil)
-		if err != nil {
-			return err
-		}
-		defer sess.Close()
-		adv, err := sess.AdvertisedReferencesContext(ctx)
-		if err != nil {
-			return err
-		}
-		if wants == nil {
-			refs, err := adv.AllReferences()
-			if err != nil {
-				return err
-			}
-			seen := map[plumbing.Hash]bool{}
-			for name, ref := range refs {
-				n := name.String()
-				if ref.Type() == plumbing.HashReference && (strings.HasPrefix(n, "refs/heads/") || strings.HasPrefix(n, "refs/tags/")) && !seen[ref.Hash()] {
-					seen[ref.Hash()] = true
-					wants = append(wants, ref.Hash())
-				}
-			}
-			if len(wants) == 0 {
-				return fmt.Errorf("%w: the repository advertises no branches or tags", ErrNoCommit)
-			}
-		}
-		req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
-		req.Wants = wants
-		resp, err := sess.UploadPack(ctx, req)
-		if err != nil {
-			return err
-		}
-		defer resp.Close()
-		var pack io.Reader = resp
-		switch {
-		case req.Capabilities.Supports(capability.Sideband64k):
-			pack = sideband.NewDemuxer(sideband.Sideband64k, resp)
-		case req.Capabilities.Supports(capability.Sideband):
-			pack = sideband.NewDemuxer(sideband.Sideband, resp)
-		}
-		return packfile.UpdateObjectStorage(st, pack)
-	}
-	err = try([]plumbing.Hash{h})
+	err = uploadPack(ctx, tr, ep, []plumbing.Hash{h}, st, maxPack)
 	if err == nil {
 		if _, gerr := object.GetCommit(st, h); gerr == nil {
 			return nil
 		}
 	}
-	if errors.Is(err, transport.ErrRepositoryNotFound) {
+	switch {
+	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return fmt.Errorf("code.repository %s: %w", repository, ErrNoRepository)
-	}
-	if ctx.Err() != nil {
+	case errors.Is(err, safefs.ErrOverBudget):
+		return fmt.Errorf("code.repository %s: %w: %v", repository, ErrUnsafeTree, err)
+	case ctx.Err() != nil:
 		return fmt.Errorf("code.repository %s: %w", repository, ctx.Err())
 	}
-	if err := try(nil); err != nil {
-		if errors.Is(err, transport.ErrRepositoryNotFound) {
-			return fmt.Errorf("code.repository %s: %w", repository, ErrNoRepository)
-		}
-		if errors.Is(err, ErrNoCommit) {
-			return fmt.Errorf("code.commit %s: %w", h, err)
-		}
-		return fmt.Errorf("code.repository %s: fetch: %w", repository, err)
+	// The server refused an unadvertised object: ask for every branch and tag.
+	err = uploadPack(ctx, tr, ep, nil, st, maxPack)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("code.repository %s: %w", repository, ErrNoRepository)
+	case errors.Is(err, ErrNoCommit):
+		return fmt.Errorf("code.commit %s: %w", h, err)
+	case errors.Is(err, safefs.ErrOverBudget):
+		return fmt.Errorf("code.repository %s: %w: %v", repository, ErrUnsafeTree, err)
 	}
-	return nil
+	return fmt.Errorf("code.repository %s: fetch: %w", repository, err)
+}
+
+// gitTransport is go-git's client for ep under the policy: http(s) over the
+// policy's client; git:// only after every resolved address passed the
+// policy (go-git's git:// client dials by itself, past the policy's dialer;
+// CheckURL admits git:// only with AllowPrivate).
+func gitTransport(ctx context.Context, p Policy, ep *transport.Endpoint) (transport.Transport, error) {
+	switch ep.Protocol {
+	case "https", "http":
+		return githttp.NewClient(p.Client()), nil
+	case "git":
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", ep.Host)
+		if err != nil {
+			return nil, fmt.Errorf("code.repository: resolve %s: %w", ep.Host, err)
+		}
+		for _, a := range addrs {
+			if err := p.CheckAddr(a); err != nil {
+				return nil, fmt.Errorf("code.repository: %w", err)
+			}
+		}
+		return gitclient.DefaultClient, nil
+	}
+	return nil, fmt.Errorf("code.repository: transport %q is %w", ep.Protocol, ErrRefused)
+}
+
+// uploadPack runs one upload-pack exchange asking for wants (nil: every
+// advertised branch and tag) and stores the pack in st; a pack larger than
+// maxPack bytes is refused (safefs.ErrOverBudget).
+func uploadPack(ctx context.Context, tr transport.Transport, ep *transport.Endpoint, wants []plumbing.Hash, st *filesystem.Storage, maxPack int64) error {
+	sess, err := tr.NewUploadPackSession(ep, nil)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return err
+	}
+	if wants == nil {
+		if wants, err = branchesAndTags(adv); err != nil {
+			return err
+		}
+	}
+	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
+	req.Wants = wants
+	resp, err := sess.UploadPack(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	var pack io.Reader = resp
+	switch {
+	case req.Capabilities.Supports(capability.Sideband64k):
+		pack = sideband.NewDemuxer(sideband.Sideband64k, resp)
+	case req.Capabilities.Supports(capability.Sideband):
+		pack = sideband.NewDemuxer(sideband.Sideband, resp)
+	}
+	if maxPack > 0 {
+		pack = safefs.NewBudget(safefs.Limits{}).Reader("the git pack", maxPack, pack)
+	}
+	return packfile.UpdateObjectStorage(st, pack)
+}
+
+// branchesAndTags lists the distinct commits of every advertised branch and tag.
+func branchesAndTags(adv *packp.AdvRefs) ([]plumbing.Hash, error) {
+	refs, err := adv.AllReferences()
+	if err != nil {
+		return nil, err
+	}
+	var wants []plumbing.Hash
+	seen := map[plumbing.Hash]bool{}
+	for name, ref := range refs {
+		n := name.String()
+		if ref.Type() == plumbing.HashReference && (strings.HasPrefix(n, "refs/heads/") || strings.HasPrefix(n, "refs/tags/")) && !seen[ref.Hash()] {
+			seen[ref.Hash()] = true
+			wants = append(wants, ref.Hash())
+		}
+	}
+	if len(wants) == 0 {
+		return nil, fmt.Errorf("%w: the repository advertises no branches or tags", ErrNoCommit)
+	}
+	return wants, nil
 }
 
 // writeGitTree writes every file of tree under dst through an os.Root:
@@ -299,62 +326,7 @@ func extractArchive(archive, dst string, lim safefs.Limits) error {
 	magic, _ := br.Peek(4)
 	switch {
 	case bytes.HasPrefix(magic, []byte("PK\x03\x04")):
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		zr, err := zip.NewReader(f, fi.Size())
-		if err != nil {
-			return fmt.Errorf("code.archive: %w", err)
-		}
-		budget := safefs.NewBudget(lim)
-		compressed := fi.Size()
-		budget.Compressed = func() int64 { return compressed }
-		for _, zf := range zr.File {
-			name, err := safefs.StrictName(zf.Name, zf.FileInfo().IsDir())
-			if err != nil {
-				return fmt.Errorf("code.archive: %w", err)
-			}
-			if name == "" {
-				if !zf.FileInfo().IsDir() {
-					return fmt.Errorf("code.archive: %w: a file entry names the root directory itself", safefs.ErrUnsafeName)
-				}
-				continue
-			}
-			if err := budget.Entry(name); err != nil {
-				return fmt.Errorf("code.archive: %w", err)
-			}
-			if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
-				return err
-			}
-			if zf.FileInfo().IsDir() {
-				if err := root.MkdirAll(name, 0o755); err != nil {
-					return err
-				}
-				continue
-			}
-			mode := zf.Mode()
-			if !mode.IsRegular() && mode&os.ModeSymlink == 0 {
-				continue
-			}
-			size := int64(zf.UncompressedSize64)
-			if zf.UncompressedSize64 > 1<<62 {
-				size = -1
-			}
-			if err := budget.File(name, size); err != nil {
-				return fmt.Errorf("code.archive: %w", err)
-			}
-			rc, err := zf.Open()
-			if err != nil {
-				return err
-			}
-			err = writeEntry(root, name, mode&os.ModeSymlink != 0, mode&0o111 != 0, budget.Reader(name, size, rc))
-			rc.Close()
-			if err != nil {
-				return fmt.Errorf("code.archive: %s: %w", name, err)
-			}
-		}
-		return nil
+		return extractZip(root, f, lim)
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
 		counted := &safefs.CountingReader{R: br}
 		zr, err := gzip.NewReader(counted)
@@ -367,6 +339,68 @@ func extractArchive(archive, dst string, lim safefs.Limits) error {
 	default:
 		return codeTar(root, br, safefs.NewBudget(lim))
 	}
+}
+
+// extractZip unpacks a zip archive into root under the same rules as a tar
+// (safefs.StrictName names, lim held on declared and actual sizes, the
+// ratio against the archive's size).
+func extractZip(root *os.Root, f *os.File, lim safefs.Limits) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	zr, err := zip.NewReader(f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("code.archive: %w", err)
+	}
+	budget := safefs.NewBudget(lim)
+	compressed := fi.Size()
+	budget.Compressed = func() int64 { return compressed }
+	for _, zf := range zr.File {
+		name, err := safefs.StrictName(zf.Name, zf.FileInfo().IsDir())
+		if err != nil {
+			return fmt.Errorf("code.archive: %w", err)
+		}
+		if name == "" {
+			if !zf.FileInfo().IsDir() {
+				return fmt.Errorf("code.archive: %w: a file entry names the root directory itself", safefs.ErrUnsafeName)
+			}
+			continue
+		}
+		if err := budget.Entry(name); err != nil {
+			return fmt.Errorf("code.archive: %w", err)
+		}
+		if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
+			return err
+		}
+		if zf.FileInfo().IsDir() {
+			if err := root.MkdirAll(name, 0o755); err != nil {
+				return err
+			}
+			continue
+		}
+		mode := zf.Mode()
+		if !mode.IsRegular() && mode&os.ModeSymlink == 0 {
+			continue
+		}
+		size := int64(zf.UncompressedSize64)
+		if zf.UncompressedSize64 > 1<<62 {
+			size = -1
+		}
+		if err := budget.File(name, size); err != nil {
+			return fmt.Errorf("code.archive: %w", err)
+		}
+		rc, err := zf.Open()
+		if err != nil {
+			return err
+		}
+		err = writeEntry(root, name, mode&os.ModeSymlink != 0, mode&0o111 != 0, budget.Reader(name, size, rc))
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("code.archive: %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func codeTar(root *os.Root, r io.Reader, budget *safefs.Budget) error {

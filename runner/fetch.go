@@ -118,7 +118,7 @@ func (f *fetcher) fetch(ctx context.Context, what, rawURL, want string) (Fetched
 		}
 		last = err
 		var se *StatusError
-		if errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || errors.Is(err, ErrStalled) || ctx.Err() != nil || u.Scheme == "file" || u.Scheme == "" {
+		if errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || errors.Is(err, ErrStalled) || errors.Is(err, ErrTooLarge) || ctx.Err() != nil || u.Scheme == "file" || u.Scheme == "" {
 			break
 		}
 	}
@@ -133,48 +133,62 @@ func (f *fetcher) once(ctx context.Context, what string, u *url.URL, want string
 			err = fmt.Errorf("%s: %w", what, cause)
 		}
 	}()
-	var body io.Reader
-	total := int64(-1)
-	switch u.Scheme {
-	case "file", "":
+	body, total, err := f.open(ctx, what, u)
+	if err != nil {
+		return Fetched{}, err
+	}
+	defer body.Close()
+	return f.receive(ctx, what, body, total, want)
+}
+
+// ErrTooLarge marks a download over the policy's byte limit (Policy.MaxBytes).
+var ErrTooLarge = errors.New("download over the byte limit")
+
+// open starts reading u: a local file inside the policy's LocalRoot, or
+// an HTTP GET. total is the announced length, -1 when unknown.
+func (f *fetcher) open(ctx context.Context, what string, u *url.URL) (io.ReadCloser, int64, error) {
+	if u.Scheme == "file" || u.Scheme == "" {
 		in, err := f.policy.openLocal(what, u)
 		if err != nil {
-			return Fetched{}, err
+			return nil, 0, err
 		}
-		defer in.Close()
+		total := int64(-1)
 		if fi, err := in.Stat(); err == nil {
 			total = fi.Size()
 		}
-		body = in
-	default:
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		if err != nil {
-			return Fetched{}, err
-		}
-		req.Header.Set("Accept-Encoding", "identity")
-		resp, err := f.client.Do(req)
-		if err != nil {
-			return Fetched{}, fmt.Errorf("%s: %w", what, err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return Fetched{}, fmt.Errorf("%s: %w", what, &StatusError{URL: u.Redacted(), Code: resp.StatusCode})
-		}
-		total = resp.ContentLength
-		if total > f.policy.maxBytes() {
-			return Fetched{}, fmt.Errorf("%s: %d bytes is over the %d-byte limit", what, total, f.policy.maxBytes())
-		}
-		body = resp.Body
+		return in, total, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", what, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		resp.Body.Close()
+		return nil, 0, fmt.Errorf("%s: %w", what, &StatusError{URL: u.Redacted(), Code: resp.StatusCode})
+	}
+	if resp.ContentLength > f.policy.maxBytes() {
+		resp.Body.Close()
+		return nil, 0, fmt.Errorf("%s: %w: %d bytes announced, the limit is %d", what, ErrTooLarge, resp.ContentLength, f.policy.maxBytes())
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// receive copies body into a temporary file of the cache while hashing it,
+// and renames it into the cache when its sha256 is want.
+func (f *fetcher) receive(ctx context.Context, what string, body io.Reader, total int64, want string) (Fetched, error) {
+	if total > f.policy.maxBytes() {
+		return Fetched{}, fmt.Errorf("%s: %w: %d bytes, the limit is %d", what, ErrTooLarge, total, f.policy.maxBytes())
 	}
 	tmp, err := os.CreateTemp(filepath.Join(f.cache.dir, "tmp"), "fetch-*")
 	if err != nil {
 		return Fetched{}, err
 	}
 	defer os.Remove(tmp.Name())
-	if total > f.policy.maxBytes() {
-		tmp.Close()
-		return Fetched{}, fmt.Errorf("%s: %d bytes is over the %d-byte limit", what, total, f.policy.maxBytes())
-	}
 	limited := &io.LimitedReader{R: body, N: f.policy.maxBytes() + 1}
 	var got string
 	var n int64
@@ -191,19 +205,17 @@ func (f *fetcher) once(ctx context.Context, what string, u *url.URL, want string
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		err = fmt.Errorf("%w after %d of %d bytes", ErrTruncated, n, total)
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return Fetched{}, fmt.Errorf("%s: %w after %d of %d bytes", what, ErrTruncated, n, total)
+	case err != nil:
 		return Fetched{}, fmt.Errorf("%s: %w", what, err)
-	}
-	if n > f.policy.maxBytes() {
-		return Fetched{}, fmt.Errorf("%s: more than the %d-byte limit", what, f.policy.maxBytes())
-	}
-	if total >= 0 && n != total {
+	case n > f.policy.maxBytes():
+		return Fetched{}, fmt.Errorf("%s: %w: more than %d bytes", what, ErrTooLarge, f.policy.maxBytes())
+	case total >= 0 && n != total:
 		return Fetched{}, fmt.Errorf("%s: %w after %d of %d bytes", what, ErrTruncated, n, total)
 	}
-	res = Fetched{SHA256: got, Bytes: n}
+	res := Fetched{SHA256: got, Bytes: n}
 	if got != want {
 		return res, nil
 	}

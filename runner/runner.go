@@ -206,51 +206,72 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 	if err := os.Chmod(scratch, 0o755); err != nil {
 		return err
 	}
+	// Steps 1-3: inputs, environment, code.
+	w, err := r.prepare(ctx, log, m, scratch, rec)
+	if err != nil || rec.Body.Outcome != "" {
+		return err
+	}
+	// Step 4: execute.
+	if err := r.run(ctx, log, m, w, filepath.Join(outDir, OutSub), rec); err != nil {
+		return err
+	}
+	// Steps 5-6: results and comparison.
+	return r.compare(log, m, filepath.Join(outDir, OutSub), rec)
+}
+
+// workspace is what the sandbox mounts: the unpacked image and the code and
+// data laid out in the run's scratch directory.
+type workspace struct {
+	img                      *imagestore.Image
+	rootfs, codeDir, dataDir string
+}
+
+// prepare fetches and verifies everything the manifest pins (datasets, the
+// image, the code) under one fetch budget (Policy.Timeout; the stall rule
+// lives in the policy's transport). A dataset hash mismatch sets outcome
+// input_mismatch on rec and returns no workspace.
+func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scratch string, rec *Record) (*workspace, error) {
 	f := &fetcher{cache: r.Cache, policy: r.Policy, client: r.Policy.Client(), progress: r.Progress}
-	// One fetch budget (Policy.Timeout) for every download, clone and pull
-	// of this run; the stall rule lives in the policy's transport.
 	fctx, cancelFetch := r.Policy.budget(ctx)
 	defer cancelFetch()
 
 	// 1. Inputs: every dataset hashed while it downloads; any mismatch stops here.
 	paths, mismatches, err := r.inputs(fctx, log, f, m, rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(mismatches) > 0 {
 		rec.Body.Outcome = dotlab.OutcomeInputMismatch
 		rec.Body.Notes = "input hash mismatch, nothing was executed: " + strings.Join(mismatches, "; ")
-		return nil
+		return nil, nil
 	}
-
 	// 2. Environment: the image by digest, unpacked once per digest.
-	img, rootfs, err := r.environment(fctx, log, m)
-	if err != nil {
-		return err
+	w := &workspace{codeDir: filepath.Join(scratch, "code"), dataDir: filepath.Join(scratch, "data")}
+	if w.img, w.rootfs, err = r.environment(fctx, log, m); err != nil {
+		return nil, err
 	}
-
 	// 3. Code at the pinned commit, or the pinned archive.
-	codeDir := filepath.Join(scratch, "code")
-	if err := os.Mkdir(codeDir, 0o755); err != nil {
-		return err
+	if err := os.Mkdir(w.codeDir, 0o755); err != nil {
+		return nil, err
 	}
-	if err := r.code(fctx, log, f, m, codeDir, scratch); err != nil {
-		return err
+	if err := r.code(fctx, log, f, m, w.codeDir, scratch); err != nil {
+		return nil, err
 	}
-	cancelFetch()
-
 	// Data laid out read-only under what becomes /work/data.
-	dataDir := filepath.Join(scratch, "data")
-	if err := layoutData(m, paths, dataDir); err != nil {
-		return err
+	if err := layoutData(m, paths, w.dataDir); err != nil {
+		return nil, err
 	}
+	return w, nil
+}
 
-	// 4. Execute.
-	res, stdout, stderr, err := r.execute(ctx, log, m, img, rootfs, codeDir, dataDir, filepath.Join(outDir, OutSub))
+// run executes the entrypoint in the sandbox and records the runtime
+// build, the output hashes and how the command ended.
+func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *workspace, outDir string, rec *Record) error {
+	res, stdout, stderr, err := r.execute(ctx, log, m, w.img, w.rootfs, w.codeDir, w.dataDir, outDir)
 	if errors.Is(err, sandbox.ErrUnsafeSpec) {
 		// The image or working directory would take the container through
 		// a runtime CVE's precondition (docs/sandbox.md "The runtime's own
-		// defects"): the claim cannot be run safely as written.
+		// version"): the claim cannot be run safely as written.
 		log.Error("execute", "refused before the runtime was started", map[string]any{"error": err.Error()})
 		return issuef("%v", err)
 	}
@@ -266,12 +287,13 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 	for _, rj := range res.Rejected {
 		log.Warn("outputs", "rejected "+rj.Type+" "+rj.Path+" (not followed, not copied)", map[string]any{"path": rj.Path, "type": rj.Type})
 	}
-	if err := runProblems(m, res, stdout, stderr); err != nil {
-		return err
-	}
+	return runProblems(m, res, stdout, stderr)
+}
 
-	// 5. Results and comparison.
-	rerun, extra, err := readResults(filepath.Join(outDir, OutSub), m.Targets)
+// compare reads results.json from outDir and decides the outcome with the
+// exact comparison of docs/manifest-spec.md section 6.
+func (r *Runner) compare(log *Log, m *dotlab.Manifest, outDir string, rec *Record) error {
+	rerun, extra, err := readResults(outDir, m.Targets)
 	if err != nil {
 		log.Error("results", err.Error(), nil)
 		return err
@@ -430,11 +452,12 @@ func redactURL(raw string) string {
 // unfetchable reports whether a fetch failure is the manifest's (outcome
 // spec_issue) rather than this runner's network's (no outcome): a 4xx, a
 // URL the policy refuses, a missing local file, a server that stalls below
-// the minimum rate, or the run's fetch budget running out.
+// the minimum rate, a file over the byte limit, or the run's fetch budget
+// running out.
 func unfetchable(err error) bool {
 	var se *StatusError
 	return errors.As(err, &se) && se.Permanent() || errors.Is(err, ErrRefused) || errors.Is(err, os.ErrNotExist) ||
-		errors.Is(err, ErrStalled) || errors.Is(err, ErrFetchBudget)
+		errors.Is(err, ErrStalled) || errors.Is(err, ErrFetchBudget) || errors.Is(err, ErrTooLarge)
 }
 
 // layoutData places each verified dataset at /work/data/<path> by hard link
