@@ -57,6 +57,11 @@ func New(cacheDir string, rt sandbox.Runtime, p Policy, clock func() time.Time) 
 	if err != nil {
 		return nil, err
 	}
+	if p.LocalRoot != "" {
+		if fi, err := os.Stat(p.LocalRoot); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--allow-local %s: not a directory: name the directory your manifest's local files are in", p.LocalRoot)
+		}
+	}
 	store, err := imagestore.Open(filepath.Join(cacheDir, "images"))
 	if err != nil {
 		return nil, err
@@ -381,7 +386,8 @@ func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) 
 		log.Error("environment", "image cannot be resolved", map[string]any{"image": m.Environment.Image, "error": err.Error()})
 		return nil, "", issuef("environment.image %s: %v", m.Environment.Image, err)
 	case err != nil:
-		return nil, "", fmt.Errorf("environment.image %s: %w", m.Environment.Image, err)
+		return nil, "", fmt.Errorf("environment.image: %s is not in the local image store (%s) and pulling it from its registry failed: %w",
+			m.Environment.Image, r.Store.Dir(), err)
 	}
 	log.Info("environment", "image resolved by digest", map[string]any{"image": m.Environment.Image, "digest": img.Digest.String(),
 		"manifest_digest": img.ManifestDigest.String(), "pulled": pulled, "seconds": r.since(start), "dependencies": m.Environment.Dependencies})

@@ -83,6 +83,16 @@ func (r Rules) URL(what, raw string) (*url.URL, error) {
 	case "https":
 	case "http", "git":
 		if !r.AllowPrivate {
+			// A host refused even on a private deployment (link-local,
+			// metadata, odd IPv4 spellings) is the problem to name: the
+			// --allow-private-urls hint would not help.
+			private := r
+			private.AllowPrivate = true
+			if h := u.Hostname(); h != "" {
+				if err := private.Host(what, h); err != nil {
+					return nil, err
+				}
+			}
 			return nil, refusedf(what, "plain %s:// has no integrity or confidentiality: use https:// (a private deployment may pass --allow-private-urls)", u.Scheme)
 		}
 	case "file":
