@@ -1,6 +1,6 @@
 // Package manifest parses and validates replication manifests (spec v0.1,
-// DESIGN.md "Manifest spec v0.1", docs/manifest-spec.md) and computes their
-// canonical identity (SHA-256 of the RFC 8785 canonical JSON).
+// docs/manifest-spec.md) and computes their canonical identity (SHA-256 of
+// the RFC 8785 canonical JSON, docs/manifest-spec.md "5. Canonical identity").
 //
 // Validation is in three steps, and every problem found is reported with its
 // JSON path: strict JSON parsing (strictjson: duplicate or case-variant keys,
@@ -223,15 +223,37 @@ func jsonPath(tree any, tokens []string) string {
 }
 
 // Check applies the semantic rules of spec v0.1 that the JSON Schema cannot
-// express. It returns nil or an EINVALID *dotlab.Error listing every problem.
+// express (docs/manifest-spec.md "3. Semantic rules beyond the schema"). It
+// returns nil or an EINVALID *dotlab.Error listing every problem.
 func Check(m *dotlab.Manifest) error {
 	var p dotlab.Problems
 	if m.SpecVersion != dotlab.SpecVersion {
 		p.Add("$.spec_version", "must be %q", dotlab.SpecVersion)
 	}
+	checkDatasets(&p, m.Datasets)
+	checkRepository(&p, m.Code.Repository)
+	checkDependencies(&p, m.Environment.Dependencies)
+	checkEntrypoint(&p, m.Entrypoint)
+	checkWorkingDir(&p, m.WorkingDir)
+	checkURLs(&p, m)
+	targets := map[string]int{}
+	for i, t := range m.Targets {
+		at := fmt.Sprintf("$.targets[%d]", i)
+		if j, dup := targets[t.Name]; dup {
+			p.Add(at+".name", "duplicate target name %q (also $.targets[%d]): names must be unique", t.Name, j)
+		}
+		targets[t.Name] = i
+		checkTargetValues(&p, at, t)
+	}
+	return p.Err()
+}
+
+// checkDatasets: unique names, and data paths that are clean, relative,
+// unique and never beneath one another.
+func checkDatasets(p *dotlab.Problems, datasets []dotlab.Dataset) {
 	names := map[string]int{}
 	paths := map[string]int{}
-	for i, d := range m.Datasets {
+	for i, d := range datasets {
 		at := fmt.Sprintf("$.datasets[%d]", i)
 		if j, dup := names[d.Name]; dup {
 			p.Add(at+".name", "duplicate dataset name %q (also $.datasets[%d]): names must be unique", d.Name, j)
@@ -254,31 +276,53 @@ func Check(m *dotlab.Manifest) error {
 			}
 		}
 	}
-	if m.Code.Repository != "" {
-		r := m.Code.Repository
-		if !repoRE.MatchString(r) && !(strings.HasPrefix(r, "/") && path.Clean(r) == r) {
-			p.Add("$.code.repository", "%q must be an https://, http://, git:// or file:// URL, or an absolute local path", r)
-		}
+}
+
+// checkRepository: code.repository, when set, is a URL of a known scheme or
+// a clean absolute local path.
+func checkRepository(p *dotlab.Problems, r string) {
+	if r == "" {
+		return
 	}
-	for _, k := range dotlab.SortedKeys(m.Environment.Dependencies) {
-		v := m.Environment.Dependencies[k]
+	if !repoRE.MatchString(r) && !(strings.HasPrefix(r, "/") && path.Clean(r) == r) {
+		p.Add("$.code.repository", "%q must be an https://, http://, git:// or file:// URL, or an absolute local path", r)
+	}
+}
+
+// checkDependencies: every dependency version is pinned.
+func checkDependencies(p *dotlab.Problems, deps map[string]string) {
+	for _, k := range dotlab.SortedKeys(deps) {
+		v := deps[k]
 		if !pinnedVersion(v) {
 			p.Add(fmt.Sprintf("$.environment.dependencies[%q]", k), "%q is not a pinned version: give the exact version used (e.g. \"3.11.2\"), not a range, wildcard or latest", v)
 		}
 	}
-	for i, a := range m.Entrypoint {
+}
+
+// checkEntrypoint: no argument contains a NUL character.
+func checkEntrypoint(p *dotlab.Problems, args []string) {
+	for i, a := range args {
 		if strings.ContainsRune(a, 0) {
 			p.Add(fmt.Sprintf("$.entrypoint[%d]", i), "must not contain a NUL character")
 		}
 	}
-	if m.WorkingDir != "" && (path.Clean(m.WorkingDir) != m.WorkingDir || !strings.HasPrefix(m.WorkingDir, "/")) {
-		p.Add("$.working_dir", "%q must be a clean absolute path (e.g. /work/code)", m.WorkingDir)
+}
+
+// checkWorkingDir: working_dir, when set, is a clean absolute path outside
+// the kernel file systems.
+func checkWorkingDir(p *dotlab.Problems, wd string) {
+	if wd != "" && (path.Clean(wd) != wd || !strings.HasPrefix(wd, "/")) {
+		p.Add("$.working_dir", "%q must be a clean absolute path (e.g. /work/code)", wd)
 	}
 	for _, bad := range []string{"/proc", "/sys", "/dev"} {
-		if m.WorkingDir == bad || strings.HasPrefix(m.WorkingDir, bad+"/") {
-			p.Add("$.working_dir", "%q is inside %s, a kernel file system: use a directory such as /work/code", m.WorkingDir, bad)
+		if wd == bad || strings.HasPrefix(wd, bad+"/") {
+			p.Add("$.working_dir", "%q is inside %s, a kernel file system: use a directory such as /work/code", wd, bad)
 		}
 	}
+}
+
+// checkURLs: no URL of the manifest contains a control character.
+func checkURLs(p *dotlab.Problems, m *dotlab.Manifest) {
 	urls := map[string]string{"$.code.repository": m.Code.Repository, "$.source.url": m.Source.URL}
 	if m.Code.Archive != nil {
 		urls["$.code.archive.url"] = m.Code.Archive.URL
@@ -291,39 +335,36 @@ func Check(m *dotlab.Manifest) error {
 			p.Add(at, "contains a control character: give a plain URL")
 		}
 	}
-	targets := map[string]int{}
-	for i, t := range m.Targets {
-		at := fmt.Sprintf("$.targets[%d]", i)
-		if j, dup := targets[t.Name]; dup {
-			p.Add(at+".name", "duplicate target name %q (also $.targets[%d]): names must be unique", t.Name, j)
-		}
-		targets[t.Name] = i
-		pub, err := t.Value.Rat()
-		if err != nil {
-			p.Add(at+".value", "%v", err)
-			continue
-		}
-		tol, err := t.Tolerance.Value.Rat()
-		if err != nil {
-			p.Add(at+".tolerance.value", "%v", err)
-			continue
-		}
-		for _, v := range []struct {
-			path string
-			r    *big.Rat
-		}{{at + ".value", pub}, {at + ".tolerance.value", tol}} {
-			if f, _ := v.r.Float64(); math.IsInf(f, 0) {
-				p.Add(v.path, "is beyond the range of IEEE doubles (about ±1.8e308), which the manifest's RFC 8785 identity needs")
-			}
-		}
-		if tol.Sign() < 0 {
-			p.Add(at+".tolerance.value", "must be >= 0")
-		}
-		if t.Tolerance.Type == dotlab.ToleranceRelative && pub.Sign() == 0 {
-			p.Add(at+".tolerance", "a relative tolerance on a published value of 0 can only match exactly: use an absolute tolerance for this target")
+}
+
+// checkTargetValues: the published value and the tolerance of target t (at
+// its JSON path at) are valid decimals within the double range, the
+// tolerance is not negative, and a relative tolerance is not on a published 0.
+func checkTargetValues(p *dotlab.Problems, at string, t dotlab.Target) {
+	pub, err := t.Value.Rat()
+	if err != nil {
+		p.Add(at+".value", "%v", err)
+		return
+	}
+	tol, err := t.Tolerance.Value.Rat()
+	if err != nil {
+		p.Add(at+".tolerance.value", "%v", err)
+		return
+	}
+	for _, v := range []struct {
+		path string
+		r    *big.Rat
+	}{{at + ".value", pub}, {at + ".tolerance.value", tol}} {
+		if f, _ := v.r.Float64(); math.IsInf(f, 0) {
+			p.Add(v.path, "is beyond the range of IEEE doubles (about ±1.8e308), which the manifest's RFC 8785 identity needs")
 		}
 	}
-	return p.Err()
+	if tol.Sign() < 0 {
+		p.Add(at+".tolerance.value", "must be >= 0")
+	}
+	if t.Tolerance.Type == dotlab.ToleranceRelative && pub.Sign() == 0 {
+		p.Add(at+".tolerance", "a relative tolerance on a published value of 0 can only match exactly: use an absolute tolerance for this target")
+	}
 }
 
 func safeRelPath(p string) bool {
