@@ -101,85 +101,113 @@ func (s *Store) putJSON(v any, mt types.MediaType, what string) (v1.Descriptor, 
 
 // writeTree writes the deterministic tar of dir to w (see Build).
 func writeTree(w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	type inode struct{ dev, ino uint64 }
-	seen := map[inode]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		if rel == "." {
-			return nil
-		}
-		rel = filepath.ToSlash(rel)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		hdr := &tar.Header{
-			Name:    rel,
-			Mode:    int64(fi.Mode().Perm()),
-			ModTime: buildEpoch,
-			Format:  tar.FormatPAX,
-		}
-		if fi.Mode()&fs.ModeSticky != 0 {
-			hdr.Mode |= 0o1000
-		}
-		mode := fi.Mode()
-		switch {
-		case mode.IsDir():
-			hdr.Typeflag = tar.TypeDir
-			hdr.Name += "/"
-		case mode&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			hdr.Typeflag = tar.TypeSymlink
-			hdr.Linkname = target
-			hdr.Mode = 0o777
-		case mode.IsRegular():
-			st, ok := fi.Sys().(*syscall.Stat_t)
-			if ok && st.Nlink > 1 {
-				key := inode{uint64(st.Dev), st.Ino}
-				if first, dup := seen[key]; dup {
-					hdr.Typeflag = tar.TypeLink
-					hdr.Linkname = first
-					return tw.WriteHeader(hdr)
-				}
-				seen[key] = rel
-			}
-			hdr.Typeflag = tar.TypeReg
-			hdr.Size = fi.Size()
-		default:
-			return fmt.Errorf("%s: %s files cannot go into an image", p, mode.Type())
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if hdr.Typeflag != tar.TypeReg {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		n, err := io.Copy(tw, f)
-		if err != nil {
-			return err
-		}
-		if n != hdr.Size {
-			return fmt.Errorf("%s changed size while packing", p)
-		}
-		return nil
-	})
+	t := &treeWriter{tw: tar.NewWriter(w), dir: dir, seen: map[inode]string{}}
+	if err := filepath.WalkDir(dir, t.entry); err != nil {
+		return err
+	}
+	return t.tw.Close()
+}
+
+// inode identifies a file across hard links.
+type inode struct{ dev, ino uint64 }
+
+// treeWriter is writeTree's state: the tar being written, the root it packs
+// and the first path seen for each hard-linked inode.
+type treeWriter struct {
+	tw   *tar.Writer
+	dir  string
+	seen map[inode]string
+}
+
+// entry is the filepath.WalkDir callback: it writes the entry at p.
+func (t *treeWriter) entry(p string, d fs.DirEntry, err error) error {
 	if err != nil {
 		return err
 	}
-	return tw.Close()
+	rel, err := filepath.Rel(t.dir, p)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return nil
+	}
+	rel = filepath.ToSlash(rel)
+	fi, err := d.Info()
+	if err != nil {
+		return err
+	}
+	hdr, err := t.header(p, rel, fi)
+	if err != nil {
+		return err
+	}
+	if err := t.tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return nil
+	}
+	return t.copyFile(p, hdr.Size)
+}
+
+// header builds the deterministic tar header of the entry at p (rel within
+// the tree): a directory, a symlink, a regular file or a hard link to a file
+// already packed. Other file types are refused.
+func (t *treeWriter) header(p, rel string, fi fs.FileInfo) (*tar.Header, error) {
+	hdr := &tar.Header{
+		Name:    rel,
+		Mode:    int64(fi.Mode().Perm()),
+		ModTime: buildEpoch,
+		Format:  tar.FormatPAX,
+	}
+	if fi.Mode()&fs.ModeSticky != 0 {
+		hdr.Mode |= 0o1000
+	}
+	mode := fi.Mode()
+	switch {
+	case mode.IsDir():
+		hdr.Typeflag = tar.TypeDir
+		hdr.Name += "/"
+	case mode&fs.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return nil, err
+		}
+		hdr.Typeflag = tar.TypeSymlink
+		hdr.Linkname = target
+		hdr.Mode = 0o777
+	case mode.IsRegular():
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if ok && st.Nlink > 1 {
+			key := inode{uint64(st.Dev), st.Ino}
+			if first, dup := t.seen[key]; dup {
+				hdr.Typeflag = tar.TypeLink
+				hdr.Linkname = first
+				return hdr, nil
+			}
+			t.seen[key] = rel
+		}
+		hdr.Typeflag = tar.TypeReg
+		hdr.Size = fi.Size()
+	default:
+		return nil, fmt.Errorf("%s: %s files cannot go into an image", p, mode.Type())
+	}
+	return hdr, nil
+}
+
+// copyFile writes the contents of the regular file p, which must still be
+// size bytes long.
+func (t *treeWriter) copyFile(p string, size int64) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n, err := io.Copy(t.tw, f)
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("%s changed size while packing", p)
+	}
+	return nil
 }

@@ -33,7 +33,7 @@ type PullOptions struct {
 	Transport http.RoundTripper
 	// AllowHTTP admits plain-http registries. go-containerregistry talks http
 	// to localhost, loopback and RFC 1918 registries; without AllowHTTP those
-	// are refused (DESIGN.md "Fetching what a stranger's manifest names").
+	// are refused (docs/sandbox.md "Fetching what a manifest names").
 	AllowHTTP bool
 	// Offline refuses to pull at all: only the local store is consulted.
 	Offline bool

@@ -1,8 +1,9 @@
 // Package imagestore keeps OCI container images by digest on the local disk and
 // turns them into read-only root filesystems for the sandbox.
 //
-// Layout of a store directory DIR (DESIGN.md "Execution contract": resolve the
-// image by digest, unpack once per digest into a read-only rootfs cache):
+// Layout of a store directory DIR (docs/sandbox.md "The workflow", step 2:
+// resolve the image by digest, unpack once per digest into a read-only rootfs
+// cache):
 //
 //	DIR/oci/               an OCI image layout (oci-layout, index.json, blobs/sha256/<hex>)
 //	DIR/rootfs/sha256/<hex>/  the unpacked root filesystem of image manifest <hex>

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -25,7 +26,8 @@ import (
 // MountPoints are created (empty) in every unpacked rootfs so that the
 // read-only root never has to be written by the runtime: the sandbox mounts
 // over them (sandbox package). /tmp is made mode 1777 (a tmpfs mounted on it
-// shows the mode of the directory beneath on this kernel, sandbox-facts.md).
+// shows the mode of the directory beneath on this kernel; docs/sandbox.md
+// "Isolation settings").
 var mountPoints = []string{"proc", "dev", "sys", "tmp", "work", "work/code", "work/data", "work/out"}
 
 // Progress receives how many bytes of total have been processed; total is -1 when unknown.
@@ -201,65 +203,25 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 		return err
 	}
 	defer f.Close()
-	compressedHash := sha256.New()
-	br := bufio.NewReaderSize(io.TeeReader(&countingReader{r: f, u: u}, compressedHash), 1<<20)
-	magic, _ := br.Peek(4)
-	consumed := &safefs.CountingReader{R: br}
-	var plain io.Reader
-	switch {
-	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		zr, err := gzip.NewReader(consumed)
-		if err != nil {
-			return err
-		}
-		zr.Multistream(true)
-		plain = zr
-	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		zr, err := zstd.NewReader(consumed)
-		if err != nil {
-			return err
-		}
-		defer zr.Close()
-		plain = zr
-	default:
-		plain = consumed
+	ls, err := u.openLayer(f)
+	if err != nil {
+		return err
 	}
-	plain = &ratioReader{r: plain, compressed: consumed, ratio: u.limits.MaxCompressionRatio, after: u.limits.RatioCheckAfter}
+	defer ls.close()
 	diffHash := sha256.New()
-	tr := tar.NewReader(io.TeeReader(plain, diffHash))
-	created := map[string]bool{}
-	var applyErr error
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			applyErr = streamError(desc, err)
-			break
-		}
-		if err := u.entry(tr, hdr, created); err != nil {
-			var rule ruleError
-			if errors.As(err, &rule) {
-				applyErr = fmt.Errorf("%w: layer %s, entry %s: %v", ErrUnsafeImage, desc.Digest, quoteName(hdr.Name), err)
-			} else {
-				applyErr = fmt.Errorf("layer %s, entry %s: %w", desc.Digest, quoteName(hdr.Name), err)
-			}
-			break
-		}
-	}
+	applyErr := u.applyEntries(desc, tar.NewReader(io.TeeReader(ls.plain, diffHash)))
 	// Drain what follows so both digests cover every byte; a wrong blob is
 	// reported as such even when it also broke the tar stream. The ratio
 	// check keeps running while the uncompressed tail drains.
 	if applyErr == nil {
-		if _, err := io.Copy(io.Discard, io.TeeReader(plain, diffHash)); err != nil {
+		if _, err := io.Copy(io.Discard, io.TeeReader(ls.plain, diffHash)); err != nil {
 			applyErr = streamError(desc, err)
 		}
 	}
-	if _, err := io.Copy(io.Discard, br); err != nil {
+	if _, err := io.Copy(io.Discard, ls.compressed); err != nil {
 		return err
 	}
-	if got := "sha256:" + hex.EncodeToString(compressedHash.Sum(nil)); got != desc.Digest.String() {
+	if got := "sha256:" + hex.EncodeToString(ls.compressedHash.Sum(nil)); got != desc.Digest.String() {
 		return &DigestMismatchError{What: "layer blob", Expected: desc.Digest.String(), Actual: got}
 	}
 	if applyErr != nil {
@@ -269,6 +231,69 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 		return &DigestMismatchError{What: "layer diff_id", Expected: diffID.String(), Actual: got}
 	}
 	return nil
+}
+
+// layerStream is one layer blob being read: its compressed bytes (hashed and
+// counted for progress as they are read) and the uncompressed stream behind
+// the compression-ratio check.
+type layerStream struct {
+	compressed     io.Reader
+	compressedHash hash.Hash
+	plain          io.Reader
+	close          func()
+}
+
+// openLayer sets up the streams of the layer blob f, choosing gzip, zstd or
+// none by the blob's first bytes.
+func (u *unpacker) openLayer(f io.Reader) (*layerStream, error) {
+	ls := &layerStream{compressedHash: sha256.New(), close: func() {}}
+	br := bufio.NewReaderSize(io.TeeReader(&countingReader{r: f, u: u}, ls.compressedHash), 1<<20)
+	ls.compressed = br
+	magic, _ := br.Peek(4)
+	consumed := &safefs.CountingReader{R: br}
+	var plain io.Reader
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(consumed)
+		if err != nil {
+			return nil, err
+		}
+		zr.Multistream(true)
+		plain = zr
+	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		zr, err := zstd.NewReader(consumed)
+		if err != nil {
+			return nil, err
+		}
+		ls.close = zr.Close
+		plain = zr
+	default:
+		plain = consumed
+	}
+	ls.plain = &ratioReader{r: plain, compressed: consumed, ratio: u.limits.MaxCompressionRatio, after: u.limits.RatioCheckAfter}
+	return ls, nil
+}
+
+// applyEntries applies every entry of the layer desc read from tr and
+// returns the first failure, naming the layer and the entry.
+func (u *unpacker) applyEntries(desc v1.Descriptor, tr *tar.Reader) error {
+	created := map[string]bool{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return streamError(desc, err)
+		}
+		if err := u.entry(tr, hdr, created); err != nil {
+			var rule ruleError
+			if errors.As(err, &rule) {
+				return fmt.Errorf("%w: layer %s, entry %s: %v", ErrUnsafeImage, desc.Digest, quoteName(hdr.Name), err)
+			}
+			return fmt.Errorf("layer %s, entry %s: %w", desc.Digest, quoteName(hdr.Name), err)
+		}
+	}
 }
 
 // streamError classifies a failure to read a layer's stream. The blob's
@@ -315,30 +340,13 @@ func (u *unpacker) entry(tr io.Reader, hdr *tar.Header, created map[string]bool)
 	if err := u.notThroughLink(name); err != nil {
 		return err
 	}
-	if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA || hdr.Typeflag == tar.TypeGNUSparse {
-		// Limits before any byte is written.
-		if hdr.Size > u.limits.MaxFileBytes {
-			return limitError("MaxFileBytes", u.limits.MaxFileBytes, fmt.Sprintf("file %s of %d bytes", quoteName(name), hdr.Size))
-		}
-		if u.bytes += hdr.Size; u.bytes > u.limits.MaxUnpackedBytes {
-			return limitError("MaxUnpackedBytes", u.limits.MaxUnpackedBytes, fmt.Sprintf("image unpacking to more than %d bytes of files", u.bytes))
-		}
+	if err := u.countFileBytes(hdr, name); err != nil {
+		return err
 	}
-	if err := u.root.MkdirAll(rootName(path.Dir(name)), 0o755); err != nil {
-		return fsError("create its parent directory", err)
-	}
-	if fi, err := u.root.Lstat(name); err == nil {
-		if !(fi.IsDir() && hdr.Typeflag == tar.TypeDir) {
-			if err := u.remove(name); err != nil {
-				return err
-			}
-		}
+	if err := u.makeRoom(hdr, name); err != nil {
+		return err
 	}
 	created[name] = true
-	perm := fs.FileMode(hdr.Mode) & fs.ModePerm
-	if hdr.Mode&0o1000 != 0 {
-		perm |= fs.ModeSticky
-	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		if err := u.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -349,37 +357,88 @@ func (u *unpacker) entry(tr io.Reader, hdr *tar.Header, created map[string]bool)
 			return fsError("write the file", err)
 		}
 	case tar.TypeSymlink:
-		if err := u.root.Symlink(hdr.Linkname, name); err != nil {
-			return fsError("create the symbolic link", err)
-		}
-		u.links[name] = true
-		return fsError("set the link's owner", u.root.Lchown(name, hdr.Uid, hdr.Gid))
+		return u.symlink(hdr, name)
 	case tar.TypeLink:
-		// The target must be an existing non-directory inside the rootfs,
-		// reached without a symbolic link; the link shares its inode and
-		// metadata, so none of the entry's own is applied.
-		if err := u.notThroughLink(plan.link); err != nil {
-			return err
-		}
-		fi, err := u.root.Lstat(plan.link)
-		switch {
-		case err != nil:
-			return rulef("hard link to %q, which does not exist (rule: a hard link names an earlier entry)", plan.link)
-		case fi.IsDir():
-			return rulef("hard link to the directory %q (rule: hard links name files)", plan.link)
-		}
-		if err := u.root.Link(plan.link, name); err != nil {
-			return fsError("create the hard link", err)
-		}
-		if u.links[plan.link] {
-			u.links[name] = true // a hard link to a symbolic link is one too
-		}
-		return nil
+		return u.hardLink(plan.link, name)
 	default:
 		// Character and block devices and FIFOs are not created: the
 		// runtime provides /dev, and nothing else needs them.
 		delete(created, name)
 		return nil
+	}
+	return u.setMetadata(hdr, name)
+}
+
+// countFileBytes applies MaxFileBytes and MaxUnpackedBytes to a regular
+// file entry, before any byte of it is written.
+func (u *unpacker) countFileBytes(hdr *tar.Header, name string) error {
+	if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA && hdr.Typeflag != tar.TypeGNUSparse {
+		return nil
+	}
+	if hdr.Size > u.limits.MaxFileBytes {
+		return limitError("MaxFileBytes", u.limits.MaxFileBytes, fmt.Sprintf("file %s of %d bytes", quoteName(name), hdr.Size))
+	}
+	if u.bytes += hdr.Size; u.bytes > u.limits.MaxUnpackedBytes {
+		return limitError("MaxUnpackedBytes", u.limits.MaxUnpackedBytes, fmt.Sprintf("image unpacking to more than %d bytes of files", u.bytes))
+	}
+	return nil
+}
+
+// makeRoom creates the parent directories of name and removes what a lower
+// entry left at name, unless both are directories.
+func (u *unpacker) makeRoom(hdr *tar.Header, name string) error {
+	if err := u.root.MkdirAll(rootName(path.Dir(name)), 0o755); err != nil {
+		return fsError("create its parent directory", err)
+	}
+	if fi, err := u.root.Lstat(name); err == nil {
+		if !(fi.IsDir() && hdr.Typeflag == tar.TypeDir) {
+			if err := u.remove(name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// symlink creates the symbolic link entry hdr at name, owned as the entry says.
+func (u *unpacker) symlink(hdr *tar.Header, name string) error {
+	if err := u.root.Symlink(hdr.Linkname, name); err != nil {
+		return fsError("create the symbolic link", err)
+	}
+	u.links[name] = true
+	return fsError("set the link's owner", u.root.Lchown(name, hdr.Uid, hdr.Gid))
+}
+
+// hardLink creates name as a hard link to target. The target must be an
+// existing non-directory inside the rootfs, reached without a symbolic link;
+// the link shares its inode and metadata, so none of the entry's own is
+// applied.
+func (u *unpacker) hardLink(target, name string) error {
+	if err := u.notThroughLink(target); err != nil {
+		return err
+	}
+	fi, err := u.root.Lstat(target)
+	switch {
+	case err != nil:
+		return rulef("hard link to %q, which does not exist (rule: a hard link names an earlier entry)", target)
+	case fi.IsDir():
+		return rulef("hard link to the directory %q (rule: hard links name files)", target)
+	}
+	if err := u.root.Link(target, name); err != nil {
+		return fsError("create the hard link", err)
+	}
+	if u.links[target] {
+		u.links[name] = true // a hard link to a symbolic link is one too
+	}
+	return nil
+}
+
+// setMetadata applies a directory's or regular file's owner, mode (setuid
+// and setgid dropped, sticky kept) and, for files, times.
+func (u *unpacker) setMetadata(hdr *tar.Header, name string) error {
+	perm := fs.FileMode(hdr.Mode) & fs.ModePerm
+	if hdr.Mode&0o1000 != 0 {
+		perm |= fs.ModeSticky
 	}
 	if err := u.root.Lchown(name, hdr.Uid, hdr.Gid); err != nil {
 		return fsError("set the owner", err)
