@@ -1,6 +1,6 @@
 // Package sandbox runs one command in an OCI container (runc, or gVisor's
-// runsc) under the DotLab execution contract (protocol.txt "Execution
-// contract", DESIGN.md "Execution contract (runner side)"): read-only root,
+// runsc) under the DotLab execution contract (docs/threat-model.md "Hostile
+// analysis code", "The execution contract"): read-only root,
 // code read-only at /work/code, data read-only and noexec at /work/data, a
 // size-capped writable /work/out (noexec), tmpfs /tmp, its own network
 // namespace with loopback only, no capabilities, no-new-privileges, a
@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Paths inside the sandbox (protocol.txt "Execution contract").
+// Paths inside the sandbox (docs/sandbox.md "Isolation settings").
 const (
 	CodeDir = "/work/code"
 	DataDir = "/work/data"
@@ -75,7 +75,8 @@ type Limits struct {
 }
 
 // WithDefaults fills zero fields: 600 s, 1 GiB, 1 CPU, 512 pids, 1 GiB and
-// 100000 files of output (DESIGN.md manifest `limits` defaults).
+// 100000 files of output (docs/manifest-spec.md "`limits`" for the manifest's
+// three, docs/sandbox.md "Every limit at a glance" for the rest).
 func (l Limits) WithDefaults() Limits {
 	if l.TimeoutSeconds <= 0 {
 		l.TimeoutSeconds = 600
@@ -144,82 +145,103 @@ func (s Spec) Env() []string {
 // container's cgroups (cgroupfs driver: "/dotlab/<id>").
 func ociConfig(s Spec, outHost, cgroupsPath string, runsc bool) *specs.Spec {
 	l := s.Limits.WithDefaults()
-	cwd := s.WorkingDir
-	if cwd == "" {
-		cwd = CodeDir
-	}
 	mem := l.MemoryBytes
-	pids := l.Pids
-	if runsc && pids < 1024 {
-		// gVisor's own threads count against the pids limit (sandbox-facts.md).
-		pids = 1024
-	}
-	period := uint64(100000)
-	quota := int64(l.CPUs * float64(period))
-	noCaps := []string{}
-	ro := []string{"nosuid", "nodev", "noexec", "ro"}
-	rlim := func(typ string, n uint64) specs.POSIXRlimit { return specs.POSIXRlimit{Type: typ, Hard: n, Soft: n} }
 	return &specs.Spec{
 		Version: ociVersion,
-		Process: &specs.Process{
-			Terminal: false,
-			User:     specs.User{UID: UID, GID: GID},
-			Args:     s.Args,
-			Env:      s.Env(),
-			Cwd:      cwd,
-			Capabilities: &specs.LinuxCapabilities{
-				Bounding: noCaps, Effective: noCaps, Inheritable: noCaps, Permitted: noCaps, Ambient: noCaps,
-			},
-			// Below this machine's hard limits (nofile hard limit 20000; root
-			// lacks CAP_SYS_RESOURCE to raise them, sandbox-facts.md).
-			Rlimits: []specs.POSIXRlimit{
-				rlim("RLIMIT_NOFILE", 1024),
-				rlim("RLIMIT_CORE", 0),
-				rlim("RLIMIT_FSIZE", uint64(l.OutputBytes)),
-			},
-			NoNewPrivileges: true,
-		},
+		Process: ociProcess(s, l),
 		Annotations: map[string]string{
 			"org.dotlab.memory.limit_in_bytes": strconv.FormatInt(mem, 10),
 			"org.dotlab.memory.cgroup":         path.Dir(cgroupsPath) + " (parent, set by dotlab, no swap)",
 		},
 		Root:     &specs.Root{Path: s.Rootfs, Readonly: true},
 		Hostname: "sandbox",
-		Mounts: []specs.Mount{
-			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
-			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
-			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
-			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
-			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
-			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
-			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(mem, 10)}},
-			{Destination: CodeDir, Type: "bind", Source: s.CodeDir, Options: append([]string{"rbind"}, "nosuid", "nodev", "ro")},
-			{Destination: DataDir, Type: "bind", Source: s.DataDir, Options: append([]string{"rbind"}, ro...)},
-			{Destination: OutDir, Type: "bind", Source: outHost, Options: []string{"rbind", "nosuid", "nodev", "noexec", "rw"}},
+		Mounts:   ociMounts(s, outHost, mem),
+		Linux:    ociLinux(l, cgroupsPath, runsc),
+	}
+}
+
+// ociProcess is the analysis process: s's arguments and environment as uid
+// and gid UID/GID, no capabilities, no new privileges, and rlimits.
+func ociProcess(s Spec, l Limits) *specs.Process {
+	cwd := s.WorkingDir
+	if cwd == "" {
+		cwd = CodeDir
+	}
+	noCaps := []string{}
+	rlim := func(typ string, n uint64) specs.POSIXRlimit { return specs.POSIXRlimit{Type: typ, Hard: n, Soft: n} }
+	return &specs.Process{
+		Terminal: false,
+		User:     specs.User{UID: UID, GID: GID},
+		Args:     s.Args,
+		Env:      s.Env(),
+		Cwd:      cwd,
+		Capabilities: &specs.LinuxCapabilities{
+			Bounding: noCaps, Effective: noCaps, Inheritable: noCaps, Permitted: noCaps, Ambient: noCaps,
 		},
-		Linux: &specs.Linux{
-			CgroupsPath: cgroupsPath,
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.IPCNamespace},
-				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace}, {Type: specs.CgroupNamespace},
-			},
-			Resources: &specs.LinuxResources{
-				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
-				// Memory is limited on the parent cgroup (memoryParent), where
-				// the OOM-kill count outlives the container's own cgroup.
-				Pids: &specs.LinuxPids{Limit: &pids},
-				CPU:  &specs.LinuxCPU{Quota: &quota, Period: &period},
-			},
-			Seccomp: seccompProfile(),
-			MaskedPaths: []string{
-				"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-				"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
-				"/sys/firmware", "/sys/devices/virtual/powercap",
-			},
-			ReadonlyPaths: []string{
-				"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
-			},
+		// Below the hard limits measured on this project's machines (nofile
+		// hard limit 20000; root lacks CAP_SYS_RESOURCE to raise them). The
+		// values: docs/sandbox.md "Isolation settings", rlimits.
+		Rlimits: []specs.POSIXRlimit{
+			rlim("RLIMIT_NOFILE", 1024),
+			rlim("RLIMIT_CORE", 0),
+			rlim("RLIMIT_FSIZE", uint64(l.OutputBytes)),
+		},
+		NoNewPrivileges: true,
+	}
+}
+
+// ociMounts are the container's mounts: the kernel file systems, a /tmp
+// tmpfs of mem bytes, the code and data read-only and outHost at /work/out.
+func ociMounts(s Spec, outHost string, mem int64) []specs.Mount {
+	ro := []string{"nosuid", "nodev", "noexec", "ro"}
+	return []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(mem, 10)}},
+		{Destination: CodeDir, Type: "bind", Source: s.CodeDir, Options: append([]string{"rbind"}, "nosuid", "nodev", "ro")},
+		{Destination: DataDir, Type: "bind", Source: s.DataDir, Options: append([]string{"rbind"}, ro...)},
+		{Destination: OutDir, Type: "bind", Source: outHost, Options: []string{"rbind", "nosuid", "nodev", "noexec", "rw"}},
+	}
+}
+
+// ociLinux is the Linux section: namespaces, the device, pids and CPU
+// limits (memory is on the parent cgroup), seccomp and the masked and
+// read-only paths of /proc and /sys.
+func ociLinux(l Limits, cgroupsPath string, runsc bool) *specs.Linux {
+	pids := l.Pids
+	if runsc && pids < 1024 {
+		// gVisor's own threads count against the pids limit (docs/sandbox.md
+		// "Running with gVisor (runsc)").
+		pids = 1024
+	}
+	period := uint64(100000)
+	quota := int64(l.CPUs * float64(period))
+	return &specs.Linux{
+		CgroupsPath: cgroupsPath,
+		Namespaces: []specs.LinuxNamespace{
+			{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.IPCNamespace},
+			{Type: specs.UTSNamespace}, {Type: specs.MountNamespace}, {Type: specs.CgroupNamespace},
+		},
+		Resources: &specs.LinuxResources{
+			Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+			// Memory is limited on the parent cgroup (memoryParent), where
+			// the OOM-kill count outlives the container's own cgroup.
+			Pids: &specs.LinuxPids{Limit: &pids},
+			CPU:  &specs.LinuxCPU{Quota: &quota, Period: &period},
+		},
+		Seccomp: seccompProfile(),
+		MaskedPaths: []string{
+			"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+			"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+			"/sys/firmware", "/sys/devices/virtual/powercap",
+		},
+		ReadonlyPaths: []string{
+			"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
 		},
 	}
 }
@@ -265,7 +287,7 @@ func seccompProfile() *specs.LinuxSeccomp {
 }
 
 // cgroupsPathFor is the cgroupfs path of container id (runc's cgroupfs driver;
-// no systemd on the hosts this was measured on, sandbox-facts.md): a leaf
+// the hosts this was measured on run no systemd): a leaf
 // "ctr" under a per-run parent, see Runtime.execute.
 func cgroupsPathFor(id string) string { return cgroupsParent(id) + "/ctr" }
 

@@ -270,8 +270,9 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 // `delete`.
 func (r Runtime) execute(ctx context.Context, id, bundle string, limits Limits, stdio IO, res *Result) (err error) {
 	// runc run must not be killed by context cancellation: a signal to runc
-	// leaves the container running (sandbox-facts.md). Cancellation and the
-	// timeout go through kill + delete below instead.
+	// leaves the container running (docs/sandbox.md "Isolation settings",
+	// timeout). Cancellation and the timeout go through kill + delete below
+	// instead.
 	cmd, err := r.command(context.WithoutCancel(ctx), "run", "--bundle", bundle, id)
 	if err != nil {
 		return err
