@@ -62,96 +62,138 @@ func runRealWrites(base string, keys []string, d time.Duration, rate float64) (r
 	if err != nil {
 		return result{}, err
 	}
-	const kinds = 3
-	names := [kinds]string{"GET /jobs/next", "POST /jobs/{id}/accept", "POST /runs"}
-	want := [kinds]int{http.StatusOK, http.StatusOK, http.StatusCreated}
-	lat := make([][kinds][]time.Duration, len(keys))
-	cycles := make([]int64, len(keys))
-	errs := make([]int64, len(keys))
-	var exhausted atomic.Bool
-	var firstErr sync.Once
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	rw := &realWrites{
+		base: base, tmpl: tmpl, clients: len(keys), rate: rate, cancel: cancel,
+		lat:    make([][realKinds][]time.Duration, len(keys)),
+		cycles: make([]int64, len(keys)),
+		errs:   make([]int64, len(keys)),
+	}
 	var wg sync.WaitGroup
-	start := time.Now()
+	rw.start = time.Now()
 	for i, key := range keys {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &writeClient{c: newClient(), key: key}
-			var every time.Duration
-			next := start
-			if rate > 0 {
-				every = time.Duration(float64(len(keys)) / rate * float64(time.Second))
-				next = start.Add(every * time.Duration(i) / time.Duration(len(keys)))
-			}
-			step := func(k int, method, url string, body []byte) ([]byte, bool) {
-				t0 := time.Now()
-				status, b, err := w.do(method, url, body)
-				lat[i][k] = append(lat[i][k], time.Since(t0))
-				if k == 0 && status == http.StatusNoContent {
-					exhausted.Store(true)
-					cancel()
-					return nil, false
-				}
-				if err != nil || status != want[k] {
-					errs[i]++
-					firstErr.Do(func() { fmt.Fprintf(os.Stderr, "  first write error: %s %s: %d %v %s\n", method, url, status, err, b) })
-					return nil, false
-				}
-				return b, true
-			}
-			for ctx.Err() == nil {
-				if every > 0 {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(time.Until(next)):
-					}
-					next = next.Add(every)
-				}
-				b, ok := step(0, "GET", base+"/api/v1/jobs/next", nil)
-				if !ok {
-					continue
-				}
-				var job struct {
-					ID string `json:"job_id"`
-				}
-				if err := json.Unmarshal(b, &job); err != nil || job.ID == "" {
-					errs[i]++
-					continue
-				}
-				if _, ok := step(1, "POST", base+"/api/v1/jobs/"+job.ID+"/accept", nil); !ok {
-					continue
-				}
-				if _, ok := step(2, "POST", base+"/api/v1/runs", bytes.Replace(tmpl, []byte(idMark), []byte(job.ID), 1)); !ok {
-					continue
-				}
-				cycles[i]++
-			}
+			rw.client(ctx, i, &writeClient{c: newClient(), key: key})
 		}()
 	}
 	wg.Wait()
-	r := result{elapsed: time.Since(start)}
+	return rw.result(), nil
+}
+
+// realKinds is the number of requests in one cycle of the real write load;
+// realNames and realWant name them and the status each must answer.
+const realKinds = 3
+
+var (
+	realNames = [realKinds]string{"GET /jobs/next", "POST /jobs/{id}/accept", "POST /runs"}
+	realWant  = [realKinds]int{http.StatusOK, http.StatusOK, http.StatusCreated}
+)
+
+// realWrites is the shared state of one real write load: per client i, the
+// latencies of each request kind, the cycles completed and the errors.
+type realWrites struct {
+	base      string
+	tmpl      []byte
+	clients   int
+	rate      float64
+	start     time.Time
+	cancel    context.CancelFunc
+	lat       [][realKinds][]time.Duration
+	cycles    []int64
+	errs      []int64
+	exhausted atomic.Bool
+	firstErr  sync.Once
+}
+
+// client runs cycles as client i until ctx ends, back to back or, with a
+// rate, on the client's staggered schedule.
+func (rw *realWrites) client(ctx context.Context, i int, w *writeClient) {
+	var every time.Duration
+	next := rw.start
+	if rw.rate > 0 {
+		every = time.Duration(float64(rw.clients) / rw.rate * float64(time.Second))
+		next = rw.start.Add(every * time.Duration(i) / time.Duration(rw.clients))
+	}
+	for ctx.Err() == nil {
+		if every > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(next)):
+			}
+			next = next.Add(every)
+		}
+		if rw.cycle(i, w) {
+			rw.cycles[i]++
+		}
+	}
+}
+
+// cycle draws a job, accepts it and publishes a run; it reports whether
+// all three succeeded.
+func (rw *realWrites) cycle(i int, w *writeClient) bool {
+	b, ok := rw.step(i, w, 0, "GET", rw.base+"/api/v1/jobs/next", nil)
+	if !ok {
+		return false
+	}
+	var job struct {
+		ID string `json:"job_id"`
+	}
+	if err := json.Unmarshal(b, &job); err != nil || job.ID == "" {
+		rw.errs[i]++
+		return false
+	}
+	if _, ok := rw.step(i, w, 1, "POST", rw.base+"/api/v1/jobs/"+job.ID+"/accept", nil); !ok {
+		return false
+	}
+	_, ok = rw.step(i, w, 2, "POST", rw.base+"/api/v1/runs", bytes.Replace(rw.tmpl, []byte(idMark), []byte(job.ID), 1))
+	return ok
+}
+
+// step sends request kind k for client i and records its latency. A 204 on
+// GET /jobs/next means every claim was drawn: it stops the load.
+func (rw *realWrites) step(i int, w *writeClient, k int, method, url string, body []byte) ([]byte, bool) {
+	t0 := time.Now()
+	status, b, err := w.do(method, url, body)
+	rw.lat[i][k] = append(rw.lat[i][k], time.Since(t0))
+	if k == 0 && status == http.StatusNoContent {
+		rw.exhausted.Store(true)
+		rw.cancel()
+		return nil, false
+	}
+	if err != nil || status != realWant[k] {
+		rw.errs[i]++
+		rw.firstErr.Do(func() { fmt.Fprintf(os.Stderr, "  first write error: %s %s: %d %v %s\n", method, url, status, err, b) })
+		return nil, false
+	}
+	return b, true
+}
+
+// result sums the clients' counts and latencies, overall and per kind.
+func (rw *realWrites) result() result {
+	r := result{elapsed: time.Since(rw.start)}
 	var all []time.Duration
-	for k := range kinds {
+	for k := range realKinds {
 		var byKind []time.Duration
-		for i := range lat {
-			byKind = append(byKind, lat[i][k]...)
+		for i := range rw.lat {
+			byKind = append(byKind, rw.lat[i][k]...)
 		}
 		all = append(all, byKind...)
 		p50, p99 := percentiles(byKind)
-		r.perKind = append(r.perKind, kindLatency{names[k], p50, p99})
+		r.perKind = append(r.perKind, kindLatency{realNames[k], p50, p99})
 	}
-	for i := range keys {
-		r.ops += cycles[i]
-		r.errors += errs[i]
+	for i := range rw.clients {
+		r.ops += rw.cycles[i]
+		r.errors += rw.errs[i]
 	}
 	r.p50, r.p99 = percentiles(all)
-	if exhausted.Load() {
+	if rw.exhausted.Load() {
 		r.note = "stopped early: every claim was drawn (raise -write-claims)"
 	}
-	return r, nil
+	return r
 }
 
 // runBareWrites writes the rows of the same cycle with plain SQL on raw: for
@@ -166,113 +208,149 @@ func runBareWrites(raw *benchdata.Raw, agents []string, ids []string, d time.Dur
 	if err != nil {
 		return result{}, err
 	}
-	w := dotlab.DefaultWindows
-	var next atomic.Int64
-	lat := make([][]time.Duration, len(agents))
-	cycles := make([]int64, len(agents))
-	errs := make([]int64, len(agents))
-	var firstErr sync.Once
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	bw := &bareWrites{
+		raw: raw, body: body, comps: string(comps), w: dotlab.DefaultWindows, ids: ids, cancel: cancel,
+		lat:    make([][]time.Duration, len(agents)),
+		cycles: make([]int64, len(agents)),
+		errs:   make([]int64, len(agents)),
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i, agent := range agents {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
-				n := next.Add(1) - 1
-				if n >= int64(len(ids)) {
-					cancel()
-					return
-				}
-				claim := ids[n]
-				runBody := string(bytes.Replace(body, []byte(idMark), []byte(claim), 1))
-				err := func() error {
-					now := time.Now().UTC()
-					t0 := time.Now()
-					expires := now.Add(w.Accept)
-					if err := bareTx(ctx, raw, func(tx *sql.Tx) error {
-						if err := one(tx.ExecContext(ctx, `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
-							WHERE id = $4 AND state = 'funded' AND runner_id IS NULL`, agent, expires.UnixMilli(), now.UnixMilli(), claim)); err != nil {
-							return err
-						}
-						_, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, claim_id, agent_id, state, offered_at, offer_expires_at)
-							VALUES ($1, $2, $3, 'offered', $4, $5)`, newID("job_"), claim, agent, now.UnixMilli(), expires.UnixMilli())
-						return err
-					}); err != nil {
-						return err
-					}
-					t1 := time.Now()
-					deadline := now.Add(w.Publish)
-					if err := bareTx(ctx, raw, func(tx *sql.Tx) error {
-						if err := one(tx.ExecContext(ctx, `UPDATE claims SET state = 'assigned', offer_expires_at = NULL, publish_deadline = $1, updated_at = $2
-							WHERE id = $3 AND state = 'funded' AND runner_id = $4 AND offer_expires_at > $2`, deadline.UnixMilli(), now.UnixMilli(), claim, agent)); err != nil {
-							return err
-						}
-						if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', accepted_at = $1, publish_deadline = $2
-							WHERE claim_id = $3 AND agent_id = $4 AND state = 'offered'`, now.UnixMilli(), deadline.UnixMilli(), claim, agent); err != nil {
-							return err
-						}
-						if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'runner', $3)`,
-							claim, agent, now.UnixMilli()); err != nil {
-							return err
-						}
-						return event(ctx, tx, claim, dotlab.StateAssigned, now, "runner "+agent+" accepted")
-					}); err != nil {
-						return err
-					}
-					t2 := time.Now()
-					runID := newID("run_")
-					if err := bareTx(ctx, raw, func(tx *sql.Tx) error {
-						if err := one(tx.ExecContext(ctx, `UPDATE claims SET state = 'challenge_window', run_id = $1, challenge_deadline = $2,
-							publish_deadline = NULL, updated_at = $3
-							WHERE id = $4 AND runner_id = $5 AND state IN ('assigned', 'running') AND publish_deadline > $3`,
-							runID, now.Add(w.Challenge).UnixMilli(), now.UnixMilli(), claim, agent)); err != nil {
-							return err
-						}
-						if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at)
-							VALUES ($1, $2, $3, $4, $5, $6, $7)`, runID, claim, agent, dotlab.OutcomeReproduced, runBody, string(comps), now.UnixMilli()); err != nil {
-							return err
-						}
-						if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'published', closed_at = $1
-							WHERE claim_id = $2 AND agent_id = $3 AND state = 'accepted'`, now.UnixMilli(), claim, agent); err != nil {
-							return err
-						}
-						if err := event(ctx, tx, claim, dotlab.StatePublished, now, "run "+runID+" published: reproduced"); err != nil {
-							return err
-						}
-						return event(ctx, tx, claim, dotlab.StateChallengeWindow, now, "challenge window open")
-					}); err != nil {
-						return err
-					}
-					t3 := time.Now()
-					lat[i] = append(lat[i], t1.Sub(t0), t2.Sub(t1), t3.Sub(t2))
-					return nil
-				}()
-				switch {
-				case err == nil:
-					cycles[i]++
-				case ctx.Err() == nil:
-					errs[i]++
-					firstErr.Do(func() { fmt.Fprintf(os.Stderr, "  first bare write error on %s: %v\n", claim, err) })
-				}
-			}
+			bw.agent(ctx, i, agent)
 		}()
 	}
 	wg.Wait()
 	r := result{elapsed: time.Since(start)}
 	var all []time.Duration
 	for i := range agents {
-		all = append(all, lat[i]...)
-		r.ops += cycles[i]
-		r.errors += errs[i]
+		all = append(all, bw.lat[i]...)
+		r.ops += bw.cycles[i]
+		r.errors += bw.errs[i]
 	}
 	r.p50, r.p99 = percentiles(all)
-	if next.Load() >= int64(len(ids)) {
+	if bw.next.Load() >= int64(len(ids)) {
 		r.note = "stopped early: every claim was written (raise -write-claims)"
 	}
 	return r, nil
+}
+
+// bareWrites is the shared state of one bare write load: the claims still
+// to take, and per agent i the transaction latencies, cycles and errors.
+type bareWrites struct {
+	raw      *benchdata.Raw
+	body     []byte
+	comps    string
+	w        dotlab.Windows
+	ids      []string
+	next     atomic.Int64
+	cancel   context.CancelFunc
+	lat      [][]time.Duration
+	cycles   []int64
+	errs     []int64
+	firstErr sync.Once
+}
+
+// agent writes cycles as agent i, each on the next claim, until ctx ends
+// or no claim is left.
+func (bw *bareWrites) agent(ctx context.Context, i int, agent string) {
+	for ctx.Err() == nil {
+		n := bw.next.Add(1) - 1
+		if n >= int64(len(bw.ids)) {
+			bw.cancel()
+			return
+		}
+		claim := bw.ids[n]
+		err := bw.cycle(ctx, i, agent, claim)
+		switch {
+		case err == nil:
+			bw.cycles[i]++
+		case ctx.Err() == nil:
+			bw.errs[i]++
+			bw.firstErr.Do(func() { fmt.Fprintf(os.Stderr, "  first bare write error on %s: %v\n", claim, err) })
+		}
+	}
+}
+
+// cycle runs the three transactions of one claim and records their latencies.
+func (bw *bareWrites) cycle(ctx context.Context, i int, agent, claim string) error {
+	runBody := string(bytes.Replace(bw.body, []byte(idMark), []byte(claim), 1))
+	now := time.Now().UTC()
+	t0 := time.Now()
+	if err := bareTx(ctx, bw.raw, func(tx *sql.Tx) error { return bw.offer(ctx, tx, agent, claim, now) }); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	if err := bareTx(ctx, bw.raw, func(tx *sql.Tx) error { return bw.accept(ctx, tx, agent, claim, now) }); err != nil {
+		return err
+	}
+	t2 := time.Now()
+	if err := bareTx(ctx, bw.raw, func(tx *sql.Tx) error { return bw.publish(ctx, tx, agent, claim, runBody, now) }); err != nil {
+		return err
+	}
+	t3 := time.Now()
+	bw.lat[i] = append(bw.lat[i], t1.Sub(t0), t2.Sub(t1), t3.Sub(t2))
+	return nil
+}
+
+// offer offers claim to agent: the claim update and the job insert.
+func (bw *bareWrites) offer(ctx context.Context, tx *sql.Tx, agent, claim string, now time.Time) error {
+	expires := now.Add(bw.w.Accept)
+	if err := one(tx.ExecContext(ctx, `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
+		WHERE id = $4 AND state = 'funded' AND runner_id IS NULL`, agent, expires.UnixMilli(), now.UnixMilli(), claim)); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, claim_id, agent_id, state, offered_at, offer_expires_at)
+		VALUES ($1, $2, $3, 'offered', $4, $5)`, newID("job_"), claim, agent, now.UnixMilli(), expires.UnixMilli())
+	return err
+}
+
+// accept has agent accept claim: claim and job updates, the runner role
+// and the assigned event.
+func (bw *bareWrites) accept(ctx context.Context, tx *sql.Tx, agent, claim string, now time.Time) error {
+	deadline := now.Add(bw.w.Publish)
+	if err := one(tx.ExecContext(ctx, `UPDATE claims SET state = 'assigned', offer_expires_at = NULL, publish_deadline = $1, updated_at = $2
+		WHERE id = $3 AND state = 'funded' AND runner_id = $4 AND offer_expires_at > $2`, deadline.UnixMilli(), now.UnixMilli(), claim, agent)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', accepted_at = $1, publish_deadline = $2
+		WHERE claim_id = $3 AND agent_id = $4 AND state = 'offered'`, now.UnixMilli(), deadline.UnixMilli(), claim, agent); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'runner', $3)`,
+		claim, agent, now.UnixMilli()); err != nil {
+		return err
+	}
+	return event(ctx, tx, claim, dotlab.StateAssigned, now, "runner "+agent+" accepted")
+}
+
+// publish records agent's reproduced run of claim: the claim update, the
+// run insert, the job update and the published and challenge-window events.
+func (bw *bareWrites) publish(ctx context.Context, tx *sql.Tx, agent, claim, runBody string, now time.Time) error {
+	runID := newID("run_")
+	if err := one(tx.ExecContext(ctx, `UPDATE claims SET state = 'challenge_window', run_id = $1, challenge_deadline = $2,
+		publish_deadline = NULL, updated_at = $3
+		WHERE id = $4 AND runner_id = $5 AND state IN ('assigned', 'running') AND publish_deadline > $3`,
+		runID, now.Add(bw.w.Challenge).UnixMilli(), now.UnixMilli(), claim, agent)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, runID, claim, agent, dotlab.OutcomeReproduced, runBody, bw.comps, now.UnixMilli()); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'published', closed_at = $1
+		WHERE claim_id = $2 AND agent_id = $3 AND state = 'accepted'`, now.UnixMilli(), claim, agent); err != nil {
+		return err
+	}
+	if err := event(ctx, tx, claim, dotlab.StatePublished, now, "run "+runID+" published: reproduced"); err != nil {
+		return err
+	}
+	return event(ctx, tx, claim, dotlab.StateChallengeWindow, now, "challenge window open")
 }
 
 // bareTx runs fn in a transaction on raw (BEGIN IMMEDIATE on SQLite, as
