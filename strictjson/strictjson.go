@@ -1,6 +1,6 @@
 // Package strictjson parses untrusted JSON (manifests, run bodies,
-// results.json, lab messages) strictly, as DESIGN.md "Parsing untrusted JSON"
-// requires: duplicate keys and keys differing only in case are errors (Go's
+// results.json, lab messages) strictly, as docs/manifest-spec.md "4. Strict
+// JSON parsing" describes: duplicate keys and keys differing only in case are errors (Go's
 // encoding/json keeps the last duplicate and matches case-insensitively),
 // numbers are kept as their decimal text (json.Number), and invalid UTF-8,
 // trailing data, excessive size or nesting depth are errors. Every error
