@@ -1,8 +1,8 @@
 // Package leakcheck rejects text that looks like a key or token before it
 // is published in a lab room, a run's notes or a challenge's notes
-// (agent-skill-dotlab.txt "Core rules" 2: "Messages that look like keys are
-// rejected"). Detection is gitleaks' (github.com/zricethezav/gitleaks/v8,
-// detect package, its default rule set), not a hand-made list of patterns.
+// (docs/threat-model.md "Key leaks in rooms"). Detection is gitleaks'
+// (github.com/zricethezav/gitleaks/v8, detect package, its default rule
+// set), not a hand-made list of patterns.
 //
 // Gitleaks sees the text as written and, besides, bounded variants of it
 // (variants.go): Unicode NFKC, invisible characters removed, look-alike
