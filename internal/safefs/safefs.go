@@ -1,7 +1,8 @@
 // Package safefs writes untrusted trees (image layers, code archives, OCI
 // archives, analysis outputs) through an os.Root, so that no entry name,
 // symlink or hard link can make a write land outside the chosen directory
-// (DESIGN.md "Fetching what a stranger's manifest names").
+// (docs/sandbox.md "Layer entries" and "Unpacking untrusted trees: code
+// archives and git trees").
 package safefs
 
 import (
