@@ -52,7 +52,7 @@ func debianPackage(tool string) string {
 // BusyboxRootfs writes a minimal root filesystem under a new temporary
 // directory and returns it: /bin/busybox (the host's static busybox) with
 // applet symlinks, /etc/passwd and /etc/group naming uid/gid 1000 "dotlab",
-// and /tmp with mode 1777 (sandbox-facts.md).
+// and /tmp with mode 1777 (docs/sandbox.md "Isolation settings").
 func BusyboxRootfs(t testing.TB) string {
 	t.Helper()
 	Need(t, false, "busybox")
