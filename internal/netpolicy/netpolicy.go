@@ -1,7 +1,7 @@
 // Package netpolicy is the one statement of which URLs, hosts and network
-// addresses a stranger's manifest may make a DotLab machine reach (DESIGN.md
-// "Fetching what a stranger's manifest names", docs/sandbox.md "Fetching",
-// docs/threat-model.md "SSRF").
+// addresses a stranger's manifest may make a DotLab machine reach
+// (docs/sandbox.md "Fetching what a manifest names", docs/threat-model.md
+// "Hostile manifests", "SSRF and local files").
 //
 // Both sides of the protocol call it, so they cannot drift: the server when
 // it lists a claim (manifest.CheckListing, POST /api/v1/claims, `dotlab claim
