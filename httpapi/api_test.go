@@ -144,6 +144,9 @@ func expect(t *testing.T, r resp, status int, code string) {
 		if e.Error != code || len(e.Detail) == 0 {
 			t.Fatalf("error %q detail %q, want %q with detail", e.Error, e.Detail, code)
 		}
+		if want := apiv1.ErrorStatus(code); r.status != want {
+			t.Fatalf("%q answered %d, but apiv1's table gives %d", code, r.status, want)
+		}
 	}
 }
 

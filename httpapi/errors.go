@@ -49,7 +49,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		s.logger.Error("encode response", "err", err)
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusInternalServerError)
+		w.WriteHeader(apiv1.ErrorStatus(dotlab.EINTERNAL))
 		w.Write([]byte(`{"error":"internal","detail":["the server failed to encode its response"]}`))
 		return
 	}
