@@ -6,19 +6,19 @@ import (
 	"strconv"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/apiv1"
 )
 
 // Status is GET /status.
-func (c *Client) Status(ctx context.Context) (*httpapi.Status, error) {
-	var s httpapi.Status
+func (c *Client) Status(ctx context.Context) (*apiv1.Status, error) {
+	var s apiv1.Status
 	_, err := c.do(ctx, "GET", "/status", nil, &s)
 	return &s, err
 }
 
 // Register is POST /agents; the key in the answer is shown once.
-func (c *Client) Register(ctx context.Context, n dotlab.NewAgent) (*httpapi.AgentCreated, error) {
-	var a httpapi.AgentCreated
+func (c *Client) Register(ctx context.Context, n dotlab.NewAgent) (*apiv1.AgentCreated, error) {
+	var a apiv1.AgentCreated
 	_, err := c.do(ctx, "POST", "/agents", n, &a)
 	return &a, err
 }
@@ -38,21 +38,25 @@ func (c *Client) Agent(ctx context.Context, id string) (*dotlab.AgentProfile, er
 }
 
 // SubmitClaim is POST /claims with the manifest text.
-func (c *Client) SubmitClaim(ctx context.Context, manifest []byte, field string) (*httpapi.ClaimView, error) {
-	var v httpapi.ClaimView
-	_, err := c.do(ctx, "POST", "/claims", map[string]string{"manifest": string(manifest), "field": field}, &v)
+func (c *Client) SubmitClaim(ctx context.Context, manifest []byte, field string) (*apiv1.ClaimView, error) {
+	sub, err := apiv1.NewClaimSubmission(manifest, field)
+	if err != nil {
+		return nil, err
+	}
+	var v apiv1.ClaimView
+	_, err = c.do(ctx, "POST", "/claims", sub, &v)
 	return &v, err
 }
 
 // Claim is GET /claims/{id}.
-func (c *Client) Claim(ctx context.Context, id string) (*httpapi.ClaimView, error) {
-	var v httpapi.ClaimView
+func (c *Client) Claim(ctx context.Context, id string) (*apiv1.ClaimView, error) {
+	var v apiv1.ClaimView
 	_, err := c.do(ctx, "GET", "/claims/"+url.PathEscape(id), nil, &v)
 	return &v, err
 }
 
 // Claims is GET /claims (one page).
-func (c *Client) Claims(ctx context.Context, state dotlab.ClaimState, after string, limit int) (*httpapi.ClaimPage, error) {
+func (c *Client) Claims(ctx context.Context, state dotlab.ClaimState, after string, limit int) (*apiv1.ClaimPage, error) {
 	q := url.Values{}
 	if state != "" {
 		q.Set("state", string(state))
@@ -63,7 +67,7 @@ func (c *Client) Claims(ctx context.Context, state dotlab.ClaimState, after stri
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var p httpapi.ClaimPage
+	var p apiv1.ClaimPage
 	_, err := c.do(ctx, "GET", "/claims?"+q.Encode(), nil, &p)
 	return &p, err
 }
@@ -95,7 +99,7 @@ func (c *Client) Accept(ctx context.Context, id string) (*dotlab.Job, error) {
 // Decline is POST /jobs/{id}/decline.
 func (c *Client) Decline(ctx context.Context, id, reason string) (*dotlab.Job, error) {
 	var j dotlab.Job
-	_, err := c.do(ctx, "POST", "/jobs/"+url.PathEscape(id)+"/decline", map[string]string{"reason": reason}, &j)
+	_, err := c.do(ctx, "POST", "/jobs/"+url.PathEscape(id)+"/decline", apiv1.DeclineBody{Reason: reason}, &j)
 	return &j, err
 }
 
@@ -114,7 +118,7 @@ func (c *Client) Run(ctx context.Context, id string) (*dotlab.Run, error) {
 }
 
 // Runs is GET /runs?status=… (one page).
-func (c *Client) Runs(ctx context.Context, status dotlab.ClaimState, after string) (*httpapi.RunPage, error) {
+func (c *Client) Runs(ctx context.Context, status dotlab.ClaimState, after string) (*apiv1.RunPage, error) {
 	q := url.Values{}
 	if status != "" {
 		q.Set("status", string(status))
@@ -122,7 +126,7 @@ func (c *Client) Runs(ctx context.Context, status dotlab.ClaimState, after strin
 	if after != "" {
 		q.Set("after", after)
 	}
-	var p httpapi.RunPage
+	var p apiv1.RunPage
 	_, err := c.do(ctx, "GET", "/runs?"+q.Encode(), nil, &p)
 	return &p, err
 }
@@ -154,12 +158,12 @@ func (c *Client) Vote(ctx context.Context, id string, v dotlab.VoteBody) (*dotla
 // JoinLab is POST /labs/{id}/join.
 func (c *Client) JoinLab(ctx context.Context, id, role string) (*dotlab.LabMember, error) {
 	var m dotlab.LabMember
-	_, err := c.do(ctx, "POST", "/labs/"+url.PathEscape(id)+"/join", map[string]string{"role": role}, &m)
+	_, err := c.do(ctx, "POST", "/labs/"+url.PathEscape(id)+"/join", apiv1.JoinBody{Role: role}, &m)
 	return &m, err
 }
 
 // Messages is GET /labs/{id}/messages?after= (one page).
-func (c *Client) Messages(ctx context.Context, id, after string, limit int) (*httpapi.MessagePage, error) {
+func (c *Client) Messages(ctx context.Context, id, after string, limit int) (*apiv1.MessagePage, error) {
 	q := url.Values{}
 	if after != "" {
 		q.Set("after", after)
@@ -167,7 +171,7 @@ func (c *Client) Messages(ctx context.Context, id, after string, limit int) (*ht
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var p httpapi.MessagePage
+	var p apiv1.MessagePage
 	_, err := c.do(ctx, "GET", "/labs/"+url.PathEscape(id)+"/messages?"+q.Encode(), nil, &p)
 	return &p, err
 }
@@ -182,9 +186,7 @@ func (c *Client) Post(ctx context.Context, id string, m dotlab.LabMessageBody) (
 // PutLogs is PUT /jobs/{id}/logs: the runner's logs.jsonl. It returns the
 // absolute URL to give as the run's logs_uri.
 func (c *Client) PutLogs(ctx context.Context, id string, logs []byte) (string, error) {
-	var out struct {
-		LogsURI string `json:"logs_uri"`
-	}
+	var out apiv1.LogsStored
 	if _, err := c.do(ctx, "PUT", "/jobs/"+url.PathEscape(id)+"/logs", logs, &out); err != nil {
 		return "", err
 	}
@@ -207,9 +209,7 @@ func (c *Client) Dispute(ctx context.Context, id string) (*dotlab.Dispute, error
 
 // Challenges is GET /claims/{id}/challenges.
 func (c *Client) Challenges(ctx context.Context, id string) ([]*dotlab.Challenge, error) {
-	var out struct {
-		Challenges []*dotlab.Challenge `json:"challenges"`
-	}
+	var out apiv1.ChallengeList
 	_, err := c.do(ctx, "GET", "/claims/"+url.PathEscape(id)+"/challenges", nil, &out)
 	return out.Challenges, err
 }

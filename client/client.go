@@ -1,9 +1,11 @@
 // Package client is the Go client of DotLab's /api/v1, shared by every agent
 // command (runner, challenger, review, lab, claim, agent) and by the tests.
+// It speaks the wire types of package apiv1 and imports no server package,
+// so an agent binary links no server code.
 //
-// Retries follow the seeds' "Errors" section: a 5xx is retried up to three
-// times with exponential backoff, a 429 after its Retry-After, and a 401
-// stops at once. Every error the server returns comes back as a
+// Retries follow docs/protocol.md §5: a 5xx is retried up to three times
+// with exponential backoff, a 429 after its Retry-After, and a 401 stops at
+// once. Every error the server returns comes back as a
 // *dotlab.Error with the server's code and detail, so callers can switch on
 // dotlab.ErrorCode(err).
 package client
@@ -22,7 +24,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/apiv1"
 )
 
 // Client talks to one DotLab server.
@@ -144,9 +146,9 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 
 // apiError turns an error answer into a *dotlab.Error.
 func apiError(status int, data []byte) error {
-	var eb httpapi.ErrorBody
+	var eb apiv1.ErrorBody
 	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-		return &dotlab.Error{Code: eb.Error, Detail: eb.Detail}
+		return eb.Err()
 	}
 	return &dotlab.Error{Code: dotlab.EINTERNAL, Detail: []string{fmt.Sprintf("HTTP %d from the server", status)}}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
@@ -34,7 +35,7 @@ func TestRetries(t *testing.T) {
 			}
 			w.WriteHeader(code)
 			if code >= 400 {
-				json.NewEncoder(w).Encode(httpapi.ErrorBody{Error: map[int]string{401: "unauthorized", 429: "rate_limited", 503: "unavailable", 500: "internal"}[code], Detail: []string{"x"}})
+				json.NewEncoder(w).Encode(apiv1.ErrorBody{Error: map[int]string{401: "unauthorized", 429: "rate_limited", 503: "unavailable", 500: "internal"}[code], Detail: []string{"x"}})
 			} else {
 				w.Write([]byte(`{"version":"v"}`))
 			}

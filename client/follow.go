@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,9 +11,9 @@ import (
 	"time"
 )
 
-// Event is one live event of a lab room: Kind "message" (Data is a
-// dotlab.LabMessage) or "state" (a dotlab.ClaimEvent); ID is the resume
-// cursor "M.E".
+// Event is one live event of a lab room (docs/protocol.md §9): Kind
+// "message" (Data is a dotlab.LabMessage) or "state" (a dotlab.ClaimEvent);
+// ID is the resume cursor "M.E" (apiv1.Cursor).
 type Event struct {
 	ID   string
 	Kind string
@@ -29,8 +30,9 @@ func (c *Client) Follow(ctx context.Context, claimID, cursor string, fn func(Eve
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if _, stop := err.(stopErr); stop {
-			return err.(stopErr).err
+		var stop stopErr
+		if errors.As(err, &stop) {
+			return stop.err
 		}
 		if err := c.sleep(ctx, backoff); err != nil {
 			return err

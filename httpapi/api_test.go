@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
@@ -76,8 +77,8 @@ type resp struct {
 	body   []byte
 }
 
-func (r resp) err() httpapi.ErrorBody {
-	var e httpapi.ErrorBody
+func (r resp) err() apiv1.ErrorBody {
+	var e apiv1.ErrorBody
 	json.Unmarshal(r.body, &e)
 	return e
 }
@@ -117,7 +118,7 @@ func (e *env) register(name string, caps ...string) (id, key string) {
 	if r.status != 201 {
 		e.t.Fatalf("register: %d %s", r.status, r.body)
 	}
-	var a httpapi.AgentCreated
+	var a apiv1.AgentCreated
 	json.Unmarshal(r.body, &a)
 	return a.ID, a.APIKey
 }
@@ -128,7 +129,7 @@ func (e *env) submit(key, title string) string {
 	if r.status != 201 {
 		e.t.Fatalf("submit: %d %s", r.status, r.body)
 	}
-	var c httpapi.ClaimView
+	var c apiv1.ClaimView
 	json.Unmarshal(r.body, &c)
 	return c.ID
 }
@@ -143,13 +144,16 @@ func expect(t *testing.T, r resp, status int, code string) {
 		if e.Error != code || len(e.Detail) == 0 {
 			t.Fatalf("error %q detail %q, want %q with detail", e.Error, e.Detail, code)
 		}
+		if want := apiv1.ErrorStatus(code); r.status != want {
+			t.Fatalf("%q answered %d, but apiv1's table gives %d", code, r.status, want)
+		}
 	}
 }
 
 func TestStatus(t *testing.T) {
 	e := newEnv(t, sqlstore.SQLite)
 	r := e.do("GET", "/api/v1/status", "", nil)
-	var s httpapi.Status
+	var s apiv1.Status
 	json.Unmarshal(r.body, &s)
 	if r.status != 200 || s.Features["bounties"] || s.Features["stakes"] || s.Features["markets"] || !s.Features["claims"] {
 		t.Fatalf("status: %d %s", r.status, r.body)
@@ -276,13 +280,13 @@ func TestManifestExactlyAsSubmittedAndPaging(t *testing.T) {
 		t.Fatalf("manifest not byte-identical:\n%s", r.body)
 	}
 	r = e.do("GET", "/api/v1/claims?limit=2", "", nil)
-	var page httpapi.ClaimPage
+	var page apiv1.ClaimPage
 	json.Unmarshal(r.body, &page)
 	if len(page.Claims) != 2 || page.Next != "DL-0002" {
 		t.Fatalf("page: %s", r.body)
 	}
 	r = e.do("GET", "/api/v1/claims?limit=2&after="+page.Next, "", nil)
-	page = httpapi.ClaimPage{}
+	page = apiv1.ClaimPage{}
 	json.Unmarshal(r.body, &page)
 	if len(page.Claims) != 1 || page.Claims[0].ID != "DL-0003" || page.Next != "" {
 		t.Fatalf("page 2: %s", r.body)
@@ -351,7 +355,7 @@ func TestClaimViewCarriesTheManifest(t *testing.T) {
 	id := e.submit(key, "view")
 	for i := 0; i < 2; i++ { // cold and cached
 		r := e.do("GET", "/api/v1/claims/"+id, "", nil)
-		var v httpapi.ClaimView
+		var v apiv1.ClaimView
 		if err := json.Unmarshal(r.body, &v); err != nil || v.Manifest == nil || v.Manifest.Title != "view" || v.ID != id || v.LabURL == "" {
 			t.Fatalf("view %d: %v %s", i, err, r.body)
 		}

@@ -2,67 +2,54 @@ package httpapi
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
 )
 
-// statusByCode is the one table from domain error codes to HTTP statuses
-// (agent-skill-dotlab.txt "Errors").
-var statusByCode = map[string]int{
-	dotlab.EUNAUTHORIZED:    http.StatusUnauthorized,
-	dotlab.EROLECONFLICT:    http.StatusForbidden,
-	dotlab.ENOTMEMBER:       http.StatusForbidden,
-	dotlab.ENOTFOUND:        http.StatusNotFound,
-	dotlab.ECONFLICT:        http.StatusConflict,
-	dotlab.ENOTOFFERED:      http.StatusConflict,
-	dotlab.EWINDOWCLOSED:    http.StatusConflict,
-	dotlab.EDUPLICATE:       http.StatusConflict,
-	dotlab.ETOOLARGE:        http.StatusRequestEntityTooLarge,
-	dotlab.EINVALID:         http.StatusUnprocessableEntity,
-	dotlab.EOUTCOMEMISMATCH: http.StatusUnprocessableEntity,
-	dotlab.ERATELIMITED:     http.StatusTooManyRequests,
-	dotlab.EINTERNAL:        http.StatusInternalServerError,
-	dotlab.EUNAVAILABLE:     http.StatusServiceUnavailable,
-}
+// handlerFunc is an API handler in the shape of golang/pkgsite's: it writes
+// its answer, or returns an error that the adapter (Server.handle) writes.
+// A handler returns an error only before it has written anything.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// ErrorStatus returns the HTTP status of a domain error code (500 for an
-// unknown code).
-func ErrorStatus(code string) int {
-	if s, ok := statusByCode[code]; ok {
-		return s
+// handle adapts h to http.HandlerFunc: the one place an API error is
+// written.
+func (s *Server) handle(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
 	}
-	return http.StatusInternalServerError
 }
 
-// ErrorBody is every error response: {"error": code, "detail": [what to fix]}.
-type ErrorBody struct {
-	Error  string   `json:"error"`
-	Detail []string `json:"detail"`
-}
+// internalDetail is the detail of every 500: internal text is never sent
+// (docs/protocol.md §5).
+const internalDetail = "the server failed to handle this request; retry up to three times with backoff, then report it"
 
-// writeError writes err as an ErrorBody. Errors that are not *dotlab.Error
-// are logged and answered as "internal" with no internal text.
+// writeError writes err as an apiv1.ErrorBody with the status of its code
+// (apiv1.ErrorStatus). Errors that are not a *dotlab.Error are logged and
+// answered as "internal" with no internal text.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := dotlab.ErrorCode(err)
 	detail := dotlab.ErrorDetail(err)
 	if code == dotlab.EINTERNAL {
 		s.logger.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-		detail = []string{"the server failed to handle this request; retry up to three times with backoff, then report it"}
+		detail = []string{internalDetail}
 	}
 	if detail == nil {
 		detail = []string{}
 	}
-	writeJSON(w, ErrorStatus(code), ErrorBody{Error: code, Detail: detail})
+	s.writeJSON(w, apiv1.ErrorStatus(code), apiv1.ErrorBody{Error: code, Detail: detail})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON writes v as the JSON answer with status.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		slog.Default().Error("encode response", "err", err)
+		s.logger.Error("encode response", "err", err)
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusInternalServerError)
+		w.WriteHeader(apiv1.ErrorStatus(dotlab.EINTERNAL))
 		w.Write([]byte(`{"error":"internal","detail":["the server failed to encode its response"]}`))
 		return
 	}

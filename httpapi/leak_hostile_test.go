@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/apiv1"
 )
 
 // TestObfuscatedSecretsNeverReachARoom (issue #10 kind 7, end to end): a
@@ -41,7 +41,7 @@ func TestObfuscatedSecretsNeverReachARoom(t *testing.T) {
 		ordinary := "sd_diff rerun 1.2299 (n−1), sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855, see https://doi.org/10.1093/biomet/6.1.1 — μ ± σ"
 		expect(t, e.do("POST", "/api/v1/labs/"+id+"/messages", runnerKey, map[string]any{"type": "finding", "to": "all", "body": ordinary}), 201, "")
 		r := e.do("GET", "/api/v1/labs/"+id+"/messages", "", nil)
-		var page httpapi.MessagePage
+		var page apiv1.MessagePage
 		if err := json.Unmarshal(r.body, &page); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sqlstore"
@@ -38,7 +39,7 @@ func newListingEnv(t *testing.T, allowPrivate bool) *listingEnv {
 // list POSTs a fresh manifest with one field set (a JSON path below the
 // manifest: "datasets.0.url", "code.repository", "environment.image") and
 // returns whether it was listed, and the error body when not.
-func (e *listingEnv) list(field, value string) (bool, httpapi.ErrorBody) {
+func (e *listingEnv) list(field, value string) (bool, apiv1.ErrorBody) {
 	e.t.Helper()
 	e.n++
 	var m map[string]any
@@ -64,12 +65,12 @@ func (e *listingEnv) list(field, value string) (bool, httpapi.ErrorBody) {
 	r := e.do("POST", "/api/v1/claims", e.key, map[string]any{"manifest": string(raw), "field": "statistics"})
 	switch r.status {
 	case 201:
-		return true, httpapi.ErrorBody{}
+		return true, apiv1.ErrorBody{}
 	case 422:
 		return false, r.err()
 	}
 	e.t.Fatalf("POST /claims %s=%q: status %d %s", field, value, r.status, r.body)
-	return false, httpapi.ErrorBody{}
+	return false, apiv1.ErrorBody{}
 }
 
 // jsonPath is how the 422 detail addresses field ("datasets.0.url" →

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
@@ -55,7 +56,7 @@ func TestChallengesDisputesAndRoomsOverHTTP(t *testing.T) {
 		}
 		// Public reading, no key needed.
 		r = e.do("GET", "/api/v1/labs/"+id+"/messages", "", nil)
-		var page httpapi.MessagePage
+		var page apiv1.MessagePage
 		json.Unmarshal(r.body, &page)
 		if r.status != 200 || len(page.Messages) != 1 || page.Messages[0].Refs[0] != "logs.jsonl:12" {
 			t.Fatalf("messages: %d %s", r.status, r.body)
@@ -105,7 +106,7 @@ func TestChallengesDisputesAndRoomsOverHTTP(t *testing.T) {
 		if outcome != dotlab.OutcomeReproduced {
 			t.Fatalf("final outcome %q, want reproduced (the challenger's side)", outcome)
 		}
-		var c httpapi.ClaimView
+		var c apiv1.ClaimView
 		json.Unmarshal(e.do("GET", "/api/v1/claims/"+id, "", nil).body, &c)
 		if c.State != dotlab.StateSettled {
 			t.Fatalf("claim state %s", c.State)

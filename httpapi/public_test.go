@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
@@ -79,7 +79,7 @@ func TestSummaryOverHTTP(t *testing.T) {
 			string(c["outcome"]) != `"spec_issue"` || c["settled_at"] == nil {
 			t.Fatalf("settled claim: %s", r.body)
 		}
-		var v httpapi.SummaryView
+		var v apiv1.SummaryView
 		json.Unmarshal(e.do("GET", "/api/v1/summary?recent=50", "", nil).body, &v)
 		if len(v.RecentlySettled) != 1 || v.RecentlySettled[0].ID == b {
 			t.Fatalf("recent=50: %+v", v)
@@ -101,7 +101,7 @@ func TestAgentActivityOverHTTP(t *testing.T) {
 			t.Helper()
 			r := e.do("GET", path, "", nil)
 			expect(t, r, 200, "")
-			var p httpapi.ActivityPage
+			var p apiv1.ActivityPage
 			if err := json.Unmarshal(r.body, &p); err != nil || p.Activity == nil {
 				t.Fatalf("%s: %s %v", path, r.body, err)
 			}

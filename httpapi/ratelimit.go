@@ -108,15 +108,16 @@ func (l *limiter) allow(r *http.Request) (bool, time.Duration) {
 	return delay == 0, delay
 }
 
-// rateLimited answers 429 rate_limited with Retry-After (whole seconds,
-// rounded up) when the caller is over its limit.
-func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request) bool {
+// rateLimit checks the caller's limit. Over it, it sets Retry-After (whole
+// seconds, rounded up) and, for a public page, answers a small HTML page
+// itself (answered), or for the API returns a 429 rate_limited error.
+func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request) (answered bool, err error) {
 	if s.limiter == nil {
-		return false
+		return false, nil
 	}
 	ok, wait := s.limiter.allow(r)
 	if ok {
-		return false
+		return false, nil
 	}
 	secs := int(math.Ceil(wait.Seconds()))
 	if secs < 1 {
@@ -131,9 +132,8 @@ func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request) bool {
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusTooManyRequests)
 		fmt.Fprintf(w, "<!doctype html>\n<html lang=\"en\"><meta charset=\"utf-8\"><title>429 Too many requests · DotLab</title>\n<h1>429 Too many requests</h1>\n<p role=\"alert\">Too many requests from your address: retry after %d s.</p>\n", secs)
-		return true
+		return true, nil
 	}
-	s.writeError(w, r, dotlab.Errorf(dotlab.ERATELIMITED, "too many requests: retry after %d s (limit %g/s per agent, %g/s per address without a key)",
-		secs, s.limiter.agent.PerSecond, s.limiter.anon.PerSecond))
-	return true
+	return false, dotlab.Errorf(dotlab.ERATELIMITED, "too many requests: retry after %d s (limit %g/s per agent, %g/s per address without a key)",
+		secs, s.limiter.agent.PerSecond, s.limiter.anon.PerSecond)
 }

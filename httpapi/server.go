@@ -1,14 +1,14 @@
-// Package httpapi serves DotLab's JSON API under /api/v1, exactly as
-// agent-skill-dotlab.txt gives it: agents, claims, jobs, runs (and, in the
-// protocol's second part, challenges, disputes and lab rooms). Routes use the
-// standard library's pattern ServeMux; every error is {"error","detail"}
-// with the status from one table (errors.go).
+// Package httpapi serves DotLab's JSON API under /api/v1, as docs/protocol.md
+// and spec/openapi.yaml give it: agents, claims, jobs, runs, challenges,
+// disputes and lab rooms, one file per resource. Routes use the standard
+// library's pattern ServeMux. Handlers return their error and one adapter
+// (errors.go) writes it as {"error","detail"} with the status from the one
+// table, apiv1.ErrorStatus; the wire types are package apiv1's.
 package httpapi
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,9 +18,13 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/manifest"
-	"github.com/dotlab/dotlab/strictjson"
 )
+
+// errPanic stands for a recovered panic: answered 500 internal, its text
+// only logged.
+var errPanic = errors.New("panic")
 
 // Store is what the API needs from storage (sqlstore.DB implements it).
 type Store interface {
@@ -144,16 +148,22 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP makes Server an http.Handler, with panic recovery: a panic is
-// logged and answered 500 internal, never with its text.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP makes Server an http.Handler: the middleware (serve) and the
+// routes, with every error written by the one adapter.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handle(s.serve)(w, r) }
+
+// serve is the middleware around the routes: panic recovery (a panic is
+// logged and answered 500 internal, never with its text), a page URL asked
+// for as JSON answered from its API route (pageJSON), and rate limits on
+// the API and the pages (not on /assets/).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
 			s.logger.Error("panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-			s.writeError(w, r, errors.New("panic"))
+			err = errPanic
 		}
 	}()
 	if !strings.HasPrefix(r.URL.Path, "/api/") {
@@ -161,14 +171,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r = r.Clone(r.Context())
 			r.URL.Path, r.URL.RawPath = api, ""
 			w.Header().Set("Vary", "Accept")
-		} else if !strings.HasPrefix(r.URL.Path, "/assets/") && s.rateLimited(w, r) {
-			return
 		}
 	}
-	if strings.HasPrefix(r.URL.Path, "/api/") && s.rateLimited(w, r) {
-		return
+	if strings.HasPrefix(r.URL.Path, "/api/") || !strings.HasPrefix(r.URL.Path, "/assets/") {
+		if answered, err := s.rateLimit(w, r); answered || err != nil {
+			return err
+		}
 	}
 	s.mux.ServeHTTP(w, r)
+	return nil
 }
 
 // Close ends live event streams so that a graceful shutdown does not wait
@@ -180,41 +191,42 @@ func (s *Server) Close() { s.closeOnce.Do(func() { close(s.done) }) }
 func (s *Server) Notify(claimID string) { s.hub.notify(claimID) }
 
 func (s *Server) routes() {
-	m := s.mux
-	m.HandleFunc("GET /api/v1/status", s.handleStatus)
-	m.HandleFunc("GET /api/v1/summary", s.handleSummary)
-	m.HandleFunc("POST /api/v1/agents", s.handleCreateAgent)
-	m.HandleFunc("GET /api/v1/agents/me", s.authed(s.handleAgentMe))
-	m.HandleFunc("GET /api/v1/agents/{id}", s.handleAgent)
-	m.HandleFunc("GET /api/v1/agents/{id}/activity", s.handleAgentActivity)
-	m.HandleFunc("POST /api/v1/claims", s.authed(s.handleCreateClaim))
-	m.HandleFunc("GET /api/v1/claims", s.handleClaims)
-	m.HandleFunc("GET /api/v1/claims/{id}", s.handleClaim)
-	m.HandleFunc("GET /api/v1/claims/{id}/manifest", s.handleClaimManifest)
-	m.HandleFunc("GET /api/v1/claims/{id}/events", s.handleClaimEvents)
-	m.HandleFunc("GET /api/v1/jobs/next", s.authed(s.handleNextJob))
-	m.HandleFunc("POST /api/v1/jobs/{id}/accept", s.authed(s.handleAcceptJob))
-	m.HandleFunc("POST /api/v1/jobs/{id}/decline", s.authed(s.handleDeclineJob))
-	m.HandleFunc("PUT /api/v1/jobs/{id}/logs", s.authed(s.handlePutLogs))
-	m.HandleFunc("GET /api/v1/jobs/{id}/logs", s.handleLogs)
-	m.HandleFunc("POST /api/v1/runs", s.authed(s.handlePublishRun))
-	m.HandleFunc("GET /api/v1/runs", s.handleRuns)
-	m.HandleFunc("GET /api/v1/runs/{id}", s.handleRun)
-	m.HandleFunc("POST /api/v1/challenges", s.authed(s.handleCreateChallenge))
-	m.HandleFunc("GET /api/v1/claims/{id}/challenges", s.handleChallenges)
-	m.HandleFunc("GET /api/v1/disputes/next", s.authed(s.handleNextDispute))
-	m.HandleFunc("GET /api/v1/disputes/{id}", s.handleDispute)
-	m.HandleFunc("POST /api/v1/disputes/{id}/vote", s.authed(s.handleVote))
-	m.HandleFunc("POST /api/v1/labs/{id}/join", s.authed(s.handleJoinLab))
-	m.HandleFunc("GET /api/v1/labs/{id}/members", s.handleLabMembers)
-	m.HandleFunc("GET /api/v1/labs/{id}/messages", s.handleLabMessages)
-	m.HandleFunc("POST /api/v1/labs/{id}/messages", s.authed(s.handlePostLabMessage))
-	m.HandleFunc("GET /api/v1/labs/{id}/events", s.handleLabEvents)
-	m.HandleFunc("/api/", s.handleNotFound)
+	api := func(pattern string, h handlerFunc) { s.mux.HandleFunc(pattern, s.handle(h)) }
+	key := func(pattern string, h handlerFunc) { api(pattern, s.authed(h)) }
+	api("GET /api/v1/status", s.handleStatus)
+	api("GET /api/v1/summary", s.handleSummary)
+	api("POST /api/v1/agents", s.handleCreateAgent)
+	key("GET /api/v1/agents/me", s.handleAgentMe)
+	api("GET /api/v1/agents/{id}", s.handleAgent)
+	api("GET /api/v1/agents/{id}/activity", s.handleAgentActivity)
+	key("POST /api/v1/claims", s.handleCreateClaim)
+	api("GET /api/v1/claims", s.handleClaims)
+	api("GET /api/v1/claims/{id}", s.handleClaim)
+	api("GET /api/v1/claims/{id}/manifest", s.handleClaimManifest)
+	api("GET /api/v1/claims/{id}/events", s.handleClaimEvents)
+	key("GET /api/v1/jobs/next", s.handleNextJob)
+	key("POST /api/v1/jobs/{id}/accept", s.handleAcceptJob)
+	key("POST /api/v1/jobs/{id}/decline", s.handleDeclineJob)
+	key("PUT /api/v1/jobs/{id}/logs", s.handlePutLogs)
+	api("GET /api/v1/jobs/{id}/logs", s.handleLogs)
+	key("POST /api/v1/runs", s.handlePublishRun)
+	api("GET /api/v1/runs", s.handleRuns)
+	api("GET /api/v1/runs/{id}", s.handleRun)
+	key("POST /api/v1/challenges", s.handleCreateChallenge)
+	api("GET /api/v1/claims/{id}/challenges", s.handleChallenges)
+	key("GET /api/v1/disputes/next", s.handleNextDispute)
+	api("GET /api/v1/disputes/{id}", s.handleDispute)
+	key("POST /api/v1/disputes/{id}/vote", s.handleVote)
+	key("POST /api/v1/labs/{id}/join", s.handleJoinLab)
+	api("GET /api/v1/labs/{id}/members", s.handleLabMembers)
+	api("GET /api/v1/labs/{id}/messages", s.handleLabMessages)
+	key("POST /api/v1/labs/{id}/messages", s.handlePostLabMessage)
+	api("GET /api/v1/labs/{id}/events", s.handleLabEvents)
+	api("/api/", s.handleNotFound)
 	if s.pages != nil {
-		m.Handle("/", s.pages)
+		s.mux.Handle("/", s.pages)
 	} else {
-		m.HandleFunc("/", s.handleNotFound)
+		api("/", s.handleNotFound)
 	}
 }
 
@@ -224,60 +236,30 @@ const agentKey ctxKey = 1
 
 // authed wraps h so that it runs only with a valid bearer key; the agent is
 // in the request context (agentFrom).
-func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		key, ok := strings.CutPrefix(auth, "Bearer ")
-		if !ok || strings.TrimSpace(key) == "" {
-			s.writeError(w, r, dotlab.Errorf(dotlab.EUNAUTHORIZED, "missing API key: send Authorization: Bearer <api_key> (register with POST /api/v1/agents)"))
-			return
+func (s *Server) authed(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" {
+			return dotlab.Errorf(dotlab.EUNAUTHORIZED, "missing API key: send Authorization: Bearer <api_key> (register with POST /api/v1/agents)")
 		}
-		a, err := s.store.AuthenticateAgent(r.Context(), strings.TrimSpace(key))
+		a, err := s.store.AuthenticateAgent(r.Context(), key)
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
 		if s.limiter != nil {
-			s.limiter.markKnown(strings.TrimSpace(key))
+			s.limiter.markKnown(key)
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), agentKey, a)))
+		return h(w, r.WithContext(context.WithValue(r.Context(), agentKey, a)))
 	}
 }
 
 func agentFrom(r *http.Request) *dotlab.Agent { return r.Context().Value(agentKey).(*dotlab.Agent) }
 
-// readBody reads a JSON body strictly into v: 413 too_large over the size
-// limit; 422 invalid for malformed JSON, unknown fields (named by path) or
-// wrong types.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) error {
-	_, err := s.readRawBody(w, r, v)
-	return err
-}
-
-// readRawBody is readBody that also returns the body's bytes as sent.
-func (s *Server) readRawBody(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, dotlab.Errorf(dotlab.ETOOLARGE, "request body is over the limit of %d bytes", s.maxBody)
-		}
-		return nil, dotlab.Errorf(dotlab.EINVALID, "could not read the request body")
-	}
-	lim := strictjson.DefaultLimits
-	lim.MaxBytes = int(s.maxBody)
-	if err := strictjson.DecodeLimits(data, lim, v); err != nil {
-		var pe *strictjson.ProblemsError
-		if errors.As(err, &pe) {
-			return nil, &dotlab.Error{Code: dotlab.EINVALID, Detail: pe.Problems}
-		}
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$: %v", err)
-	}
-	return data, nil
-}
-
-func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
-	// A path served for other methods is 405 with Allow, not 404.
+// handleNotFound answers every path no route serves: 405
+// method_not_allowed with Allow when the path is served for other methods,
+// else 404 not_found (docs/protocol.md §1).
+func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) error {
 	var allow []string
 	for _, m := range []string{"GET", "POST", "PUT"} {
 		if m == r.Method {
@@ -291,24 +273,13 @@ func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: "method_not_allowed",
-			Detail: []string{fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))}})
-		return
+		return dotlab.Errorf(apiv1.EMETHODNOTALLOWED, "%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))
 	}
-	s.writeError(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "no route %s %s: this feature does not exist; see GET /api/v1/status", r.Method, r.URL.Path))
+	return dotlab.Errorf(dotlab.ENOTFOUND, "no route %s %s: this feature does not exist; see GET /api/v1/status", r.Method, r.URL.Path)
 }
 
-// Status is GET /status: the version and which features are live.
-type Status struct {
-	Version         string          `json:"version"`
-	ProtocolVersion string          `json:"protocol_version"`
-	SpecVersions    []string        `json:"manifest_spec_versions"`
-	Features        map[string]bool `json:"features"`
-	Time            string          `json:"time"`
-}
-
-func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Status{
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	s.writeJSON(w, http.StatusOK, apiv1.Status{
 		Version:         s.version,
 		ProtocolVersion: dotlab.Version,
 		SpecVersions:    []string{dotlab.SpecVersion},
@@ -319,4 +290,5 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		},
 		Time: s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
 	})
+	return nil
 }

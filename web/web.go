@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/apiv1"
 )
 
 //go:embed templates/*.html
@@ -209,11 +209,11 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, st
 }
 
 // fail renders an error page with the status of the error's code (the API's
-// table, httpapi.ErrorStatus). Internal errors are logged and shown without
+// table, apiv1.ErrorStatus). Internal errors are logged and shown without
 // their text.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := dotlab.ErrorCode(err)
-	status := httpapi.ErrorStatus(code)
+	status := apiv1.ErrorStatus(code)
 	msg := ""
 	if code == dotlab.EINTERNAL || status >= 500 {
 		if !errors.Is(err, context.Canceled) {

@@ -3,20 +3,20 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
 )
 
-// Live room events (GET /labs/{id}/events) are server-sent events. Each
-// event carries an id "M.E": the last message seq and the last claim-event
-// seq the client has seen. A client that reconnects sends it back as
+// Live room events (GET /labs/{id}/events) are server-sent events
+// (docs/protocol.md §9). Each event carries an id "M.E" (apiv1.Cursor): the
+// last message seq and the last claim-event seq the client has seen. A client that reconnects sends it back as
 // Last-Event-ID (EventSource does this itself) and resumes exactly after
 // it: nothing lost, nothing repeated.
 //
@@ -45,7 +45,7 @@ func (ev sseEvent) kind() string {
 
 // encode builds the frame for a cursor.
 func (ev sseEvent) encode(msg, evSeq int64) []byte {
-	return fmt.Appendf(nil, "id: %d.%d\nevent: %s\ndata: %s\n\n", msg, evSeq, ev.kind(), ev.data)
+	return fmt.Appendf(nil, "id: %s\nevent: %s\ndata: %s\n\n", apiv1.Cursor{Msg: msg, Ev: evSeq}, ev.kind(), ev.data)
 }
 
 type hub struct {
@@ -207,147 +207,166 @@ func stateEvent(e dotlab.ClaimEvent) sseEvent {
 	return sseEvent{evSeq: e.Seq, data: b}
 }
 
-// parseCursor reads "M.E" (Last-Event-ID or ?cursor=); empty means from the
-// start.
-func parseCursor(s string) (msg, ev int64, err error) {
-	if s == "" {
-		return 0, 0, nil
-	}
-	a, b, ok := strings.Cut(s, ".")
-	msg, err1 := strconv.ParseInt(a, 10, 64)
-	ev, err2 := strconv.ParseInt(b, 10, 64)
-	if !ok || err1 != nil || err2 != nil || msg < 0 || ev < 0 {
-		return 0, 0, dotlab.Errorf(dotlab.EINVALID, "Last-Event-ID: %q must be M.E (last message seq, last state-change seq), e.g. 12.5", s)
-	}
-	return msg, ev, nil
-}
-
-// handleLabEvents streams a room: first the backlog after the cursor
-// (Last-Event-ID header, or ?cursor=M.E; from the start when absent), then
-// live events. Event types: "message" (a LabMessage) and "state" (a
-// ClaimEvent). A comment line is sent every 15 s to keep proxies open.
-func (s *Server) handleLabEvents(w http.ResponseWriter, r *http.Request) {
+// handleLabEvents streams a room (docs/protocol.md §9): first the backlog
+// after the cursor (Last-Event-ID header, or ?cursor=M.E; from the start
+// when absent), then live events. Event types: "message" (a LabMessage) and
+// "state" (a ClaimEvent). A comment line is sent every 15 s to keep proxies
+// open. Once the stream has opened, a failure ends it (the client
+// reconnects) instead of returning an error.
+func (s *Server) handleLabEvents(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if _, err := s.store.FindClaim(r.Context(), id); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	cursor := r.Header.Get("Last-Event-ID")
 	if cursor == "" {
 		cursor = r.URL.Query().Get("cursor")
 	}
-	lastMsg, lastEv, err := parseCursor(cursor)
+	cur, err := apiv1.ParseCursor(cursor)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if n := s.streams.Add(1); n > s.maxStream {
 		s.streams.Add(-1)
 		w.Header().Set("Retry-After", "30")
-		s.writeError(w, r, dotlab.Errorf(dotlab.EUNAVAILABLE, "the server holds %d live streams already: retry later, or read GET /labs/%s/messages", s.maxStream, id))
-		return
+		return dotlab.Errorf(dotlab.EUNAVAILABLE, "the server holds %d live streams already: retry later, or read GET /labs/%s/messages", s.maxStream, id)
 	}
 	defer s.streams.Add(-1)
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		s.writeError(w, r, fmt.Errorf("response writer cannot flush"))
-		return
+		return errNoFlush
 	}
 	// Subscribe before reading the backlog, so nothing falls in between;
 	// duplicates are skipped by seq.
 	ch, cancel, err := s.hub.subscribe(r.Context(), id)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	defer cancel()
-	h := w.Header()
+	st := &stream{w: w, fl: fl, cur: cur}
+	st.open()
+	if st.backlog(r.Context(), s.store, id) == nil {
+		st.live(r.Context(), s.done, ch)
+	}
+	return nil
+}
+
+// errNoFlush is a response writer that cannot stream (500 internal).
+var errNoFlush = errors.New("response writer cannot flush")
+
+// stream is one open event stream and the cursor it has delivered up to.
+type stream struct {
+	w   http.ResponseWriter
+	fl  http.Flusher
+	cur apiv1.Cursor
+}
+
+// open writes the event-stream headers and the reconnect delay.
+func (st *stream) open() {
+	h := st.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	send := func(ev sseEvent) error {
-		if ev.msgSeq > 0 {
-			if ev.msgSeq <= lastMsg {
-				return nil
-			}
-			lastMsg = ev.msgSeq
-		} else {
-			if ev.evSeq <= lastEv {
-				return nil
-			}
-			lastEv = ev.evSeq
+	st.w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(st.w, "retry: 1000\n\n")
+}
+
+// send writes ev unless the cursor is past it.
+func (st *stream) send(ev sseEvent) error {
+	if ev.msgSeq > 0 {
+		if ev.msgSeq <= st.cur.Msg {
+			return nil
 		}
-		frame := ev.frame
-		if frame == nil || ev.curMsg != lastMsg || ev.curEv != lastEv {
-			// Backlog, or a cursor that differs from the room's: encode our own.
-			lastMsg, lastEv = max(lastMsg, ev.curMsg), max(lastEv, ev.curEv)
-			frame = ev.encode(lastMsg, lastEv)
+		st.cur.Msg = ev.msgSeq
+	} else {
+		if ev.evSeq <= st.cur.Ev {
+			return nil
 		}
-		_, err := w.Write(frame)
-		return err
+		st.cur.Ev = ev.evSeq
 	}
-	fmt.Fprintf(w, "retry: 1000\n\n")
+	frame := ev.frame
+	if frame == nil || ev.curMsg != st.cur.Msg || ev.curEv != st.cur.Ev {
+		// Backlog, or a cursor that differs from the room's: encode our own.
+		st.cur.Msg, st.cur.Ev = max(st.cur.Msg, ev.curMsg), max(st.cur.Ev, ev.curEv)
+		frame = ev.encode(st.cur.Msg, st.cur.Ev)
+	}
+	_, err := st.w.Write(frame)
+	return err
+}
+
+// backlog sends the messages after the cursor, then the state changes
+// after it, and flushes.
+func (st *stream) backlog(ctx context.Context, store Store, id string) error {
 	for {
-		msgs, err := s.store.LabMessages(r.Context(), id, lastMsg, 500)
+		msgs, err := store.LabMessages(ctx, id, st.cur.Msg, 500)
 		if err != nil {
-			return
+			return err
 		}
 		for _, m := range msgs {
-			if send(messageEvent(m)) != nil {
-				return
+			if err := st.send(messageEvent(m)); err != nil {
+				return err
 			}
 		}
 		if len(msgs) < 500 {
 			break
 		}
 	}
-	evs, err := s.store.ClaimEvents(r.Context(), id, lastEv)
+	evs, err := store.ClaimEvents(ctx, id, st.cur.Ev)
 	if err != nil {
-		return
+		return err
 	}
 	for _, e := range evs {
-		if send(stateEvent(e)) != nil {
-			return
+		if err := st.send(stateEvent(e)); err != nil {
+			return err
 		}
 	}
-	fl.Flush()
+	st.fl.Flush()
+	return nil
+}
+
+// live relays the room's events from ch, with a keep-alive every 15 s,
+// until the client leaves, the server closes, or the hub drops the stream.
+func (st *stream) live(ctx context.Context, done <-chan struct{}, ch <-chan sseEvent) {
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
-		case <-s.done:
+		case <-done:
 			return
 		case <-keep.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if _, err := fmt.Fprint(st.w, ": keep-alive\n\n"); err != nil {
 				return
 			}
-			fl.Flush()
+			st.fl.Flush()
+		case ev, ok := <-ch:
+			if !ok || st.send(ev) != nil {
+				return // !ok: dropped as too slow; the client reconnects
+			}
+			if !st.drain(ch) {
+				return
+			}
+			st.fl.Flush()
+		}
+	}
+}
+
+// drain sends what is already queued on ch (so that it is flushed once);
+// false means the stream is over.
+func (st *stream) drain(ch <-chan sseEvent) bool {
+	for {
+		select {
 		case ev, ok := <-ch:
 			if !ok {
-				return // dropped as too slow: the client reconnects
+				st.fl.Flush()
+				return false
 			}
-			if send(ev) != nil {
-				return
+			if st.send(ev) != nil {
+				return false
 			}
-			// Drain what is already queued before flushing once.
-			for more := true; more; {
-				select {
-				case ev, ok := <-ch:
-					if !ok {
-						fl.Flush()
-						return
-					}
-					if send(ev) != nil {
-						return
-					}
-				default:
-					more = false
-				}
-			}
-			fl.Flush()
+		default:
+			return true
 		}
 	}
 }

@@ -1,0 +1,137 @@
+// Package apiv1 holds the wire types of DotLab's JSON API under /api/v1:
+// the request bodies and response views that the server (httpapi) writes
+// and the client (client) reads, the error body, and the one table from
+// error codes to HTTP statuses. The JSON shapes are those of
+// spec/openapi.yaml and docs/protocol.md.
+//
+// The records themselves (dotlab.Claim, dotlab.Run, dotlab.RunBody, …) are
+// domain types in the root package; apiv1 adds only what the API wraps
+// around them. It imports the root package and the standard library only,
+// so that an agent binary links no server code.
+package apiv1
+
+import (
+	"encoding/json"
+
+	"github.com/dotlab/dotlab"
+)
+
+// Status is GET /status: the version and which features are live.
+type Status struct {
+	Version         string          `json:"version"`
+	ProtocolVersion string          `json:"protocol_version"`
+	SpecVersions    []string        `json:"manifest_spec_versions"`
+	Features        map[string]bool `json:"features"`
+	Time            string          `json:"time"`
+}
+
+// AgentCreated is the 201 body of POST /agents. APIKey is shown this once.
+type AgentCreated struct {
+	dotlab.Agent
+	APIKey     string `json:"api_key"`
+	ProfileURL string `json:"profile_url"`
+}
+
+// ActivityPage is GET /agents/{id}/activity: the agent's latest activity,
+// newest first.
+type ActivityPage struct {
+	Activity []dotlab.Activity `json:"activity"`
+}
+
+// ClaimSubmission is the body of POST /claims: the manifest as JSON text
+// (a JSON object is accepted too) and the field of science.
+type ClaimSubmission struct {
+	Manifest json.RawMessage `json:"manifest"`
+	Field    string          `json:"field"`
+}
+
+// NewClaimSubmission returns the submission of manifest (the JSON text as
+// written) sent as a JSON string (spec/openapi.yaml ClaimSubmission).
+func NewClaimSubmission(manifest []byte, field string) (ClaimSubmission, error) {
+	text, err := json.Marshal(string(manifest))
+	if err != nil {
+		return ClaimSubmission{}, err
+	}
+	return ClaimSubmission{Manifest: text, Field: field}, nil
+}
+
+// ClaimView is a claim as the API shows it, with links.
+type ClaimView struct {
+	*dotlab.Claim
+	ManifestURL string `json:"manifest_url"`
+	LabURL      string `json:"lab_url"`
+	RunURL      string `json:"run_url,omitempty"`
+}
+
+// NewClaimView returns c with its links: the manifest as submitted, the
+// lab room's page and, once published, the official run.
+func NewClaimView(c *dotlab.Claim) ClaimView {
+	v := ClaimView{Claim: c, ManifestURL: "/api/v1/claims/" + c.ID + "/manifest", LabURL: "/labs/" + c.ID}
+	if c.RunID != "" {
+		v.RunURL = "/api/v1/runs/" + c.RunID
+	}
+	return v
+}
+
+// ClaimPage is GET /claims: one page and the cursor of the next (empty at
+// the end). Listings leave each claim's manifest out.
+type ClaimPage struct {
+	Claims []ClaimView `json:"claims"`
+	Next   string      `json:"next,omitempty"`
+}
+
+// SummaryView is GET /summary: claim counts by state (every state, zeros
+// included) and the latest settled claims, newest first, as listings show
+// them (without `manifest`, with links). It is dotlab.Summary with each
+// claim a ClaimView.
+type SummaryView struct {
+	Total           int                       `json:"total"`
+	ClaimsByState   map[dotlab.ClaimState]int `json:"claims_by_state"`
+	RecentlySettled []ClaimView               `json:"recently_settled"`
+}
+
+// ClaimEventList is GET /claims/{id}/events: the claim's state history,
+// oldest first, with no paging.
+type ClaimEventList struct {
+	Events []dotlab.ClaimEvent `json:"events"`
+}
+
+// DeclineBody is the body of POST /jobs/{id}/decline.
+type DeclineBody struct {
+	Reason string `json:"reason"`
+}
+
+// LogsStored is the 200 body of PUT /jobs/{id}/logs: the path of the
+// uploaded logs (relative to the server) and their size.
+type LogsStored struct {
+	LogsURI string `json:"logs_uri"`
+	Bytes   int    `json:"bytes"`
+}
+
+// RunPage is GET /runs: one page and the cursor of the next.
+type RunPage struct {
+	Runs []*dotlab.Run `json:"runs"`
+	Next string        `json:"next,omitempty"`
+}
+
+// ChallengeList is GET /claims/{id}/challenges, in the order posted.
+type ChallengeList struct {
+	Challenges []*dotlab.Challenge `json:"challenges"`
+}
+
+// JoinBody is the body of POST /labs/{id}/join.
+type JoinBody struct {
+	Role string `json:"role"`
+}
+
+// MemberList is GET /labs/{id}/members, in joining order.
+type MemberList struct {
+	Members []dotlab.LabMember `json:"members"`
+}
+
+// MessagePage is GET /labs/{id}/messages: messages oldest first and the
+// cursor for the next page (the last message's id) when more may follow.
+type MessagePage struct {
+	Messages []dotlab.LabMessage `json:"messages"`
+	Next     string              `json:"next,omitempty"`
+}

@@ -1,0 +1,215 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/manifest"
+)
+
+// handleCreateClaim is POST /claims: validate the manifest, refuse what no
+// runner would fetch, screen public text for secrets, and list the claim.
+func (s *Server) handleCreateClaim(w http.ResponseWriter, r *http.Request) error {
+	var sub apiv1.ClaimSubmission
+	if err := s.readBody(w, r, &sub); err != nil {
+		return err
+	}
+	raw, err := submittedManifest(sub)
+	if err != nil {
+		return err
+	}
+	m, err := s.validator.Parse(raw)
+	if err == nil {
+		// What no runner would fetch is not listed (the runners' own rules).
+		err = manifest.CheckListing(m, s.private)
+	}
+	if err != nil {
+		return prefixDetail(err, "manifest")
+	}
+	if err := s.checkText(map[string]string{"$.manifest": string(raw), "$.field": sub.Field}); err != nil {
+		return err
+	}
+	hash, err := manifest.Hash(raw)
+	if err != nil {
+		return err
+	}
+	c, err := s.store.CreateClaim(r.Context(), agentFrom(r).ID, dotlab.NewClaim{Raw: raw, Manifest: m, ManifestHash: hash, Field: sub.Field})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/api/v1/claims/"+c.ID)
+	s.writeClaim(w, http.StatusCreated, c)
+	return nil
+}
+
+// submittedManifest returns the manifest text of a submission: a JSON
+// string holding it, or (accepted too) the JSON object itself.
+func submittedManifest(sub apiv1.ClaimSubmission) ([]byte, error) {
+	switch {
+	case len(sub.Manifest) == 0 || string(sub.Manifest) == "null":
+		return nil, dotlab.Errorf(dotlab.EINVALID, "$.manifest: required: the manifest JSON as a string (spec v0.1, see /docs/manifest-spec)")
+	case sub.Manifest[0] == '"':
+		var text string
+		if err := json.Unmarshal(sub.Manifest, &text); err != nil {
+			return nil, dotlab.Errorf(dotlab.EINVALID, "$.manifest: not a valid JSON string")
+		}
+		return []byte(text), nil
+	case sub.Manifest[0] == '{':
+		return sub.Manifest, nil
+	}
+	return nil, dotlab.Errorf(dotlab.EINVALID, "$.manifest: must be the manifest JSON as a string")
+}
+
+// prefixDetail rewrites "$.x: …" details as "manifest: $.x: …" so the
+// client knows the paths are inside the manifest text.
+func prefixDetail(err error, what string) error {
+	var e *dotlab.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	out := &dotlab.Error{Code: e.Code}
+	for _, d := range e.Detail {
+		out.Detail = append(out.Detail, what+": "+d)
+	}
+	return out
+}
+
+// listedClaim is a claim as listings show it: without its manifest (it can
+// be 256 KiB; follow manifest_url or GET /claims/{id} for it), with links.
+func listedClaim(c *dotlab.Claim) apiv1.ClaimView {
+	short := *c
+	short.Manifest = nil
+	return apiv1.NewClaimView(&short)
+}
+
+// handleClaim is GET /claims/{id}, with its manifest.
+func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.store.FindClaim(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	s.writeClaim(w, http.StatusOK, c)
+	return nil
+}
+
+// writeClaim writes a claim view whose manifest is encoded once per
+// manifest (manifests never change once listed) and spliced in: re-encoding
+// it by reflection on every read was a large share of a read's cost.
+func (s *Server) writeClaim(w http.ResponseWriter, status int, c *dotlab.Claim) {
+	b, err := json.Marshal(listedClaim(c))
+	if err != nil || c.Manifest == nil || len(b) < 2 {
+		s.writeJSON(w, status, apiv1.NewClaimView(c))
+		return
+	}
+	mj, err := s.manifestJSON(c.ManifestHash, c.Manifest)
+	if err != nil {
+		s.writeJSON(w, status, apiv1.NewClaimView(c))
+		return
+	}
+	out := make([]byte, 0, len(b)+len(mj)+16)
+	out = append(out, b[:len(b)-1]...)
+	out = append(out, `,"manifest":`...)
+	out = append(out, mj...)
+	out = append(out, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(out)
+}
+
+// manifestJSON returns the JSON encoding of a listed manifest, cached by its
+// canonical hash (bounded: cleared when it holds 32 MiB).
+func (s *Server) manifestJSON(hash string, m *dotlab.Manifest) ([]byte, error) {
+	s.mjMu.Lock()
+	b, ok := s.mjCache[hash]
+	s.mjMu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	s.mjMu.Lock()
+	if s.mjBytes+len(b) > 32<<20 {
+		clear(s.mjCache)
+		s.mjBytes = 0
+	}
+	s.mjCache[hash] = b
+	s.mjBytes += len(b)
+	s.mjMu.Unlock()
+	return b, nil
+}
+
+// handleClaimManifest is GET /claims/{id}/manifest: the bytes as submitted.
+func (s *Server) handleClaimManifest(w http.ResponseWriter, r *http.Request) error {
+	raw, err := s.store.ClaimManifest(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(raw)
+	return nil
+}
+
+// handleClaimEvents is GET /claims/{id}/events?after=: the claim's state
+// history as JSON (the same events the live stream sends as "state").
+func (s *Server) handleClaimEvents(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, err := s.store.FindClaim(r.Context(), id); err != nil {
+		return err
+	}
+	after, err := queryInt(r, "after")
+	if err != nil {
+		return err
+	}
+	ev, err := s.store.ClaimEvents(r.Context(), id, after)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, apiv1.ClaimEventList{Events: ev})
+	return nil
+}
+
+// handleClaims is GET /claims?state=&after=&limit=: one page of listings.
+func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryLimit(r, 50)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	cs, err := s.store.FindClaims(r.Context(), dotlab.ClaimFilter{State: dotlab.ClaimState(q.Get("state")), After: q.Get("after"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	page := apiv1.ClaimPage{Claims: make([]apiv1.ClaimView, 0, len(cs))}
+	for _, c := range cs {
+		page.Claims = append(page.Claims, listedClaim(c))
+	}
+	if len(cs) == limit {
+		page.Next = cs[len(cs)-1].ID
+	}
+	s.writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// handleSummary is GET /summary?recent=: claim counts by state and the
+// latest settled claims, as listings show them.
+func (s *Server) handleSummary(w http.ResponseWriter, r *http.Request) error {
+	recent, err := queryBounded(r, "recent", 10, 50)
+	if err != nil {
+		return err
+	}
+	sum, err := s.store.ClaimSummary(r.Context(), recent)
+	if err != nil {
+		return err
+	}
+	v := apiv1.SummaryView{Total: sum.Total, ClaimsByState: sum.ClaimsByState, RecentlySettled: make([]apiv1.ClaimView, 0, len(sum.RecentlySettled))}
+	for _, c := range sum.RecentlySettled {
+		v.RecentlySettled = append(v.RecentlySettled, listedClaim(c))
+	}
+	s.writeJSON(w, http.StatusOK, v)
+	return nil
+}

@@ -1,0 +1,123 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/strictjson"
+)
+
+// handleNextJob is GET /jobs/next: the job offered to the caller, or 204.
+func (s *Server) handleNextJob(w http.ResponseWriter, r *http.Request) error {
+	j, found, err := s.store.NextJob(r.Context(), agentFrom(r))
+	if err != nil {
+		return err
+	}
+	if !found {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	s.writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+// handleAcceptJob is POST /jobs/{id}/accept.
+func (s *Server) handleAcceptJob(w http.ResponseWriter, r *http.Request) error {
+	j, err := s.store.AcceptJob(r.Context(), agentFrom(r).ID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	s.hub.notify(j.ClaimID)
+	s.writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+// handleDeclineJob is POST /jobs/{id}/decline with a reason.
+func (s *Server) handleDeclineJob(w http.ResponseWriter, r *http.Request) error {
+	var b apiv1.DeclineBody
+	if err := s.readBody(w, r, &b); err != nil {
+		return err
+	}
+	if err := s.checkText(map[string]string{"$.reason": b.Reason}); err != nil {
+		return err
+	}
+	j, err := s.store.DeclineJob(r.Context(), agentFrom(r).ID, r.PathValue("id"), b.Reason)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+// MaxLogBytes bounds an uploaded JSON-lines log.
+const MaxLogBytes = 8 << 20
+
+// logLine is one line of a run log (spec/openapi.yaml LogLine).
+type logLine struct {
+	T     string          `json:"t"`
+	Level string          `json:"level"`
+	Step  string          `json:"step"`
+	Msg   string          `json:"msg"`
+	Data  json.RawMessage `json:"data"`
+}
+
+// handlePutLogs stores the runner's logs.jsonl (PUT /jobs/{id}/logs): every
+// line a strict JSON object with t, level, step and msg; no keys or tokens.
+// The run's logs_uri then points at GET /jobs/{id}/logs.
+func (s *Server) handlePutLogs(w http.ResponseWriter, r *http.Request) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxLogBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return dotlab.Errorf(dotlab.ETOOLARGE, "logs are over the limit of %d bytes", MaxLogBytes)
+		}
+		return dotlab.Errorf(dotlab.EINVALID, "could not read the logs")
+	}
+	if err := checkLogLines(data); err != nil {
+		return err
+	}
+	if err := s.leaks.Check("logs", string(data)); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := s.store.PutJobLogs(r.Context(), agentFrom(r).ID, id, data); err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, apiv1.LogsStored{LogsURI: "/api/v1/jobs/" + id + "/logs", Bytes: len(data)})
+	return nil
+}
+
+// checkLogLines requires every line of data to be a strict JSON log line
+// with t, level, step and msg; it reports at most 20 problems.
+func checkLogLines(data []byte) error {
+	var probs dotlab.Problems
+	for i, line := range bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n")) {
+		var l logLine
+		if err := strictjson.Decode(line, &l); err != nil {
+			probs.Add(fmt.Sprintf("line %d", i+1), "%v", err)
+		} else if l.T == "" || l.Level == "" || l.Step == "" || l.Msg == "" {
+			probs.Add(fmt.Sprintf("line %d", i+1), "needs t, level, step and msg")
+		}
+		if len(probs) >= 20 {
+			break
+		}
+	}
+	return probs.Err()
+}
+
+// handleLogs serves a job's JSON-lines log (public).
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) error {
+	data, err := s.store.JobLogs(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Write(data)
+	return nil
+}

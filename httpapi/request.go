@@ -1,0 +1,104 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/strictjson"
+)
+
+// readBody reads a JSON body strictly into v: 413 too_large over the size
+// limit; 422 invalid for malformed JSON, unknown fields (named by path) or
+// wrong types.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) error {
+	_, err := s.readRawBody(w, r, v)
+	return err
+}
+
+// readRawBody is readBody that also returns the body's bytes as sent.
+func (s *Server) readRawBody(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, dotlab.Errorf(dotlab.ETOOLARGE, "request body is over the limit of %d bytes", s.maxBody)
+		}
+		return nil, dotlab.Errorf(dotlab.EINVALID, "could not read the request body")
+	}
+	lim := strictjson.DefaultLimits
+	lim.MaxBytes = int(s.maxBody)
+	if err := strictjson.DecodeLimits(data, lim, v); err != nil {
+		var pe *strictjson.ProblemsError
+		if errors.As(err, &pe) {
+			return nil, &dotlab.Error{Code: dotlab.EINVALID, Detail: pe.Problems}
+		}
+		return nil, dotlab.Errorf(dotlab.EINVALID, "$: %v", err)
+	}
+	return data, nil
+}
+
+// checkNotes rejects run and challenge notes that look like keys or tokens.
+func (s *Server) checkNotes(notes string) error {
+	return s.checkText(map[string]string{"$.notes": notes})
+}
+
+// checkText rejects public text fields (path → text) that look like keys or
+// tokens; everything a client sends that others can read goes through it.
+func (s *Server) checkText(fields map[string]string) error {
+	for _, path := range dotlab.SortedKeys(fields) {
+		if text := fields[path]; text != "" {
+			if err := s.leaks.Check(path, text); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// queryInt reads a non-negative integer ?name= (0 when absent).
+func queryInt(r *http.Request, name string) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, dotlab.Errorf(dotlab.EINVALID, "%s: %q must be a non-negative integer", name, v)
+	}
+	return n, nil
+}
+
+// queryLimit reads ?limit= (1-200), giving def when it is absent or 0
+// (docs/protocol.md §10).
+func queryLimit(r *http.Request, def int) (int, error) {
+	n, err := queryInt(r, "limit")
+	if err != nil {
+		return 0, err
+	}
+	if n > 200 {
+		return 0, dotlab.Errorf(dotlab.EINVALID, "limit: at most 200 per page")
+	}
+	if n == 0 {
+		return def, nil
+	}
+	return int(n), nil
+}
+
+// queryBounded reads ?name= (1-max), giving def when it is absent or 0, as
+// queryLimit does for limit.
+func queryBounded(r *http.Request, name string, def, max int) (int, error) {
+	n, err := queryInt(r, name)
+	if err != nil {
+		return 0, err
+	}
+	if n > int64(max) {
+		return 0, dotlab.Errorf(dotlab.EINVALID, "%s: at most %d", name, max)
+	}
+	if n == 0 {
+		return def, nil
+	}
+	return int(n), nil
+}

@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
+)
+
+// handlePublishRun is POST /runs: the official run of the caller's job.
+func (s *Server) handlePublishRun(w http.ResponseWriter, r *http.Request) error {
+	var b dotlab.RunBody
+	raw, err := s.readRawBody(w, r, &b)
+	if err != nil {
+		return err
+	}
+	if err := s.checkNotes(b.Notes); err != nil {
+		return err
+	}
+	run, err := s.store.PublishRun(r.Context(), agentFrom(r).ID, &b, raw)
+	if err != nil {
+		return err
+	}
+	s.hub.notify(run.ClaimID)
+	w.Header().Set("Location", "/api/v1/runs/"+run.ID)
+	s.writeJSON(w, http.StatusCreated, run)
+	return nil
+}
+
+// handleRun is GET /runs/{id}.
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.store.FindRun(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, run)
+	return nil
+}
+
+// handleRuns is GET /runs?status=&after=&limit=: one page of runs.
+func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryLimit(r, 50)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	runs, err := s.store.FindRuns(r.Context(), dotlab.RunFilter{Status: dotlab.ClaimState(q.Get("status")), After: q.Get("after"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	page := apiv1.RunPage{Runs: runs}
+	if len(runs) == limit {
+		page.Next = runs[len(runs)-1].ClaimID
+	}
+	s.writeJSON(w, http.StatusOK, page)
+	return nil
+}
