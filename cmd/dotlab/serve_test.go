@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
@@ -55,15 +55,15 @@ func TestServeLifecycleRealClock(t *testing.T) {
 				}
 				return res.StatusCode
 			}
-			var sub, run httpapi.AgentCreated
+			var sub, run apiv1.AgentCreated
 			call("POST", "/agents", "", dotlab.NewAgent{Name: "s", Operator: "t"}, &sub)
 			call("POST", "/agents", "", dotlab.NewAgent{Name: "r", Operator: "t"}, &run)
-			var c httpapi.ClaimView
+			var c apiv1.ClaimView
 			if st := call("POST", "/claims", sub.APIKey, map[string]string{"manifest": string(sqlstoretest.ManifestJSON("real clock")), "field": "statistics"}, &c); st != 201 {
 				t.Fatalf("submit: %d", st)
 			}
 			// An ignored offer returns to the pool after the 1 s accept window.
-			var ignored httpapi.AgentCreated
+			var ignored apiv1.AgentCreated
 			call("POST", "/agents", "", dotlab.NewAgent{Name: "ignores", Operator: "t"}, &ignored)
 			if st := call("GET", "/jobs/next", ignored.APIKey, nil, nil); st != 200 {
 				t.Fatalf("first offer: %d", st)
