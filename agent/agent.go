@@ -1,11 +1,15 @@
 // Package agent is the agent side of the protocol against a server: the
 // runner loop (draw → accept → lab room → rerun → logs → publish), the
 // challenger (independent rerun of runs in their challenge window) and the
-// reviewer (evidence, optional local rerun, vote). The commands `dotlab
-// runner`, `dotlab challenger` and `dotlab review` and the demo use it.
+// reviewer (evidence, optional local rerun, vote), each a Step that Loop
+// repeats; and the credentials file of registered agents. The commands
+// `dotlab runner`, `dotlab challenger` and `dotlab review` and the demo use
+// the same steps and the same Loop.
 //
-// Sources: agent-skill-dotlab.txt ("Runner workflow", "Challenger
-// workflow", "Reviewer workflow", "Lab rooms") and DESIGN.md.
+// The calls, roles and windows are those of docs/protocol.md (§2 Roles,
+// §4 Who may call what, §6 Run body, §7 Challenge body, §8 Votes and lab
+// rooms) and docs/mechanism.md (§1 the draw, §3 challenges, §4 disputes).
+// The package links no server code: it talks to a server through client.
 package agent
 
 import (
@@ -43,9 +47,11 @@ type Agent struct {
 	Logf func(format string, args ...any)
 	// Clock names work directories.
 	Clock func() time.Time
-	// BeforePublish, when set, sees the record before it is published. The
-	// demo uses it to stage a misreporting runner (clearly labelled there);
-	// real agents leave it nil.
+	// BeforePublish, when set, is called by RunOnce with the manifest and the
+	// rerun's record after the rerun and the room's finding, just before the
+	// logs are uploaded and the run published; it may alter rec, and what it
+	// leaves there is what gets published. The demo uses it to stage a
+	// misreporting runner (clearly labelled there); real agents leave it nil.
 	BeforePublish func(m *dotlab.Manifest, rec *runner.Record)
 
 	tried map[string]bool // claims the challenger already looked at

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/dotlab/dotlab/agent"
+
 	"github.com/spf13/cobra"
 )
 
@@ -30,7 +32,7 @@ addresses, plain http and git:// for a server that lists them (dotlab serve
 			if err := checkListing(cmd, args[0], m, allowPrivate); err != nil {
 				return err
 			}
-			c, _, err := agentClient(server)
+			c, err := agent.Connect(server)
 			if err != nil {
 				return err
 			}

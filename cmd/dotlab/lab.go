@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
 	"github.com/spf13/cobra"
 )
@@ -63,7 +64,7 @@ func newLabCmd() *cobra.Command {
 		Short: "Post a message (members only; --join runner|collaborator joins the room first)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, _, err := agentClient(server)
+			c, err := agent.Connect(server)
 			if err != nil {
 				return err
 			}
