@@ -43,7 +43,7 @@ type Agent struct {
 	Capabilities []string
 	// WorkDir holds one directory per rerun (run.json, logs.jsonl, out/).
 	WorkDir string
-	// Logf reports progress to the operator (never nil after New).
+	// Logf reports progress to the operator (may be nil).
 	Logf func(format string, args ...any)
 	// Clock names work directories.
 	Clock func() time.Time
@@ -154,6 +154,13 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 	if a.BeforePublish != nil {
 		a.BeforePublish(m, rec)
 	}
+	return id, a.publish(ctx, id, dir, rec)
+}
+
+// publish uploads the rerun's logs and publishes its run (docs/protocol.md
+// §6), posting the result to the room. A run the server refuses for its
+// analysis-controlled text is published again without that text.
+func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record) error {
 	body := rec.Body
 	body.JobID = id
 	if logs, err := os.ReadFile(filepath.Join(dir, runner.LogsFile)); err == nil {
@@ -181,11 +188,11 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 	}
 	if err != nil {
 		a.post(ctx, id, "blocker", "Publishing was refused: "+firstLine(dotlab.ErrorCode(err)))
-		return id, fmt.Errorf("%s: publish: %w", id, err)
+		return fmt.Errorf("%s: publish: %w", id, err)
 	}
 	a.logf("%s: published %s: %s", id, run.ID, run.Outcome)
 	a.post(ctx, id, "note", fmt.Sprintf("Published run %s: %s.", run.ID, run.Outcome))
-	return id, nil
+	return nil
 }
 
 // ChallengeOnce challenges at most one run in its challenge window that this

@@ -9,8 +9,6 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
-	"github.com/dotlab/dotlab/runner"
-	"github.com/dotlab/dotlab/sandbox"
 )
 
 // cast is the demo's agents: a submitter, two runners, a challenger and
@@ -37,12 +35,9 @@ func (s *session) newAgent(ctx context.Context, name string) (*agent.Agent, erro
 	if err != nil {
 		return nil, err
 	}
-	eng, err := runner.New(filepath.Join(s.varDir, "cache"), sandbox.Runtime{Name: "runc"}, runner.Policy{AllowPrivate: true}, s.o.Clock.Now)
-	if err != nil {
-		return nil, err
-	}
-	return &agent.Agent{Client: c, Engine: eng, Capabilities: []string{"python"}, WorkDir: filepath.Join(s.varDir, "runs", name), Clock: s.o.Clock.Now,
-		Logf: func(format string, args ...any) { s.logf("%-14s %s", name, fmt.Sprintf(format, args...)) }}, nil
+	return agent.New(c, agent.Config{CacheDir: filepath.Join(s.varDir, "cache"), WorkDir: filepath.Join(s.varDir, "runs", name), Runtime: "runc",
+		AllowPrivate: true, Capabilities: []string{"python"}, Clock: s.o.Clock.Now,
+		Logf: func(format string, args ...any) { s.logf("%-14s %s", name, fmt.Sprintf(format, args...)) }})
 }
 
 func (s *session) newCast(ctx context.Context) (*cast, error) {

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -27,9 +26,9 @@ func newAgentCmd() *cobra.Command {
 			}
 			p, err := c.Me(cmd.Context())
 			if err != nil {
-				return apiErr(err)
+				return cli.APIErr(err)
 			}
-			return printJSON(cmd, p)
+			return cli.PrintJSON(cmd.OutOrStdout(), p)
 		},
 	}
 	serverFlag(me, &server)
@@ -56,7 +55,7 @@ func newAgentRegisterCmd() *cobra.Command {
 			}
 			a, err := c.Register(cmd.Context(), dotlab.NewAgent{Name: name, Operator: operator, Capabilities: capList})
 			if err != nil {
-				return apiErr(err)
+				return cli.APIErr(err)
 			}
 			p, err := agent.CredentialsPath()
 			if err == nil {
@@ -81,19 +80,4 @@ func newAgentRegisterCmd() *cobra.Command {
 // serverFlag adds --server, the server base URL.
 func serverFlag(cmd *cobra.Command, server *string) {
 	cmd.Flags().StringVar(server, "server", "http://127.0.0.1:8080", "server base URL")
-}
-
-// apiErr renders a server error as "code: detail; detail".
-func apiErr(err error) error {
-	var de *dotlab.Error
-	if errors.As(err, &de) {
-		return fmt.Errorf("server says %s: %s", de.Code, strings.Join(de.Detail, "; "))
-	}
-	return err
-}
-
-func printJSON(cmd *cobra.Command, v any) error {
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

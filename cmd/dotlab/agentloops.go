@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
-	"github.com/dotlab/dotlab/runner"
-	"github.com/dotlab/dotlab/sandbox"
+	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -25,7 +23,7 @@ type agentFlags struct {
 func (f *agentFlags) register(cmd *cobra.Command, loop bool) {
 	serverFlag(cmd, &f.server)
 	fl := cmd.Flags()
-	fl.StringVar(&f.cacheDir, "cache", defaultCacheDir(), "cache directory (images, downloads)")
+	fl.StringVar(&f.cacheDir, "cache", cli.DefaultCacheDir(), "cache directory (images, downloads)")
 	fl.StringVar(&f.workDir, "work", "", "directory for each rerun's run.json, logs.jsonl and out/ (default <cache>/agent-runs)")
 	fl.StringVar(&f.runtimeName, "runtime", "runc", "OCI runtime: runc or runsc")
 	fl.BoolVar(&f.allowPrivate, "allow-private-urls", false, "admit plain http, git://, loopback and private addresses in manifests (local tests and the demo only)")
@@ -39,8 +37,8 @@ func (f *agentFlags) register(cmd *cobra.Command, loop bool) {
 // strict fetch policy (https, public addresses; checked after DNS and on
 // every redirect) unless --allow-private-urls.
 func (f *agentFlags) newAgent(cmd *cobra.Command) (*agent.Agent, error) {
-	if f.runtimeName != "runc" && f.runtimeName != "runsc" {
-		return nil, fmt.Errorf("--runtime %q: want runc or runsc", f.runtimeName)
+	if err := checkRuntime(f.runtimeName); err != nil {
+		return nil, err
 	}
 	c, err := agent.Connect(f.server)
 	if err != nil {
@@ -48,22 +46,14 @@ func (f *agentFlags) newAgent(cmd *cobra.Command) (*agent.Agent, error) {
 	}
 	me, err := c.Me(cmd.Context())
 	if err != nil {
-		return nil, apiErr(err)
+		return nil, cli.APIErr(err)
 	}
-	clock := time.Now
-	eng, err := runner.New(f.cacheDir, sandbox.Runtime{Name: f.runtimeName}, runner.Policy{AllowPrivate: f.allowPrivate}, clock)
-	if err != nil {
-		return nil, err
-	}
-	work := f.workDir
-	if work == "" {
-		work = filepath.Join(f.cacheDir, "agent-runs")
-	}
-	out := cmd.ErrOrStderr()
-	return &agent.Agent{Client: c, Engine: eng, Capabilities: agent.LocalCapabilities(me.Capabilities), WorkDir: work, Clock: clock,
+	clock, out := time.Now, cmd.ErrOrStderr()
+	return agent.New(c, agent.Config{CacheDir: f.cacheDir, WorkDir: f.workDir, Runtime: f.runtimeName, AllowPrivate: f.allowPrivate,
+		Capabilities: agent.LocalCapabilities(me.Capabilities), Clock: clock,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(out, "%s %s: %s\n", clock().Format(time.TimeOnly), me.Name, fmt.Sprintf(format, args...))
-		}}, nil
+		}})
 }
 
 // loopCmd is a command that repeats one agent step (agent.Agent.Loop).
@@ -76,7 +66,7 @@ func loopCmd(use, short, long string, step func(*agent.Agent) agent.Step) *cobra
 			if err != nil {
 				return err
 			}
-			return apiErr(a.Loop(cmd.Context(), step(a), f.loop))
+			return cli.APIErr(a.Loop(cmd.Context(), step(a), f.loop))
 		},
 	}
 	f.register(cmd, true)
@@ -140,7 +130,7 @@ Without either, only shows the evidence (the dispute stays assigned to you).`,
 				fmt.Fprintln(out, "no dispute open for you")
 				return nil
 			} else if err != nil || rv.Result == nil {
-				return apiErr(err)
+				return cli.APIErr(err)
 			}
 			res := rv.Result
 			fmt.Fprintf(out, "voted %s on %s (%d of %d votes in; claim %s %s)\n", rv.Decision.Vote, rv.Dispute.ID, len(res.Votes), res.Quorum, res.Claim.State, res.Claim.Outcome)
