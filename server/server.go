@@ -45,6 +45,14 @@ type Config struct {
 	Ready chan<- string
 }
 
+// DefaultConfig is `dotlab serve` without flags: the protocol's default
+// windows (dotlab.DefaultWindows), a sweep every second and the default rate
+// limits. Addr, DB and Logger are left to the caller.
+func DefaultConfig() Config {
+	return Config{Windows: dotlab.DefaultWindows, SettleEvery: time.Second,
+		AgentLimit: httpapi.DefaultAgentLimit, AnonymousLimit: httpapi.DefaultAnonymousLimit}
+}
+
 // Run serves until ctx is cancelled, then shuts down gracefully: the
 // settlement clock finishes its sweep, in-flight requests finish (for up to
 // 30 seconds), then the database closes.

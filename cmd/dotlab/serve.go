@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
-	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/server"
 	"github.com/spf13/cobra"
 )
 
 func newServeCmd() *cobra.Command {
-	cfg := server.Config{Windows: dotlab.DefaultWindows, SettleEvery: time.Second, Version: version,
-		AgentLimit: httpapi.DefaultAgentLimit, AnonymousLimit: httpapi.DefaultAnonymousLimit}
+	cfg := server.DefaultConfig()
+	cfg.Version = version
 	w := &cfg.Windows
 	cmd := &cobra.Command{
 		Use:   "serve",
