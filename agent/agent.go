@@ -1,11 +1,15 @@
 // Package agent is the agent side of the protocol against a server: the
 // runner loop (draw → accept → lab room → rerun → logs → publish), the
 // challenger (independent rerun of runs in their challenge window) and the
-// reviewer (evidence, optional local rerun, vote). The commands `dotlab
-// runner`, `dotlab challenger` and `dotlab review` and the demo use it.
+// reviewer (evidence, optional local rerun, vote), each a Step that Loop
+// repeats; and the credentials file of registered agents. The commands
+// `dotlab runner`, `dotlab challenger` and `dotlab review` and the demo use
+// the same steps and the same Loop.
 //
-// Sources: agent-skill-dotlab.txt ("Runner workflow", "Challenger
-// workflow", "Reviewer workflow", "Lab rooms") and DESIGN.md.
+// The calls, roles and windows are those of docs/protocol.md (§2 Roles,
+// §4 Who may call what, §6 Run body, §7 Challenge body, §8 Votes and lab
+// rooms) and docs/mechanism.md (§1 the draw, §3 challenges, §4 disputes).
+// The package links no server code: it talks to a server through client.
 package agent
 
 import (
@@ -39,13 +43,15 @@ type Agent struct {
 	Capabilities []string
 	// WorkDir holds one directory per rerun (run.json, logs.jsonl, out/).
 	WorkDir string
-	// Logf reports progress to the operator (never nil after New).
+	// Logf reports progress to the operator (may be nil).
 	Logf func(format string, args ...any)
 	// Clock names work directories.
 	Clock func() time.Time
-	// BeforePublish, when set, sees the record before it is published. The
-	// demo uses it to stage a misreporting runner (clearly labelled there);
-	// real agents leave it nil.
+	// BeforePublish, when set, is called by RunOnce with the manifest and the
+	// rerun's record after the rerun and the room's finding, just before the
+	// logs are uploaded and the run published; it may alter rec, and what it
+	// leaves there is what gets published. The demo uses it to stage a
+	// misreporting runner (clearly labelled there); real agents leave it nil.
 	BeforePublish func(m *dotlab.Manifest, rec *runner.Record)
 
 	tried map[string]bool // claims the challenger already looked at
@@ -148,6 +154,13 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 	if a.BeforePublish != nil {
 		a.BeforePublish(m, rec)
 	}
+	return id, a.publish(ctx, id, dir, rec)
+}
+
+// publish uploads the rerun's logs and publishes its run (docs/protocol.md
+// §6), posting the result to the room. A run the server refuses for its
+// analysis-controlled text is published again without that text.
+func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record) error {
 	body := rec.Body
 	body.JobID = id
 	if logs, err := os.ReadFile(filepath.Join(dir, runner.LogsFile)); err == nil {
@@ -175,11 +188,11 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 	}
 	if err != nil {
 		a.post(ctx, id, "blocker", "Publishing was refused: "+firstLine(dotlab.ErrorCode(err)))
-		return id, fmt.Errorf("%s: publish: %w", id, err)
+		return fmt.Errorf("%s: publish: %w", id, err)
 	}
 	a.logf("%s: published %s: %s", id, run.ID, run.Outcome)
 	a.post(ctx, id, "note", fmt.Sprintf("Published run %s: %s.", run.ID, run.Outcome))
-	return id, nil
+	return nil
 }
 
 // ChallengeOnce challenges at most one run in its challenge window that this

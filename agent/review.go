@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -9,12 +10,57 @@ import (
 	"text/tabwriter"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/client"
 )
 
 // Decision is a reviewer's vote with its rationale.
 type Decision struct {
 	Vote      string
 	Rationale string
+}
+
+// Decider chooses a reviewer's vote on a dispute; a zero Decision casts none.
+type Decider func(context.Context, *dotlab.Dispute) (Decision, error)
+
+// Reviewed is one reviewed dispute.
+type Reviewed struct {
+	Dispute  *dotlab.Dispute // as drawn, with the evidence
+	Decision Decision        // zero when no vote was cast
+	Result   *dotlab.Dispute // the server's answer to the vote; nil when none was cast
+}
+
+// Review draws the dispute this agent is to review (GET /disputes/next,
+// docs/protocol.md §4), lets decide choose the vote and casts it. With no
+// dispute open it returns client.ErrNone. When decide casts no vote the
+// dispute stays assigned to this agent.
+func (a *Agent) Review(ctx context.Context, decide Decider) (*Reviewed, error) {
+	d, err := a.Client.NextDispute(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rv := &Reviewed{Dispute: d}
+	if rv.Decision, err = decide(ctx, d); err != nil || rv.Decision.Vote == "" {
+		return rv, err
+	}
+	rv.Result, err = a.Client.Vote(ctx, d.ID, dotlab.VoteBody{Vote: rv.Decision.Vote, Rationale: rv.Decision.Rationale})
+	return rv, err
+}
+
+// ReviewOnce is the reviewer's Step: it reviews the next dispute by an
+// independent rerun (DecideByRerun) and votes. It returns the claim, or ""
+// when no dispute is open.
+func (a *Agent) ReviewOnce(ctx context.Context) (string, error) {
+	rv, err := a.Review(ctx, a.DecideByRerun)
+	if errors.Is(err, client.ErrNone) {
+		return "", nil
+	} else if err != nil {
+		if rv != nil {
+			return rv.Dispute.ID, err
+		}
+		return "", err
+	}
+	a.logf("voted %s on %s", rv.Decision.Vote, rv.Dispute.ID)
+	return rv.Dispute.ID, nil
 }
 
 // ShowDispute prints a dispute's evidence: the manifest's targets and, side

@@ -47,9 +47,10 @@ type Example struct {
 // ImageName is the example image's repository name.
 const ImageName = "dotlab.example/python"
 
-// commitTime fixes the example repositories' commits, so that the same code
-// gives the same commit id on every machine.
-var commitTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// commitUnix is the time of the example repositories' commits (2026-01-01
+// UTC), fixed so that the same code gives the same commit id on every
+// machine.
+const commitUnix = 1767225600
 
 // LoadExamples reads examples/claims/claims.json.
 func LoadExamples(examplesDir string) ([]Example, error) {
@@ -254,7 +255,7 @@ func gitRepo(src, dst string) (string, error) {
 			return "", err
 		}
 	}
-	sig := &object.Signature{Name: "DotLab examples", Email: "examples@dotlab.invalid", When: commitTime}
+	sig := &object.Signature{Name: "DotLab examples", Email: "examples@dotlab.invalid", When: time.Unix(commitUnix, 0).UTC()}
 	h, err := wt.Commit("Analysis code for the DotLab example claim", &git.CommitOptions{Author: sig, Committer: sig})
 	if err != nil {
 		return "", err

@@ -1,36 +1,19 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
-// startServer runs `dotlab serve` in-process on SQLite until the test ends.
+// startServer runs the server of `dotlab serve` in-process on SQLite until
+// the test ends.
 func startServer(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "127.0.0.1:0", sqlstoretest.URL(t, sqlstore.SQLite), dotlab.DefaultWindows, serveOptions{settleEvery: 100e6}, ready)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case addr := <-ready:
-		return "http://" + addr
-	case err := <-done:
-		t.Fatal(err)
-	}
-	return ""
+	return startServerWith(t, false)
 }
 
 func TestAgentClaimAndLabCommands(t *testing.T) {

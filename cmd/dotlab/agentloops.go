@@ -4,35 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
-	"github.com/dotlab/dotlab/runner"
-	"github.com/dotlab/dotlab/sandbox"
+	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/spf13/cobra"
 )
 
 // agentFlags are shared by runner, challenger and review.
 type agentFlags struct {
 	server, cacheDir, workDir, runtimeName string
-	allowPrivate, once                     bool
-	poll                                   time.Duration
+	allowPrivate                           bool
+	loop                                   agent.LoopOptions
 }
 
 func (f *agentFlags) register(cmd *cobra.Command, loop bool) {
+	serverFlag(cmd, &f.server)
 	fl := cmd.Flags()
-	fl.StringVar(&f.server, "server", "http://127.0.0.1:8080", "server base URL")
-	fl.StringVar(&f.cacheDir, "cache", defaultCacheDir(), "cache directory (images, downloads)")
+	fl.StringVar(&f.cacheDir, "cache", cli.DefaultCacheDir(), "cache directory (images, downloads)")
 	fl.StringVar(&f.workDir, "work", "", "directory for each rerun's run.json, logs.jsonl and out/ (default <cache>/agent-runs)")
 	fl.StringVar(&f.runtimeName, "runtime", "runc", "OCI runtime: runc or runsc")
 	fl.BoolVar(&f.allowPrivate, "allow-private-urls", false, "admit plain http, git://, loopback and private addresses in manifests (local tests and the demo only)")
 	if loop {
-		fl.BoolVar(&f.once, "once", false, "do at most one unit of work, then exit")
-		fl.DurationVar(&f.poll, "poll", 10*time.Second, "wait between polls when there is nothing to do")
+		fl.BoolVar(&f.loop.Once, "once", false, "do at most one unit of work, then exit")
+		fl.DurationVar(&f.loop.Poll, "poll", 10*time.Second, "wait between polls when there is nothing to do")
 	}
 }
 
@@ -40,125 +37,60 @@ func (f *agentFlags) register(cmd *cobra.Command, loop bool) {
 // strict fetch policy (https, public addresses; checked after DNS and on
 // every redirect) unless --allow-private-urls.
 func (f *agentFlags) newAgent(cmd *cobra.Command) (*agent.Agent, error) {
-	if f.runtimeName != "runc" && f.runtimeName != "runsc" {
-		return nil, fmt.Errorf("--runtime %q: want runc or runsc", f.runtimeName)
+	if err := checkRuntime(f.runtimeName); err != nil {
+		return nil, err
 	}
-	c, _, err := agentClient(f.server)
+	c, err := agent.Connect(f.server)
 	if err != nil {
 		return nil, err
 	}
 	me, err := c.Me(cmd.Context())
 	if err != nil {
-		return nil, apiErr(err)
+		return nil, cli.APIErr(err)
 	}
-	eng, err := runner.New(f.cacheDir, sandbox.Runtime{Name: f.runtimeName}, runner.Policy{AllowPrivate: f.allowPrivate}, time.Now)
-	if err != nil {
-		return nil, err
-	}
-	work := f.workDir
-	if work == "" {
-		work = filepath.Join(f.cacheDir, "agent-runs")
-	}
-	caps := localCapabilities(me.Capabilities)
-	out := cmd.ErrOrStderr()
-	return &agent.Agent{Client: c, Engine: eng, Capabilities: caps, WorkDir: work, Clock: time.Now,
+	clock, out := time.Now, cmd.ErrOrStderr()
+	return agent.New(c, agent.Config{CacheDir: f.cacheDir, WorkDir: f.workDir, Runtime: f.runtimeName, AllowPrivate: f.allowPrivate,
+		Capabilities: agent.LocalCapabilities(me.Capabilities), Clock: clock,
 		Logf: func(format string, args ...any) {
-			fmt.Fprintf(out, "%s %s: %s\n", time.Now().Format(time.TimeOnly), me.Name, fmt.Sprintf(format, args...))
-		}}, nil
+			fmt.Fprintf(out, "%s %s: %s\n", clock().Format(time.TimeOnly), me.Name, fmt.Sprintf(format, args...))
+		}})
 }
 
-// localCapabilities is what this machine really provides of the registered
-// capabilities: gpu only when a GPU device exists.
-func localCapabilities(registered []string) []string {
-	var out []string
-	for _, c := range registered {
-		if c == "gpu" {
-			if _, err := os.Stat("/dev/nvidia0"); err != nil {
-				continue
-			}
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-// loop calls step until ctx ends (or once), waiting poll when step found
-// nothing; a 401 stops at once, other errors are reported and retried.
-func loop(ctx context.Context, once bool, poll time.Duration, logf func(string, ...any), step func(context.Context) (string, error)) error {
-	for {
-		id, err := step(ctx)
-		if client.IsUnauthorized(err) {
-			return apiErr(err)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			logf("%v", err)
-		}
-		if once {
+// loopCmd is a command that repeats one agent step (agent.Agent.Loop).
+func loopCmd(use, short, long string, step func(*agent.Agent) agent.Step) *cobra.Command {
+	var f agentFlags
+	cmd := &cobra.Command{
+		Use: use, Short: short, Long: long, Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := f.newAgent(cmd)
 			if err != nil {
 				return err
 			}
-			if id == "" {
-				logf("nothing to do")
-			}
-			return nil
-		}
-		if id == "" || err != nil {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(poll):
-			}
-		}
+			return cli.APIErr(a.Loop(cmd.Context(), step(a), f.loop))
+		},
 	}
+	f.register(cmd, true)
+	return cmd
 }
 
 func newRunnerCmd() *cobra.Command {
-	var f agentFlags
-	cmd := &cobra.Command{
-		Use:   "runner",
-		Short: "Take jobs from a server: draw, accept, rerun in the sandbox, publish",
-		Long: `Work as a runner: GET /jobs/next; decline with capability_mismatch when the
+	return loopCmd("runner", "Take jobs from a server: draw, accept, rerun in the sandbox, publish",
+		`Work as a runner: GET /jobs/next; decline with capability_mismatch when the
 manifest needs what this agent lacks; accept; join the lab room as runner and
 post progress (a note at each stage, a finding when a value is outside
 tolerance, a blocker when stuck); rerun with the sandbox engine; upload the
 JSON-lines log; publish the run within the window. Needs root (runc).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := f.newAgent(cmd)
-			if err != nil {
-				return err
-			}
-			return loop(cmd.Context(), f.once, f.poll, a.Logf, a.RunOnce)
-		},
-	}
-	f.register(cmd, true)
-	return cmd
+		func(a *agent.Agent) agent.Step { return a.RunOnce })
 }
 
 func newChallengerCmd() *cobra.Command {
-	var f agentFlags
-	cmd := &cobra.Command{
-		Use:   "challenger",
-		Short: "Rerun published runs in their challenge window and post challenges",
-		Long: `Work as a challenger: pick a run in its challenge window, rerun the manifest
+	return loopCmd("challenger", "Rerun published runs in their challenge window and post challenges",
+		`Work as a challenger: pick a run in its challenge window, rerun the manifest
 independently (the runner's record and logs are read only after the rerun),
 then POST /challenges with agrees and, on disagreement, notes naming each
 differing comparison and by how much. Runs this agent holds a role on are
 skipped (the server refuses them). Needs root (runc).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := f.newAgent(cmd)
-			if err != nil {
-				return err
-			}
-			return loop(cmd.Context(), f.once, f.poll, a.Logf, a.ChallengeOnce)
-		},
-	}
-	f.register(cmd, true)
-	return cmd
+		func(a *agent.Agent) agent.Step { return a.ChallengeOnce })
 }
 
 func newReviewCmd() *cobra.Command {
@@ -186,30 +118,22 @@ Without either, only shows the evidence (the dispute stays assigned to you).`,
 			if err != nil {
 				return err
 			}
-			d, err := a.Client.NextDispute(cmd.Context())
-			if errors.Is(err, client.ErrNone) {
-				fmt.Fprintln(cmd.OutOrStdout(), "no dispute open for you")
-				return nil
-			} else if err != nil {
-				return apiErr(err)
-			}
-			agent.ShowDispute(cmd.OutOrStdout(), d)
-			var dec agent.Decision
-			switch {
-			case rerun:
-				if dec, err = a.DecideByRerun(cmd.Context(), d); err != nil {
-					return err
+			out := cmd.OutOrStdout()
+			rv, err := a.Review(cmd.Context(), func(ctx context.Context, d *dotlab.Dispute) (agent.Decision, error) {
+				agent.ShowDispute(out, d)
+				if rerun {
+					return a.DecideByRerun(ctx, d)
 				}
-			case vote != "":
-				dec = agent.Decision{Vote: vote, Rationale: rationale}
-			default:
+				return agent.Decision{Vote: vote, Rationale: rationale}, nil
+			})
+			if errors.Is(err, client.ErrNone) {
+				fmt.Fprintln(out, "no dispute open for you")
 				return nil
+			} else if err != nil || rv.Result == nil {
+				return cli.APIErr(err)
 			}
-			res, err := a.Client.Vote(cmd.Context(), d.ID, dotlab.VoteBody{Vote: dec.Vote, Rationale: dec.Rationale})
-			if err != nil {
-				return apiErr(err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "voted %s on %s (%d of %d votes in; claim %s %s)\n", dec.Vote, d.ID, len(res.Votes), res.Quorum, res.Claim.State, res.Claim.Outcome)
+			res := rv.Result
+			fmt.Fprintf(out, "voted %s on %s (%d of %d votes in; claim %s %s)\n", rv.Decision.Vote, rv.Dispute.ID, len(res.Votes), res.Quorum, res.Claim.State, res.Claim.Outcome)
 			return nil
 		},
 	}

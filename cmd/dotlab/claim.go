@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/dotlab/dotlab/agent"
+	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -23,20 +25,20 @@ addresses, plain http and git:// for a server that lists them (dotlab serve
 --allow-private-urls); the server still decides.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, data, err := loadManifest(cmd, args[0], ": not submitted")
+			m, data, err := cli.LoadManifest(cmd.ErrOrStderr(), args[0], ": not submitted")
 			if err != nil {
 				return err
 			}
-			if err := checkListing(cmd, args[0], m, allowPrivate); err != nil {
+			if err := cli.CheckListing(cmd.ErrOrStderr(), args[0], m, allowPrivate); err != nil {
 				return err
 			}
-			c, _, err := agentClient(server)
+			c, err := agent.Connect(server)
 			if err != nil {
 				return err
 			}
 			v, err := c.SubmitClaim(cmd.Context(), data, field)
 			if err != nil {
-				return apiErr(err)
+				return cli.APIErr(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "listed %s: %s (state %s)\nlab room: %s%s\n", v.ID, v.Title, v.State, c.Server(), v.LabURL)
 			return nil
@@ -60,9 +62,9 @@ addresses, plain http and git:// for a server that lists them (dotlab serve
 			}
 			v, err := c.Claim(cmd.Context(), args[0])
 			if err != nil {
-				return apiErr(err)
+				return cli.APIErr(err)
 			}
-			return printJSON(cmd, v)
+			return cli.PrintJSON(cmd.OutOrStdout(), v)
 		},
 	}
 	show.Flags().StringVar(&showServer, "server", "http://127.0.0.1:8080", "server base URL")

@@ -1,29 +1,16 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/dotlab/dotlab/imagestore"
+	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/spf13/cobra"
 )
-
-// defaultCacheDir is where images and downloads are kept unless --cache says
-// otherwise: $XDG_CACHE_HOME/dotlab or ~/.cache/dotlab.
-func defaultCacheDir() string {
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "dotlab")
-	}
-	return filepath.Join(os.TempDir(), "dotlab-cache")
-}
-
-func openImageStore(cacheDir string) (*imagestore.Store, error) {
-	return imagestore.Open(filepath.Join(cacheDir, "images"))
-}
 
 func newImageCmd() *cobra.Command {
 	var cacheDir string
@@ -34,10 +21,25 @@ func newImageCmd() *cobra.Command {
 image layout) and their unpacked root filesystems under CACHE/images/rootfs.
 dotlab rerun resolves environment.image there first, by digest only.`,
 	}
-	cmd.PersistentFlags().StringVar(&cacheDir, "cache", defaultCacheDir(), "cache directory (images and downloads)")
+	cmd.PersistentFlags().StringVar(&cacheDir, "cache", cli.DefaultCacheDir(), "cache directory (images and downloads)")
+	cmd.AddCommand(newImageImportCmd(&cacheDir), newImageBuildCmd(&cacheDir), newImagePullCmd(&cacheDir), newImageListCmd(&cacheDir))
+	return cmd
+}
 
-	var importRef string
-	importCmd := &cobra.Command{
+// withStore is a RunE that opens the image store under *cacheDir for run.
+func withStore(cacheDir *string, run func(*cobra.Command, []string, *imagestore.Store) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		s, err := imagestore.Open(filepath.Join(*cacheDir, "images"))
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, s)
+	}
+}
+
+func newImageImportCmd(cacheDir *string) *cobra.Command {
+	var ref string
+	cmd := &cobra.Command{
 		Use:   "import PATH",
 		Short: "Load an OCI layout directory, OCI archive or docker-save tarball; print the digest",
 		Long: `Load the image(s) at PATH into the local store, verifying every blob, and
@@ -46,12 +48,8 @@ directory, an OCI archive (tar or tar.gz of such a directory; docker save of
 Docker 25 and later writes one) or a classic docker-save tarball. Pin the image
 in a manifest as NAME@DIGEST.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openImageStore(cacheDir)
-			if err != nil {
-				return err
-			}
-			imported, err := s.Import(args[0], importRef)
+		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
+			imported, err := s.Import(args[0], ref)
 			if err != nil {
 				return err
 			}
@@ -59,12 +57,15 @@ in a manifest as NAME@DIGEST.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", im.Digest, im.Ref)
 			}
 			return nil
-		},
+		}),
 	}
-	importCmd.Flags().StringVar(&importRef, "ref", "", "name to record for the imported image(s) (default: the names they carry)")
+	cmd.Flags().StringVar(&ref, "ref", "", "name to record for the imported image(s) (default: the names they carry)")
+	return cmd
+}
 
-	var buildRef string
-	buildCmd := &cobra.Command{
+func newImageBuildCmd(cacheDir *string) *cobra.Command {
+	var ref string
+	cmd := &cobra.Command{
 		Use:   "build ROOTFS_DIR --ref NAME",
 		Short: "Pack a directory into a deterministic single-layer image; print the digest",
 		Long: `Pack ROOTFS_DIR into a single-layer OCI image and import it. The packing is
@@ -72,41 +73,41 @@ deterministic (sorted entries, mtimes at the Unix epoch, owner 0:0,
 uncompressed layer), so the same tree gives the same digest on any machine.
 Prints DIGEST and NAME@DIGEST, the reference to put in environment.image.
 Make /tmp in the tree mode 1777.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
+				return err
+			}
 			if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
 				return fmt.Errorf("%s: not a directory: give the root filesystem to pack", args[0])
 			}
-			s, err := openImageStore(cacheDir)
-			if err != nil {
-				return err
-			}
-			d, err := s.Build(args[0], buildRef)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s@%s\n", d, buildRef, d)
 			return nil
 		},
+		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
+			d, err := s.Build(args[0], ref)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s@%s\n", d, ref, d)
+			return nil
+		}),
 	}
-	buildCmd.Flags().StringVar(&buildRef, "ref", "", "image name, e.g. localhost/lab/python (required)")
-	buildCmd.MarkFlagRequired("ref")
+	cmd.Flags().StringVar(&ref, "ref", "", "image name, e.g. localhost/lab/python (required)")
+	cmd.MarkFlagRequired("ref")
+	return cmd
+}
 
+func newImagePullCmd(cacheDir *string) *cobra.Command {
 	var allowPrivate bool
-	pullCmd := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "pull NAME@sha256:DIGEST",
 		Short: "Pull an image by digest into the local store (tags are refused)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openImageStore(cacheDir)
-			if err != nil {
-				return err
-			}
+		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
 			p := runner.Policy{AllowPrivate: allowPrivate}
 			opts := imagestore.PullOptions{Transport: p.Transport(), AllowHTTP: allowPrivate}
-			if isTerminal(cmd.ErrOrStderr()) {
-				pl := &progressLine{w: cmd.ErrOrStderr(), clock: time.Now}
-				opts.Progress = func(done, total int64) { pl.update("pull", done, total) }
+			if cli.IsTerminal(cmd.ErrOrStderr()) {
+				pl := cli.NewProgress(cmd.ErrOrStderr(), time.Now)
+				opts.Progress = func(done, total int64) { pl.Update("pull", done, total) }
 				defer fmt.Fprintln(cmd.ErrOrStderr())
 			}
 			img, pulled, err := s.Resolve(cmd.Context(), args[0], opts)
@@ -119,36 +120,32 @@ Make /tmp in the tree mode 1777.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", img.Digest, how)
 			return nil
-		},
+		}),
 	}
-	pullCmd.Flags().BoolVar(&allowPrivate, "allow-private-urls", false, "admit plain-http, loopback and private-address registries (local testing)")
+	cmd.Flags().BoolVar(&allowPrivate, "allow-private-urls", false, "admit plain-http, loopback and private-address registries (local testing)")
+	return cmd
+}
 
+func newImageListCmd(cacheDir *string) *cobra.Command {
 	var asJSON bool
-	listCmd := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the images in the local store",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openImageStore(cacheDir)
-			if err != nil {
-				return err
-			}
+		RunE: withStore(cacheDir, func(cmd *cobra.Command, _ []string, s *imagestore.Store) error {
 			entries, err := s.List()
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(entries)
+				return cli.PrintJSON(cmd.OutOrStdout(), entries)
 			}
 			for _, e := range entries {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", e.Digest, e.Ref)
 			}
 			return nil
-		},
+		}),
 	}
-	listCmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(importCmd, buildCmd, pullCmd, listCmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -8,21 +8,24 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/server"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
-// startServerWith runs `dotlab serve` in-process on a SQLite file with opt.
-func startServerWith(t *testing.T, opt serveOptions) string {
+// startServerWith runs the server of `dotlab serve` in-process on a SQLite
+// file, listing private URLs when allowPrivateURLs.
+func startServerWith(t *testing.T, allowPrivateURLs bool) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "127.0.0.1:0", sqlstoretest.URL(t, sqlstore.SQLite), dotlab.DefaultWindows, opt, ready)
-	}()
+	cfg := server.Config{Addr: "127.0.0.1:0", DB: sqlstoretest.URL(t, sqlstore.SQLite), Windows: dotlab.DefaultWindows, SettleEvery: 100 * time.Millisecond,
+		AllowPrivateURLs: allowPrivateURLs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: ready}
+	go func() { done <- server.Run(ctx, cfg) }()
 	t.Cleanup(func() { cancel(); <-done })
 	select {
 	case addr := <-ready:
@@ -48,8 +51,8 @@ func writeManifest(t *testing.T, title, dataURL string) string {
 // --allow-private-urls it defers private addresses to the server, which
 // lists them only when it runs with --allow-private-urls.
 func TestClaimSubmitListingRules(t *testing.T) {
-	public := startServerWith(t, serveOptions{settleEvery: 100e6})
-	private := startServerWith(t, serveOptions{settleEvery: 100e6, allowPrivateURLs: true})
+	public := startServerWith(t, false)
+	private := startServerWith(t, true)
 	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
 	for _, srv := range []string{public, private} {
 		if _, errOut, code := runCLI(t, "agent", "register", "--server", srv, "--name", "sub", "--operator", "tests"); code != 0 {

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -23,24 +24,8 @@ func main() {
 	root := newRootCmd()
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "dotlab:", err)
-		os.Exit(exitCode(err))
+		os.Exit(cli.ExitCode(err))
 	}
-}
-
-// exitError carries a specific process exit code (e.g. 1 for an invalid manifest).
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func exitCode(err error) int {
-	if e, ok := err.(*exitError); ok {
-		return e.code
-	}
-	return 2
 }
 
 func newRootCmd() *cobra.Command {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dotlab/dotlab/internal/cli"
 )
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -18,7 +20,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	err := root.Execute()
 	if err != nil {
 		errb.WriteString(err.Error())
-		return out.String(), errb.String(), exitCode(err)
+		return out.String(), errb.String(), cli.ExitCode(err)
 	}
 	return out.String(), errb.String(), 0
 }

@@ -2,19 +2,14 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"strings"
-	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 func newRerunCmd() *cobra.Command {
@@ -49,7 +44,7 @@ addresses only, checked after DNS and on every redirect; never local files);
 cgroups).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, _, err := loadManifest(cmd, args[0], fmt.Sprintf("; fix the problems above (dotlab manifest validate %s)", args[0]))
+			m, _, err := cli.LoadManifest(cmd.ErrOrStderr(), args[0], fmt.Sprintf("; fix the problems above (dotlab manifest validate %s)", args[0]))
 			if err != nil {
 				return err
 			}
@@ -57,8 +52,8 @@ cgroups).`,
 			if strict {
 				policy = runner.Policy{}
 			}
-			if runtimeName != "runc" && runtimeName != "runsc" {
-				return fmt.Errorf("--runtime %q: want runc or runsc", runtimeName)
+			if err := checkRuntime(runtimeName); err != nil {
+				return err
 			}
 			clock := time.Now
 			if outDir == "" {
@@ -68,28 +63,13 @@ cgroups).`,
 			if err != nil {
 				return err
 			}
-			stderr := cmd.ErrOrStderr()
-			if isTerminal(stderr) {
-				p := &progressLine{w: stderr, clock: clock}
-				r.Progress = p.update
-				r.Echo = func(e runner.LogEntry) { p.line(e) }
-			}
-			rec, err := r.Rerun(cmd.Context(), m, outDir)
-			if err != nil {
-				return fmt.Errorf("no outcome recorded: %w (logs: %s)", err, filepath.Join(outDir, runner.LogsFile))
-			}
-			if asJSON {
-				_, err := cmd.OutOrStdout().Write(runner.MarshalBody(rec.Body))
-				return err
-			}
-			printRecord(cmd.OutOrStdout(), rec, outDir)
-			return nil
+			return rerun(cmd, r, m, outDir, asJSON)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&outDir, "out", "", "directory for run.json, logs.jsonl and out/ (default rerun-<UTC time>)")
 	f.StringVar(&runtimeName, "runtime", "runc", "OCI runtime: runc or runsc (gVisor, ptrace platform)")
-	f.StringVar(&cacheDir, "cache", defaultCacheDir(), "cache directory (images, downloads)")
+	f.StringVar(&cacheDir, "cache", cli.DefaultCacheDir(), "cache directory (images, downloads)")
 	f.BoolVar(&asJSON, "json", false, "print run.json instead of the table")
 	f.BoolVar(&allowPrivate, "allow-private-urls", true, "admit plain http, git://, loopback and private addresses")
 	f.StringVar(&allowLocal, "allow-local", "", "admit file:// URLs, local paths and local repositories inside `DIR` only (default: none)")
@@ -97,84 +77,29 @@ cgroups).`,
 	return cmd
 }
 
-// printRecord prints the comparison table, the outcome and the notes.
-func printRecord(w io.Writer, rec *runner.Record, outDir string) {
-	if len(rec.Comparisons) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "target\tpublished\trerun\tdifference\ttolerance\tmatch")
-		for _, c := range rec.Comparisons {
-			match := "yes"
-			if !c.Match {
-				match = "NO"
-			}
-			tol := fmt.Sprintf("%s %s", c.ToleranceType, c.Tolerance)
-			if c.ToleranceType == dotlab.ToleranceRelative {
-				tol += fmt.Sprintf(" (±%s)", c.Allowed)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Published, c.Rerun, c.Difference, tol, match)
-		}
-		tw.Flush()
-		fmt.Fprintln(w)
+// rerun reruns m into outDir with r, showing progress on a terminal, and
+// prints the table (or run.json with asJSON).
+func rerun(cmd *cobra.Command, r *runner.Runner, m *dotlab.Manifest, outDir string, asJSON bool) error {
+	if stderr := cmd.ErrOrStderr(); cli.IsTerminal(stderr) {
+		p := cli.NewProgress(stderr, r.Clock)
+		r.Progress, r.Echo = p.Update, p.Line
 	}
-	fmt.Fprintf(w, "outcome: %s\n", rec.Body.Outcome)
-	if rec.Body.Notes != "" {
-		fmt.Fprintf(w, "notes: %s\n", rec.Body.Notes)
+	rec, err := r.Rerun(cmd.Context(), m, outDir)
+	if err != nil {
+		return fmt.Errorf("no outcome recorded: %w (logs: %s)", err, filepath.Join(outDir, runner.LogsFile))
 	}
-	fmt.Fprintf(w, "record: %s, %s, %s/\n", filepath.Join(outDir, runner.RunFile), filepath.Join(outDir, runner.LogsFile), filepath.Join(outDir, runner.OutSub))
+	if asJSON {
+		_, err := cmd.OutOrStdout().Write(runner.MarshalBody(rec.Body))
+		return err
+	}
+	cli.PrintRecord(cmd.OutOrStdout(), rec, outDir)
+	return nil
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
+// checkRuntime checks --runtime.
+func checkRuntime(name string) error {
+	if name != "runc" && name != "runsc" {
+		return fmt.Errorf("--runtime %q: want runc or runsc", name)
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// progressLine shows long steps on one rewritten terminal line and each log
-// message on its own line.
-type progressLine struct {
-	mu    sync.Mutex
-	w     io.Writer
-	clock func() time.Time
-	last  time.Time
-	start map[string]time.Time
-	dirty bool
-}
-
-func (p *progressLine) update(what string, done, total int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.clock()
-	if p.start == nil {
-		p.start = map[string]time.Time{}
-	}
-	if _, ok := p.start[what]; !ok {
-		p.start[what] = now
-	}
-	if now.Sub(p.last) < 100*time.Millisecond && done != total {
-		return
-	}
-	p.last = now
-	rate := ""
-	if secs := now.Sub(p.start[what]).Seconds(); secs > 0 {
-		rate = fmt.Sprintf(" %.0f MB/s", float64(done)/secs/1e6)
-	}
-	if total > 0 {
-		fmt.Fprintf(p.w, "\r\033[K%s: %3.0f%% of %.1f MB%s", what, 100*float64(done)/float64(total), float64(total)/1e6, rate)
-	} else {
-		fmt.Fprintf(p.w, "\r\033[K%s: %.1f MB%s", what, float64(done)/1e6, rate)
-	}
-	p.dirty = true
-}
-
-func (p *progressLine) line(e runner.LogEntry) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.dirty {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.dirty = false
-	}
-	fmt.Fprintf(p.w, "%-11s %s\n", e.Step, strings.SplitN(e.Msg, "\n", 2)[0])
+	return nil
 }

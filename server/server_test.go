@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
-// TestServeLifecycleRealClock runs `dotlab serve` in-process with
+// TestServeLifecycleRealClock runs the server in-process with
 // second-long windows on the wall clock: a reproduced run settles when its
 // one-second challenge window closes, by the settlement loop alone; then the
 // server shuts down gracefully on cancel.
@@ -28,10 +28,9 @@ func TestServeLifecycleRealClock(t *testing.T) {
 			ready := make(chan string, 1)
 			served := make(chan error, 1)
 			w := dotlab.Windows{Accept: time.Second, Publish: 2 * time.Second, Challenge: time.Second, Quorum: 3}
-			opt := serveOptions{settleEvery: 100 * time.Millisecond}
-			go func() {
-				served <- serve(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), "127.0.0.1:0", dbURL, w, opt, ready)
-			}()
+			cfg := Config{Addr: "127.0.0.1:0", DB: dbURL, Windows: w, SettleEvery: 100 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: ready}
+			go func() { served <- Run(ctx, cfg) }()
 			var base string
 			select {
 			case addr := <-ready:
@@ -112,5 +111,48 @@ func TestServeLifecycleRealClock(t *testing.T) {
 				t.Fatalf("after restart: %v %v", got, err)
 			}
 		})
+	}
+}
+
+// fakeSettler reports one changed claim per sweep and counts the sweeps.
+type fakeSettler struct{ sweeps chan int }
+
+func (f *fakeSettler) Settle(ctx context.Context) (dotlab.SettleReport, error) {
+	n := len(f.sweeps)
+	f.sweeps <- n
+	return dotlab.SettleReport{ClaimsSettled: 1, Changed: []string{"DL-0001"}}, nil
+}
+
+// TestSettleLoopSweepsAtStartAndNotifies: the first sweep runs at once
+// (before the first tick), every changed claim is notified, and the loop
+// returns when its context ends.
+func TestSettleLoopSweepsAtStartAndNotifies(t *testing.T) {
+	f := &fakeSettler{sweeps: make(chan int, 100)}
+	notified := make(chan string, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		SettleLoop(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), f, time.Hour, func(id string) { notified <- id })
+	}()
+	select {
+	case <-f.sweeps:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no sweep at start")
+	}
+	if id := <-notified; id != "DL-0001" {
+		t.Fatalf("notified %q", id)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop did not stop on cancel")
+	}
+}
+
+func TestRunRefusesNoSettlementPeriod(t *testing.T) {
+	if err := Run(context.Background(), Config{Addr: "127.0.0.1:0", DB: "sqlite::memory:"}); err == nil {
+		t.Fatal("Run with SettleEvery 0: want an error")
 	}
 }

@@ -1,0 +1,42 @@
+package agent
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/runner"
+	"github.com/dotlab/dotlab/sandbox"
+)
+
+// Config is how New sets up an agent's rerun engine and work directory.
+type Config struct {
+	CacheDir string // images and downloads of the rerun engine (runner.New)
+	WorkDir  string // one directory per rerun; default <CacheDir>/agent-runs
+	Runtime  string // OCI runtime, runc or runsc (sandbox.Runtime)
+	// AllowPrivate admits plain http, git://, loopback and private addresses
+	// in manifests (local tests and the demo). Without it the engine fetches
+	// with the strict policy: https, public addresses only, checked after
+	// DNS and on every redirect (docs/threat-model.md).
+	AllowPrivate bool
+	Capabilities []string                         // see Agent.Capabilities
+	Logf         func(format string, args ...any) // may be nil
+	Clock        func() time.Time                 // default time.Now
+}
+
+// New returns an agent working through c with a runner.Runner as its
+// engine.
+func New(c *client.Client, cfg Config) (*Agent, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	eng, err := runner.New(cfg.CacheDir, sandbox.Runtime{Name: cfg.Runtime}, runner.Policy{AllowPrivate: cfg.AllowPrivate}, cfg.Clock)
+	if err != nil {
+		return nil, err
+	}
+	work := cfg.WorkDir
+	if work == "" {
+		work = filepath.Join(cfg.CacheDir, "agent-runs")
+	}
+	return &Agent{Client: c, Engine: eng, Capabilities: cfg.Capabilities, WorkDir: work, Clock: cfg.Clock, Logf: cfg.Logf}, nil
+}

@@ -1,0 +1,65 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dotlab/dotlab"
+)
+
+// PrintTable prints the final table, one claim a line sorted by id: its
+// outcome, state, how it settled and its lab room under base. It returns an
+// error when a claim settled with another verdict than its published
+// numbers lead to (Example.Expect).
+func PrintTable(out io.Writer, base string, results []Result) error {
+	sort.Slice(results, func(i, j int) bool { return results[i].Claim.ID < results[j].Claim.ID })
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLAIM\tTITLE\tOUTCOME\tSTATE\tHOW IT SETTLED\tLAB ROOM")
+	for _, r := range results {
+		title := r.Example.Title
+		if len(title) > 60 {
+			title = title[:57] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/labs/%s\n", r.Claim.ID, title, r.Claim.Outcome, r.Claim.State, howSettled(r), base, r.Claim.ID)
+	}
+	tw.Flush()
+	var lines []string
+	for _, r := range results {
+		if r.Claim.Outcome != r.Example.Expect {
+			lines = append(lines, fmt.Sprintf("%s: %s, expected %s", r.Claim.ID, r.Claim.Outcome, r.Example.Expect))
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintf(out, "\nUNEXPECTED: %s\n", strings.Join(lines, "; "))
+		return fmt.Errorf("unexpected verdicts: %s", strings.Join(lines, "; "))
+	}
+	fmt.Fprintln(out, "\nEvery claim settled with the verdict its published numbers lead to.")
+	return nil
+}
+
+// howSettled is the table's HOW IT SETTLED column.
+func howSettled(r Result) string {
+	switch {
+	case r.Disputed:
+		runner, challenger := 0, 0
+		for _, v := range r.Votes {
+			if v.Vote == dotlab.VoteRunner {
+				runner++
+			} else {
+				challenger++
+			}
+		}
+		side := "runner"
+		if challenger > runner {
+			side = "challenger"
+		}
+		return fmt.Sprintf("dispute: %d-%d for the %s", max(runner, challenger), min(runner, challenger), side)
+	case r.Run != nil && r.Run.Outcome.Compared():
+		return fmt.Sprintf("window closed, %d agreeing challenge(s)", len(r.Challs))
+	}
+	return "settled at once"
+}

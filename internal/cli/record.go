@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/runner"
+)
+
+// PrintRecord prints the comparison table, the outcome and the notes.
+func PrintRecord(w io.Writer, rec *runner.Record, outDir string) {
+	if len(rec.Comparisons) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "target\tpublished\trerun\tdifference\ttolerance\tmatch")
+		for _, c := range rec.Comparisons {
+			match := "yes"
+			if !c.Match {
+				match = "NO"
+			}
+			tol := fmt.Sprintf("%s %s", c.ToleranceType, c.Tolerance)
+			if c.ToleranceType == dotlab.ToleranceRelative {
+				tol += fmt.Sprintf(" (±%s)", c.Allowed)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Published, c.Rerun, c.Difference, tol, match)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "outcome: %s\n", rec.Body.Outcome)
+	if rec.Body.Notes != "" {
+		fmt.Fprintf(w, "notes: %s\n", rec.Body.Notes)
+	}
+	fmt.Fprintf(w, "record: %s, %s, %s/\n", filepath.Join(outDir, runner.RunFile), filepath.Join(outDir, runner.LogsFile), filepath.Join(outDir, runner.OutSub))
+}

@@ -1,0 +1,128 @@
+// Package server assembles the DotLab protocol server from its parts: the
+// store (sqlstore), the secret screen (leakcheck), the public pages (web),
+// the /api/v1 handlers (httpapi) and the settlement clock (SettleLoop), and
+// runs it until its context ends. `dotlab serve` and the demo start it.
+//
+// The windows, the quorum and the settlement clock are those of
+// docs/mechanism.md §2 and §5; the listing rules behind AllowPrivateURLs
+// are docs/manifest-spec.md's and docs/threat-model.md's.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/web"
+)
+
+// Config is one server's settings.
+type Config struct {
+	Addr string // HOST:PORT to listen on (port 0: any free port)
+	DB   string // sqlite:PATH or postgres://…
+	// Windows are the protocol's windows and review quorum.
+	Windows dotlab.Windows
+	// SettleEvery is the period of the settlement clock (must be positive).
+	SettleEvery time.Duration
+	// AgentLimit applies per API key, AnonymousLimit per client address
+	// without a key; the zero RateLimit disables a limit.
+	AgentLimit, AnonymousLimit httpapi.RateLimit
+	// AllowPrivateURLs lists manifests naming loopback or private addresses,
+	// plain http or git:// (httpapi.Config.AllowPrivateURLs).
+	AllowPrivateURLs bool
+	Version          string       // reported by GET /api/v1/status
+	Logger           *slog.Logger // required
+	Clock            dotlab.Clock // default dotlab.SystemClock
+	// Ready, when not nil, receives the bound address once listening.
+	Ready chan<- string
+}
+
+// DefaultConfig is `dotlab serve` without flags: the protocol's default
+// windows (dotlab.DefaultWindows), a sweep every second and the default rate
+// limits. Addr, DB and Logger are left to the caller.
+func DefaultConfig() Config {
+	return Config{Windows: dotlab.DefaultWindows, SettleEvery: time.Second,
+		AgentLimit: httpapi.DefaultAgentLimit, AnonymousLimit: httpapi.DefaultAnonymousLimit}
+}
+
+// Run serves until ctx is cancelled, then shuts down gracefully: the
+// settlement clock finishes its sweep, in-flight requests finish (for up to
+// 30 seconds), then the database closes.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.SettleEvery <= 0 {
+		return errors.New("server: SettleEvery must be positive")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = dotlab.SystemClock{}
+	}
+	db, err := sqlstore.Open(ctx, cfg.DB, sqlstore.Options{Clock: cfg.Clock, Windows: cfg.Windows})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	api, err := handler(db, cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	w := cfg.Windows
+	cfg.Logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum)
+	if cfg.Ready != nil {
+		cfg.Ready <- ln.Addr().String()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	settleCtx, stopSettle := context.WithCancel(context.Background())
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		SettleLoop(settleCtx, cfg.Logger, db, cfg.SettleEvery, api.Notify)
+	}()
+	defer func() { stopSettle(); <-settled }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	return shutdown(cfg.Logger, srv, api)
+}
+
+// handler builds the /api/v1 handler with the public pages on db.
+func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
+	leaks, err := leakcheck.New()
+	if err != nil {
+		return nil, err
+	}
+	pages, err := web.New(web.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Windows: cfg.Windows})
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks,
+		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages})
+}
+
+// shutdown closes the live streams, then lets in-flight requests finish.
+func shutdown(logger *slog.Logger, srv *http.Server, api *httpapi.Server) error {
+	logger.Info("shutting down: finishing in-flight requests")
+	api.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	logger.Info("stopped cleanly")
+	return nil
+}
