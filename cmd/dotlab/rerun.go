@@ -48,6 +48,9 @@ cgroups).`,
 			if err != nil {
 				return err
 			}
+			if strict && allowLocal != "" {
+				return fmt.Errorf("--strict-fetch refuses local files: drop --allow-local %s, or --strict-fetch", allowLocal)
+			}
 			policy := runner.Policy{AllowPrivate: allowPrivate, LocalRoot: allowLocal}
 			if strict {
 				policy = runner.Policy{}
@@ -72,7 +75,7 @@ cgroups).`,
 	f.StringVar(&cacheDir, "cache", cli.DefaultCacheDir(), "cache directory (images, downloads)")
 	f.BoolVar(&asJSON, "json", false, "print run.json instead of the table")
 	f.BoolVar(&allowPrivate, "allow-private-urls", true, "admit plain http, git://, loopback and private addresses")
-	f.StringVar(&allowLocal, "allow-local", "", "admit file:// URLs, local paths and local repositories inside `DIR` only (default: none)")
+	f.StringVar(&allowLocal, "allow-local", "", "admit file:// URLs and local repositories inside `DIR` only (default: none)")
 	f.BoolVar(&strict, "strict-fetch", false, "use the agents' strict fetch policy (https, public addresses only, no local files)")
 	return cmd
 }

@@ -79,9 +79,17 @@ func TestImageBuildAndRerun(t *testing.T) {
 	}
 
 	// --strict-fetch refuses the file:// dataset: recorded as spec_issue, exit 0.
-	strict, _, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", filepath.Join(t.TempDir(), "run3"), "--strict-fetch", "--allow-local", local)
+	strict, _, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", filepath.Join(t.TempDir(), "run3"), "--strict-fetch")
 	if code != 0 || !strings.Contains(strict, "outcome: spec_issue") || !strings.Contains(strict, "refused") {
 		t.Fatalf("strict: code %d %s", code, strict)
+	}
+	// --strict-fetch and --allow-local contradict each other: refused up front.
+	if _, errOut, code := runCLI(t, "rerun", mpath, "--cache", cache, "--strict-fetch", "--allow-local", local); code == 0 || !strings.Contains(errOut, "--strict-fetch refuses local files") {
+		t.Fatalf("strict with --allow-local: code %d %s", code, errOut)
+	}
+	// --allow-local must name a directory.
+	if _, errOut, code := runCLI(t, "rerun", mpath, "--cache", cache, "--allow-local", dataPath); code == 0 || !strings.Contains(errOut, "not a directory") {
+		t.Fatalf("--allow-local FILE: code %d %s", code, errOut)
 	}
 	// Without --allow-local, local files are refused by default.
 	noLocal, _, code := runCLI(t, "rerun", mpath, "--cache", cache, "--out", filepath.Join(t.TempDir(), "run4"))
