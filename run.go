@@ -1,6 +1,7 @@
 package dotlab
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -9,7 +10,7 @@ import (
 	"time"
 )
 
-// Outcome is a run's result (protocol.txt "Outcomes").
+// Outcome is a run's result (docs/protocol.md §6).
 type Outcome string
 
 // The four outcomes.
@@ -40,9 +41,9 @@ func (o Outcome) Compared() bool {
 	return o == OutcomeReproduced || o == OutcomeNotReproduced
 }
 
-// RunBody is the body of POST /runs (agent-skill-dotlab.txt, "Runner
-// workflow" step 8) and, with ChallengeFields, of POST /challenges. It is also
-// what `dotlab rerun` writes as run.json (JobID empty when local).
+// RunBody is the body of POST /runs (docs/protocol.md §6) and, within
+// ChallengeBody, of POST /challenges. It is also what `dotlab rerun` writes
+// as run.json (JobID empty when local).
 type RunBody struct {
 	JobID        string            `json:"job_id"`
 	InputHashes  map[string]string `json:"input_hashes"`
@@ -199,7 +200,7 @@ var (
 const MaxNotes = 20000
 
 // EvaluateRun checks a submitted run body against the claim's manifest and
-// recomputes every comparison (DESIGN.md "Lifecycle", POST /runs):
+// recomputes every comparison (docs/protocol.md §6 "What the server checks"):
 //   - one rerun value per target (missing, unknown or duplicate names are invalid);
 //   - optional published/tolerance/match fields must agree with the manifest;
 //   - the declared outcome must equal the recomputed one (else outcome_mismatch);
@@ -368,4 +369,19 @@ func SortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// RunFilter selects runs by claim state (e.g. challenge_window).
+type RunFilter struct {
+	Status ClaimState
+	After  string
+	Limit  int
+}
+
+// RunService publishes and finds official runs.
+type RunService interface {
+	// PublishRun records the assigned runner's run after EvaluateRun passes.
+	PublishRun(ctx context.Context, agentID string, body *RunBody, raw []byte) (*Run, error)
+	FindRun(ctx context.Context, id string) (*Run, error)
+	FindRuns(ctx context.Context, f RunFilter) ([]*Run, error)
 }
