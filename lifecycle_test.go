@@ -162,6 +162,19 @@ func TestSources(t *testing.T) {
 	}
 }
 
+// TestStatesAreSQLSafe: the store writes the domain's states into
+// "state IN (…)" lists (sqlstore.sources), so they must stay plain
+// identifiers.
+func TestStatesAreSQLSafe(t *testing.T) {
+	for _, s := range dotlab.ClaimStates {
+		for _, r := range s {
+			if (r < 'a' || r > 'z') && r != '_' {
+				t.Errorf("state %q has %q", s, r)
+			}
+		}
+	}
+}
+
 func TestEventFor(t *testing.T) {
 	for o, want := range map[dotlab.Outcome]dotlab.Event{
 		dotlab.OutcomeReproduced:    dotlab.EventPublish,
