@@ -79,11 +79,7 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 	if err != nil {
 		return nil, err
 	}
-	disputed := false
-	for _, ch := range chs {
-		disputed = disputed || !ch.Agrees
-	}
-	if !disputed {
+	if dotlab.FirstDisagreeing(chs) == nil {
 		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no disagreeing challenge, so no dispute", claimID)
 	}
 	votes, err := db.votes(ctx, claimID)
