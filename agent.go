@@ -53,7 +53,7 @@ type NewAgent struct {
 }
 
 // Roles an agent can hold on a claim. An agent holds at most one role per
-// claim (protocol.txt "Roles").
+// claim (docs/protocol.md §2 "Roles").
 const (
 	RoleSubmitter    = "submitter"
 	RoleRunner       = "runner"

@@ -2,15 +2,13 @@ package dotlab
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 )
 
-// ChallengeBody is the body of POST /challenges: a run body plus the claim
-// (claim_id; run_id accepted too, as in the dotsci draft) and whether the
-// challenger agrees with the official run (agent-skill-dotlab.txt
-// "Challenger workflow").
+// ChallengeBody is the body of POST /challenges (docs/protocol.md §7): a run
+// body plus the claim (claim_id; run_id accepted too, as in the dotsci
+// draft) and whether the challenger agrees with the official run (Agrees).
 type ChallengeBody struct {
 	RunBody
 	ClaimID string `json:"claim_id,omitempty"`
@@ -49,6 +47,11 @@ type Difference struct {
 	ChallengerMatch bool `json:"challenger_match"`
 }
 
+// MatchDiffers reports whether the target is within tolerance on one side
+// and outside on the other: a target a disagreeing challenge's notes must
+// name (docs/mechanism.md §3 "The notes rule").
+func (d Difference) MatchDiffers() bool { return d.RunnerMatch != d.ChallengerMatch }
+
 // Differences compares a challenger's comparisons with the run's, target by
 // target.
 func Differences(run, challenger []Comparison) []Difference {
@@ -73,9 +76,9 @@ func Differences(run, challenger []Comparison) []Difference {
 	return out
 }
 
-// CheckDisagreementNotes enforces that a disagreeing challenge's notes name
-// every comparison whose match differs from the run's, and say by how much
-// (a number must appear in the notes). It returns nil or an EINVALID error
+// CheckDisagreementNotes is the notes rule of docs/mechanism.md §3: a
+// disagreeing challenge's notes name every comparison whose match differs
+// from the run's, and say by how much (a number must appear in the notes). It returns nil or an EINVALID error
 // listing what to add.
 func CheckDisagreementNotes(notes string, diffs []Difference) error {
 	var p Problems
@@ -85,7 +88,7 @@ func CheckDisagreementNotes(notes string, diffs []Difference) error {
 	}
 	named := false
 	for _, d := range diffs {
-		if d.RunnerMatch == d.ChallengerMatch {
+		if !d.MatchDiffers() {
 			continue
 		}
 		if !strings.Contains(notes, d.Name) {
@@ -98,51 +101,6 @@ func CheckDisagreementNotes(notes string, diffs []Difference) error {
 		p.Add("$.notes", "say by how much the comparison differs (give the numbers)")
 	}
 	return p.Err()
-}
-
-// Vote sides.
-const (
-	VoteRunner     = "runner"
-	VoteChallenger = "challenger"
-)
-
-// Vote is one reviewer's vote on a dispute.
-type Vote struct {
-	ClaimID    string    `json:"claim_id"`
-	ReviewerID string    `json:"reviewer_id"`
-	Vote       string    `json:"vote"`
-	Rationale  string    `json:"rationale"`
-	CreatedAt  time.Time `json:"created_at"`
-}
-
-// VoteBody is the body of POST /disputes/{id}/vote.
-type VoteBody struct {
-	Vote      string `json:"vote"`
-	Rationale string `json:"rationale"`
-}
-
-// Validate checks the vote side and the 20-2000 character rationale.
-func (v VoteBody) Validate() error {
-	var p Problems
-	if v.Vote != VoteRunner && v.Vote != VoteChallenger {
-		p.Add("$.vote", "must be \"runner\" or \"challenger\"")
-	}
-	if n := len([]rune(strings.TrimSpace(v.Rationale))); n < 20 || n > 2000 {
-		p.Add("$.rationale", "is %d characters; give 20-2000, tied to specific comparisons", n)
-	}
-	return p.Err()
-}
-
-// Dispute is a disputed claim as a reviewer sees it (GET /disputes/next):
-// the manifest, the official run, the challenges and the votes so far. Its
-// id is the claim id.
-type Dispute struct {
-	ID         string       `json:"dispute_id"`
-	Claim      *Claim       `json:"claim"`
-	Run        *Run         `json:"run"`
-	Challenges []*Challenge `json:"challenges"`
-	Votes      []Vote       `json:"votes"`
-	Quorum     int          `json:"quorum"`
 }
 
 // ChallengeService posts challenges and handles disputes.
@@ -158,20 +116,4 @@ type ChallengeService interface {
 	FindDispute(ctx context.Context, claimID string) (*Dispute, error)
 	// CastVote records a reviewer's vote; the quorum's majority settles the claim.
 	CastVote(ctx context.Context, agentID, claimID string, v VoteBody) (*Dispute, error)
-}
-
-// SettleReport counts what one settlement sweep did.
-type SettleReport struct {
-	// Changed lists the claims whose state changed (for live views).
-	Changed       []string `json:"-"`
-	OffersExpired int      `json:"offers_expired"`
-	JobsAbandoned int      `json:"jobs_abandoned"`
-	ClaimsSettled int      `json:"claims_settled"`
-}
-
-// Empty reports whether the sweep changed nothing.
-func (r SettleReport) Empty() bool { return len(r.Changed) == 0 }
-
-func (r SettleReport) String() string {
-	return fmt.Sprintf("%d offers expired, %d jobs abandoned, %d claims settled", r.OffersExpired, r.JobsAbandoned, r.ClaimsSettled)
 }

@@ -7,15 +7,16 @@ import (
 	"time"
 )
 
-// ClaimState is where a claim stands in the job lifecycle (protocol.txt "Job
-// lifecycle"; docs/protocol.md has the diagram):
+// ClaimState is where a claim stands in its lifecycle (docs/protocol.md §3
+// has the diagram; Transitions in lifecycle.go is the state machine):
 //
 //	listed → funded → assigned → running → published → challenge_window → settled
 //	challenge_window → disputed → reviewed → settled
-//	running → settled (spec_issue, input_mismatch)
+//	assigned/running → published → settled (spec_issue, input_mismatch)
 //
-// Bounties are not live, so a listed claim is funded at once. An ignored
-// offer or an abandoned job returns the claim to funded.
+// Bounties are not live, so a listed claim is funded at once. A declined or
+// ignored offer or an abandoned job returns the claim to funded. listed,
+// published and reviewed are recorded in the history but never stored.
 type ClaimState string
 
 // The claim states.
@@ -92,51 +93,6 @@ type ClaimFilter struct {
 	Limit int
 }
 
-// JobState is the state of one offer of a claim to one agent.
-type JobState string
-
-// Job states.
-const (
-	JobOffered   JobState = "offered"
-	JobAccepted  JobState = "accepted"
-	JobDeclined  JobState = "declined"
-	JobExpired   JobState = "expired"   // offer ignored
-	JobPublished JobState = "published" // run published
-	JobAbandoned JobState = "abandoned" // publish deadline missed
-)
-
-// Decline reasons. Only capability_mismatch is free of cost.
-const DeclineCapabilityMismatch = "capability_mismatch"
-
-// Job is one offer of a claim to a runner. The job id is the claim id
-// (agent-skill-dotlab.txt: "job_id": "<claim id>").
-type Job struct {
-	ID              string     `json:"job_id"`
-	ClaimID         string     `json:"claim_id"`
-	AgentID         string     `json:"agent_id"`
-	State           JobState   `json:"state"`
-	Title           string     `json:"title"`
-	Requires        []string   `json:"requires"`
-	ManifestURL     string     `json:"manifest_url"`
-	OfferedAt       time.Time  `json:"offered_at"`
-	OfferExpiresAt  time.Time  `json:"offer_expires_at"`
-	AcceptedAt      *time.Time `json:"accepted_at,omitempty"`
-	PublishDeadline *time.Time `json:"publish_deadline,omitempty"`
-	Reason          string     `json:"reason,omitempty"`
-}
-
-// Windows are the protocol's time windows and review quorum (DESIGN.md
-// "Lifecycle"); all are server flags.
-type Windows struct {
-	Accept    time.Duration // offer → accept (default 60m)
-	Publish   time.Duration // accept → POST /runs (default 24h)
-	Challenge time.Duration // run published → settle (default 72h)
-	Quorum    int           // votes that decide a dispute (default 3)
-}
-
-// DefaultWindows are the seed's windows: 60 minutes, 24 hours, 72 hours, 3 votes.
-var DefaultWindows = Windows{Accept: 60 * time.Minute, Publish: 24 * time.Hour, Challenge: 72 * time.Hour, Quorum: 3}
-
 // ClaimService lists and finds claims.
 type ClaimService interface {
 	// CreateClaim lists a claim for submitter; EDUPLICATE when the same
@@ -148,34 +104,6 @@ type ClaimService interface {
 	FindClaims(ctx context.Context, f ClaimFilter) ([]*Claim, error)
 	// ClaimManifest returns the manifest bytes exactly as submitted, or ENOTFOUND.
 	ClaimManifest(ctx context.Context, id string) ([]byte, error)
-}
-
-// JobService draws, offers, accepts and declines jobs (DESIGN.md "Lifecycle").
-type JobService interface {
-	// NextJob offers the caller a claim drawn at random among funded claims
-	// with no open offer, on which the caller holds no role and whose
-	// requirements its capabilities meet. found is false when there is none.
-	NextJob(ctx context.Context, agent *Agent) (job *Job, found bool, err error)
-	// AcceptJob accepts an open offer: ENOTOFFERED unless offered to the
-	// caller, EWINDOWCLOSED when the offer expired.
-	AcceptJob(ctx context.Context, agentID, claimID string) (*Job, error)
-	// DeclineJob declines an open offer with a reason.
-	DeclineJob(ctx context.Context, agentID, claimID, reason string) (*Job, error)
-}
-
-// RunFilter selects runs by claim state (e.g. challenge_window).
-type RunFilter struct {
-	Status ClaimState
-	After  string
-	Limit  int
-}
-
-// RunService publishes and finds official runs.
-type RunService interface {
-	// PublishRun records the assigned runner's run after EvaluateRun passes.
-	PublishRun(ctx context.Context, agentID string, body *RunBody, raw []byte) (*Run, error)
-	FindRun(ctx context.Context, id string) (*Run, error)
-	FindRuns(ctx context.Context, f RunFilter) ([]*Run, error)
 }
 
 // ClaimEvent is one state change in a claim's history (the lifecycle strip

@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// Tolerance types of manifest spec v0.1 (protocol.txt "Tolerance").
+// Tolerance types of manifest spec v0.1 (docs/manifest-spec.md §6).
 const (
 	ToleranceAbsolute = "absolute"
 	ToleranceRelative = "relative"
@@ -29,7 +29,7 @@ type Comparison struct {
 }
 
 // Compare applies a target's tolerance to a rerun value, exactly on the
-// decimal text (DESIGN.md "Comparison"): absolute matches iff
+// decimal text (docs/manifest-spec.md §6): absolute matches iff
 // |rerun - published| <= value; relative iff |rerun - published| <= value ×
 // |published|. A value exactly on the boundary matches.
 //
@@ -72,7 +72,7 @@ func Compare(t Target, rerun Decimal) (Comparison, error) {
 
 // Decide compares every target with its rerun value and returns the
 // comparisons in target order and the outcome: reproduced iff every target
-// matches, else not_reproduced (protocol.txt "Outcomes").
+// matches, else not_reproduced (docs/manifest-spec.md §6).
 //
 // A target with no rerun value, a rerun value for no target, or an invalid
 // number makes the results malformed: Decide then returns an EINVALID error

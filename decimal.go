@@ -12,7 +12,7 @@ import (
 
 // Decimal is a number kept as the decimal text it was written with in JSON
 // (a manifest's target value, a results.json value, a run's rerun value).
-// Comparisons are computed exactly on that text (DESIGN.md "Comparison"), so
+// Comparisons are computed exactly on that text (docs/manifest-spec.md §6), so
 // 1.1 vs 1.0 with absolute tolerance 0.1 matches, and 2^53+1 differs from 2^53.
 //
 // string(d) is the exact text; d.String() (and so every fmt verb and

@@ -8,9 +8,11 @@
 // (runner, sandbox, imagestore) are separate packages that depend on it, in the
 // style of benbjohnson/wtf: domain at the root, one package per dependency.
 //
-// Sources: ../shared/seeds/protocol.txt (lifecycle, outcomes, execution
-// contract, tolerance), ../shared/seeds/agent-skill-dotlab.txt (the HTTP API)
-// and ../shared/DESIGN.md (the decisions the seeds leave open).
+// The claim lifecycle and the rules that decide challenges, disputes and
+// declines are in lifecycle.go. The documents it implements are in the
+// repository: docs/protocol.md (lifecycle, roles, the HTTP API),
+// docs/mechanism.md (draws, windows, disputes, standing) and
+// docs/manifest-spec.md (the manifest and the exact comparison).
 package dotlab
 
 import "time"

@@ -7,7 +7,7 @@ import (
 )
 
 // Error codes shared by the API, the store and the agent side. Each code maps
-// to one HTTP status in httpapi's table (the seed's "Errors" section):
+// to one HTTP status in httpapi's table (docs/protocol.md §5 "Errors"):
 //
 //	unauthorized 401 · role_conflict, not_member 403 · not_found 404 ·
 //	conflict, not_offered, window_closed, duplicate 409 · too_large 413 ·

@@ -10,7 +10,7 @@ import (
 
 var agentIDRE = regexp.MustCompile(`^ag_[a-z0-9]+$`)
 
-// Lab message types (protocol.txt "Lab rooms").
+// Lab message types (docs/protocol.md §8).
 var MessageTypes = []string{"note", "question", "finding", "handoff", "blocker"}
 
 // MaxMessageBody is the longest message body, in characters ("under 1500").

@@ -4,8 +4,7 @@ package dotlab
 const SpecVersion = "0.1"
 
 // Manifest is a claim's pinned replication manifest, spec v0.1
-// (DESIGN.md "Manifest spec v0.1"; docs/manifest-spec.md;
-// spec/manifest.schema.json). Parse and validate one with manifest.Parse.
+// (docs/manifest-spec.md; spec/manifest.schema.json). Parse and validate one with manifest.Parse.
 type Manifest struct {
 	SpecVersion string      `json:"spec_version"`
 	Title       string      `json:"title"`

@@ -1,6 +1,7 @@
 package dotlab
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -9,7 +10,7 @@ import (
 	"time"
 )
 
-// Outcome is a run's result (protocol.txt "Outcomes").
+// Outcome is a run's result (docs/protocol.md §6).
 type Outcome string
 
 // The four outcomes.
@@ -40,9 +41,9 @@ func (o Outcome) Compared() bool {
 	return o == OutcomeReproduced || o == OutcomeNotReproduced
 }
 
-// RunBody is the body of POST /runs (agent-skill-dotlab.txt, "Runner
-// workflow" step 8) and, with ChallengeFields, of POST /challenges. It is also
-// what `dotlab rerun` writes as run.json (JobID empty when local).
+// RunBody is the body of POST /runs (docs/protocol.md §6) and, within
+// ChallengeBody, of POST /challenges. It is also what `dotlab rerun` writes
+// as run.json (JobID empty when local).
 type RunBody struct {
 	JobID        string            `json:"job_id"`
 	InputHashes  map[string]string `json:"input_hashes"`
@@ -199,7 +200,7 @@ var (
 const MaxNotes = 20000
 
 // EvaluateRun checks a submitted run body against the claim's manifest and
-// recomputes every comparison (DESIGN.md "Lifecycle", POST /runs):
+// recomputes every comparison (docs/protocol.md §6 "What the server checks"):
 //   - one rerun value per target (missing, unknown or duplicate names are invalid);
 //   - optional published/tolerance/match fields must agree with the manifest;
 //   - the declared outcome must equal the recomputed one (else outcome_mismatch);
@@ -216,6 +217,38 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 		p.Add("$.outcome", "must be one of reproduced, not_reproduced, spec_issue, input_mismatch")
 		return nil, p.Err()
 	}
+	b.checkForm(&p)
+	if !b.Outcome.Compared() {
+		b.checkUncompared(m, &p)
+		return nil, p.Err()
+	}
+	b.checkPinned(m, &p)
+	rerun, byName := b.rerunValues(&p)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	cs, outcome, err := Decide(m.Targets, rerun)
+	if err != nil {
+		for _, d := range ErrorDetail(err) {
+			p.Add("$.comparisons", "%s", d)
+		}
+		return nil, p.Err()
+	}
+	checkDeclared(cs, byName, &p)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	if outcome != b.Outcome {
+		detail := []string{fmt.Sprintf("$.outcome: declared %s but the comparisons give %s", b.Outcome, outcome)}
+		detail = append(detail, DescribeMismatches(cs)...)
+		return nil, &Error{Code: EOUTCOMEMISMATCH, Detail: detail}
+	}
+	return cs, nil
+}
+
+// checkForm checks what every outcome must satisfy: notes length, hash,
+// logs URL and digest forms, the runtime.
+func (b *RunBody) checkForm(p *Problems) {
 	if len(b.Notes) > MaxNotes {
 		p.Add("$.notes", "is %d bytes; at most %d", len(b.Notes), MaxNotes)
 	}
@@ -237,31 +270,40 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {
 		p.Add("$.environment.image_digest", "must be sha256:<64 lowercase hex>")
 	}
-	b.Environment.Runtime.check(&p)
-	switch b.Outcome {
-	case OutcomeSpecIssue, OutcomeInputMismatch:
-		if strings.TrimSpace(b.Notes) == "" {
-			p.Add("$.notes", "is required for %s: say plainly what could not be run or which input differed", b.Outcome)
-		}
-		if b.Outcome == OutcomeInputMismatch {
-			differs := false
-			for _, d := range m.Datasets {
-				if h, ok := b.InputHashes[d.Name]; ok && h != d.SHA256 {
-					differs = true
-				}
-			}
-			if !differs {
-				p.Add("$.input_hashes", "input_mismatch must show at least one dataset whose hash differs from the manifest's")
-			}
-		}
-		for name := range b.InputHashes {
-			if !m.hasDataset(name) {
-				p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "is not a dataset of this manifest")
-			}
-		}
-		return nil, p.Err()
+	b.Environment.Runtime.check(p)
+}
+
+// checkUncompared checks a spec_issue or input_mismatch run: notes, a
+// differing input for input_mismatch, input names.
+func (b *RunBody) checkUncompared(m *Manifest, p *Problems) {
+	if strings.TrimSpace(b.Notes) == "" {
+		p.Add("$.notes", "is required for %s: say plainly what could not be run or which input differed", b.Outcome)
 	}
-	// Compared outcomes: inputs and image must be the manifest's.
+	if b.Outcome == OutcomeInputMismatch {
+		differs := false
+		for _, d := range m.Datasets {
+			if h, ok := b.InputHashes[d.Name]; ok && h != d.SHA256 {
+				differs = true
+			}
+		}
+		if !differs {
+			p.Add("$.input_hashes", "input_mismatch must show at least one dataset whose hash differs from the manifest's")
+		}
+	}
+	b.checkInputNames(m, p)
+}
+
+func (b *RunBody) checkInputNames(m *Manifest, p *Problems) {
+	for name := range b.InputHashes {
+		if !m.hasDataset(name) {
+			p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "is not a dataset of this manifest")
+		}
+	}
+}
+
+// checkPinned checks that a compared run used the manifest's inputs, image
+// and seed.
+func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 	for _, d := range m.Datasets {
 		h, ok := b.InputHashes[d.Name]
 		switch {
@@ -271,11 +313,7 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 			p.Add(fmt.Sprintf("$.input_hashes[%q]", d.Name), "is %s but the manifest pins %s: publish input_mismatch instead", h, d.SHA256)
 		}
 	}
-	for name := range b.InputHashes {
-		if !m.hasDataset(name) {
-			p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "is not a dataset of this manifest")
-		}
-	}
+	b.checkInputNames(m, p)
 	if want := m.Environment.ImageDigest(); b.Environment.ImageDigest != want {
 		p.Add("$.environment.image_digest", "is %q but the manifest pins %s", b.Environment.ImageDigest, want)
 	}
@@ -287,6 +325,10 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	case m.Seed == nil && got != nil:
 		p.Add("$.environment.seed", "is %d but the manifest sets no seed: leave it out", *got)
 	}
+}
+
+// rerunValues collects one valid rerun value per named target.
+func (b *RunBody) rerunValues(p *Problems) (map[string]Decimal, map[string]RunComparison) {
 	rerun := make(map[string]Decimal, len(b.Comparisons))
 	byName := make(map[string]RunComparison, len(b.Comparisons))
 	for i, c := range b.Comparisons {
@@ -310,17 +352,13 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 		rerun[c.Name] = c.Rerun
 		byName[c.Name] = c
 	}
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	cs, outcome, err := Decide(m.Targets, rerun)
-	if err != nil {
-		for _, d := range ErrorDetail(err) {
-			p.Add("$.comparisons", "%s", d)
-		}
-		return nil, p.Err()
-	}
-	for i, c := range cs {
+	return rerun, byName
+}
+
+// checkDeclared checks the optional published, tolerance and match fields
+// a submission declared against the server's comparisons.
+func checkDeclared(cs []Comparison, byName map[string]RunComparison, p *Problems) {
+	for _, c := range cs {
 		sub := byName[c.Name]
 		path := fmt.Sprintf("$.comparisons[name=%s]", c.Name)
 		if sub.Published != "" && !sameNumber(sub.Published, c.Published) {
@@ -332,17 +370,7 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 		if sub.Match != nil && *sub.Match != c.Match {
 			p.Add(path+".match", "is %v but the difference %s against allowed %s gives %v", *sub.Match, c.Difference, c.Allowed, c.Match)
 		}
-		_ = i
 	}
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	if outcome != b.Outcome {
-		detail := []string{fmt.Sprintf("$.outcome: declared %s but the comparisons give %s", b.Outcome, outcome)}
-		detail = append(detail, DescribeMismatches(cs)...)
-		return nil, &Error{Code: EOUTCOMEMISMATCH, Detail: detail}
-	}
-	return cs, nil
 }
 
 func (m *Manifest) hasDataset(name string) bool {
@@ -368,4 +396,19 @@ func SortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// RunFilter selects runs by claim state (e.g. challenge_window).
+type RunFilter struct {
+	Status ClaimState
+	After  string
+	Limit  int
+}
+
+// RunService publishes and finds official runs.
+type RunService interface {
+	// PublishRun records the assigned runner's run after EvaluateRun passes.
+	PublishRun(ctx context.Context, agentID string, body *RunBody, raw []byte) (*Run, error)
+	FindRun(ctx context.Context, id string) (*Run, error)
+	FindRuns(ctx context.Context, f RunFilter) ([]*Run, error)
 }

@@ -48,3 +48,82 @@ func Standing(r AgentRecord) float64 {
 		WeightVoteMajority*float64(r.VotesWithMajority) +
 		WeightVoteAgainst*float64(r.VotesAgainst)
 }
+
+// The record's rules (docs/mechanism.md §6 "Standing"): each Add method
+// counts one item of an agent's record. Work on claims that have not
+// settled counts only in the totals.
+
+// AddRun counts one official run with outcome run on a claim that is
+// settled (with outcome final) or not. spec_issue and input_mismatch runs
+// settle at once and cannot be challenged, so they are neither upheld nor
+// overturned.
+func (r *AgentRecord) AddRun(run Outcome, settled bool, final Outcome) {
+	r.RunsPublished++
+	r.countOutcome(run)
+	if !settled || !run.Compared() {
+		return
+	}
+	if final == run {
+		r.RunsUpheld++
+	} else {
+		r.RunsOverturned++
+	}
+}
+
+func (r *AgentRecord) countOutcome(o Outcome) {
+	if r.Outcomes == nil {
+		r.Outcomes = map[Outcome]int{}
+	}
+	r.Outcomes[o]++
+}
+
+// AddJobEnd counts a job that ended in state: an abandoned job, or a
+// decline with its reason (ReasonlessDecline). Other states count nothing:
+// an ignored (expired) offer costs nothing.
+func (r *AgentRecord) AddJobEnd(state JobState, reason string) {
+	switch state {
+	case JobAbandoned:
+		r.Abandoned++
+	case JobDeclined:
+		if r.Declines == nil {
+			r.Declines = map[string]int{}
+		}
+		r.Declines[reason]++
+		if ReasonlessDecline(reason) {
+			r.ReasonlessDeclines++
+		}
+	}
+}
+
+// AddChallenge counts one challenge (agreeing or not, with its outcome) on a
+// claim that is settled (with outcome final) or not. A disagreeing
+// challenge is useful when the claim settled with its outcome and baseless
+// otherwise; an agreeing one confirms when the claim settled with its (the
+// run's) outcome and counts nothing when the run was overturned.
+func (r *AgentRecord) AddChallenge(agrees bool, outcome Outcome, settled bool, final Outcome) {
+	r.Challenges++
+	switch {
+	case !settled:
+	case agrees && final == outcome:
+		r.ChallengesConfirm++
+	case !agrees && final == outcome:
+		r.ChallengesUseful++
+	case !agrees:
+		r.ChallengesBaseless++
+	}
+}
+
+// AddVote counts one vote for side on a dispute whose claim is settled (with
+// outcome final; run is the run's outcome) or not: with the majority when
+// side is the side that won (WinningSide), against it otherwise.
+func (r *AgentRecord) AddVote(side string, settled bool, final, run Outcome) {
+	r.Votes++
+	if !settled {
+		return
+	}
+	if side == WinningSide(final, run) {
+		r.VotesWithMajority++
+	} else {
+		r.VotesAgainst++
+	}
+}

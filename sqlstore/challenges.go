@@ -14,32 +14,15 @@ import (
 var _ dotlab.ChallengeService = (*DB)(nil)
 
 // CreateChallenge records an independent rerun of a run in its challenge
-// window (DESIGN.md "Lifecycle"). The server recomputes the challenger's
-// comparisons; agrees must equal (challenger's outcome == run's outcome). A
-// disagreeing challenge must name in its notes each comparison that differs
-// and by how much, and moves the claim to disputed. The runner, the
-// submitter, collaborators and reviewers of the claim cannot challenge it
-// (403 role_conflict); one challenge per agent per claim (409 conflict).
+// window (docs/mechanism.md §3). The server recomputes the challenger's
+// comparisons; agrees must follow dotlab.Agrees (challenger's outcome ==
+// run's outcome). A disagreeing challenge must name in its notes each
+// comparison that differs and by how much, and moves the claim to disputed
+// (dotlab.EventChallengeDisagree). The runner, the submitter, collaborators
+// and reviewers of the claim cannot challenge it (403 role_conflict); one
+// challenge per agent per claim (409 conflict).
 func (db *DB) CreateChallenge(ctx context.Context, agentID string, body *dotlab.ChallengeBody, raw []byte) (*dotlab.Challenge, error) {
-	claimID, err := db.challengeTarget(ctx, body)
-	if err != nil {
-		return nil, err
-	}
-	c, err := db.FindClaim(ctx, claimID)
-	if err != nil {
-		return nil, err
-	}
-	if body.JobID != "" && body.JobID != c.ID {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.job_id: %q is not the challenged claim %s (leave it empty or give the claim id)", body.JobID, c.ID)
-	}
-	if body.Agrees == nil {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.agrees: required: true when your outcome equals the run's, false otherwise")
-	}
-	now := db.now()
-	if err := db.challengeable(ctx, c, agentID, now); err != nil {
-		return nil, err
-	}
-	run, err := db.FindRun(ctx, c.RunID)
+	c, run, now, err := db.challengedRun(ctx, agentID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -47,13 +30,12 @@ func (db *DB) CreateChallenge(ctx context.Context, agentID string, body *dotlab.
 	if err != nil {
 		return nil, err
 	}
-	same := body.Outcome == run.Outcome
-	if *body.Agrees != same {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.agrees: is %v but your outcome %s %s the run's outcome %s: set agrees to %v",
-			*body.Agrees, body.Outcome, map[bool]string{true: "equals", false: "differs from"}[same], run.Outcome, same)
+	if err := dotlab.CheckAgrees(*body.Agrees, run.Outcome, body.Outcome); err != nil {
+		return nil, err
 	}
+	agrees := dotlab.Agrees(run.Outcome, body.Outcome)
 	diffs := dotlab.Differences(run.Comparisons, comps)
-	if !same {
+	if !agrees {
 		if err := dotlab.CheckDisagreementNotes(body.Notes, diffs); err != nil {
 			return nil, err
 		}
@@ -61,28 +43,68 @@ func (db *DB) CreateChallenge(ctx context.Context, agentID string, body *dotlab.
 	if comps == nil {
 		comps = []dotlab.Comparison{}
 	}
-	compJSON, err := json.Marshal(comps)
-	if err != nil {
-		return nil, fmt.Errorf("encode comparisons: %w", err)
-	}
-	diffJSON, err := json.Marshal(diffs)
-	if err != nil {
-		return nil, fmt.Errorf("encode differences: %w", err)
-	}
 	if raw == nil {
 		if raw, err = json.Marshal(body); err != nil {
 			return nil, fmt.Errorf("encode challenge: %w", err)
 		}
 	}
-	ch := &dotlab.Challenge{ID: newID("ch_"), ClaimID: c.ID, RunID: run.ID, ChallengerID: agentID, Agrees: same,
+	ch := &dotlab.Challenge{ID: newID("ch_"), ClaimID: c.ID, RunID: run.ID, ChallengerID: agentID, Agrees: agrees,
 		Outcome: body.Outcome, Comparisons: comps, Differences: diffs, Notes: body.Notes, CreatedAt: now.Truncate(time.Millisecond),
 		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes}
+	if err := db.insertChallenge(ctx, ch, raw, now); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// challengedRun finds the claim and run a challenge body points at and
+// checks that the caller may challenge it now.
+func (db *DB) challengedRun(ctx context.Context, agentID string, body *dotlab.ChallengeBody) (*dotlab.Claim, *dotlab.Run, time.Time, error) {
+	var now time.Time
+	claimID, err := db.challengeTarget(ctx, body)
+	if err != nil {
+		return nil, nil, now, err
+	}
+	c, err := db.FindClaim(ctx, claimID)
+	if err != nil {
+		return nil, nil, now, err
+	}
+	if body.JobID != "" && body.JobID != c.ID {
+		return nil, nil, now, dotlab.Errorf(dotlab.EINVALID, "$.job_id: %q is not the challenged claim %s (leave it empty or give the claim id)", body.JobID, c.ID)
+	}
+	if body.Agrees == nil {
+		return nil, nil, now, dotlab.Errorf(dotlab.EINVALID, "$.agrees: required: true when your outcome equals the run's, false otherwise")
+	}
+	now = db.now()
+	if err := db.challengeable(ctx, c, agentID, dotlab.ChallengeEvent(*body.Agrees), now); err != nil {
+		return nil, nil, now, err
+	}
+	run, err := db.FindRun(ctx, c.RunID)
+	return c, run, now, err
+}
+
+// insertChallenge stores ch and, when it is the first disagreeing one, moves
+// the claim to disputed, in one transaction under the claim's row lock.
+func (db *DB) insertChallenge(ctx context.Context, ch *dotlab.Challenge, raw []byte, now time.Time) error {
+	ev := dotlab.ChallengeEvent(ch.Agrees)
+	t, err := transition(dotlab.StateChallengeWindow, ev) // from disputed it moves nothing
+	if err != nil {
+		return err
+	}
+	compJSON, err := json.Marshal(ch.Comparisons)
+	if err != nil {
+		return fmt.Errorf("encode comparisons: %w", err)
+	}
+	diffJSON, err := json.Marshal(ch.Differences)
+	if err != nil {
+		return fmt.Errorf("encode differences: %w", err)
+	}
 	locked := false
 	err = db.tx(ctx, func(tx *sql.Tx) error {
 		// Lock the claim row (PostgreSQL) while the window is open, so the
 		// move to disputed and the settlement cannot interleave.
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET updated_at = $1 WHERE id = $2
-			AND state IN ('challenge_window', 'disputed') AND challenge_deadline > $1`, ms(now), c.ID)
+			AND state IN (`+sources(ev)+`) AND challenge_deadline > $1`, ms(now), ch.ClaimID)
 		if err != nil {
 			return err
 		}
@@ -91,40 +113,40 @@ func (db *DB) CreateChallenge(ctx context.Context, agentID string, body *dotlab.
 		}
 		locked = true
 		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'challenger', $3)`,
-			c.ID, agentID, ms(now)); err != nil {
+			ch.ClaimID, ch.ChallengerID, ms(now)); err != nil {
 			return err
 		}
 		agrees := int64(0)
-		if same {
+		if ch.Agrees {
 			agrees = 1
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO challenges (id, claim_id, run_id, challenger_id, agrees, outcome, body, comparisons, differences, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, ch.ID, c.ID, run.ID, agentID, agrees, body.Outcome, string(raw),
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, ch.ID, ch.ClaimID, ch.RunID, ch.ChallengerID, agrees, ch.Outcome, string(raw),
 			string(compJSON), string(diffJSON), ms(now)); err != nil {
 			return err
 		}
-		if same {
+		if !t.Moves() {
 			return nil
 		}
-		res, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'disputed', updated_at = $1 WHERE id = $2 AND state = 'challenge_window'`, ms(now), c.ID)
+		res, err = tx.ExecContext(ctx, `UPDATE claims SET state = $3, updated_at = $1 WHERE id = $2 AND state = $4`, ms(now), ch.ClaimID, t.To, t.From)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
-			return addEvent(ctx, tx, c.ID, dotlab.StateDisputed, now, "challenge "+ch.ID+" disagrees: "+string(body.Outcome))
+			return addHistory(ctx, tx, ch.ClaimID, t, now, "challenge "+ch.ID+" disagrees: "+string(ch.Outcome))
 		}
 		return nil
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim", c.ID)
+		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim", ch.ClaimID)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !locked {
-		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s is closed", c.ID)
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s is closed", ch.ClaimID)
 	}
-	return ch, nil
+	return nil
 }
 
 func (db *DB) challengeTarget(ctx context.Context, body *dotlab.ChallengeBody) (string, error) {
@@ -147,10 +169,11 @@ func (db *DB) challengeTarget(ctx context.Context, body *dotlab.ChallengeBody) (
 	return body.ClaimID, nil
 }
 
-// challengeable checks the window and the caller's roles.
-func (db *DB) challengeable(ctx context.Context, c *dotlab.Claim, agentID string, now time.Time) error {
-	if c.State != dotlab.StateChallengeWindow && c.State != dotlab.StateDisputed {
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is not in its challenge window (state %s)", c.ID, c.State)
+// challengeable checks the claim's state (dotlab.Claim.Next), the window
+// and the caller's roles.
+func (db *DB) challengeable(ctx context.Context, c *dotlab.Claim, agentID string, ev dotlab.Event, now time.Time) error {
+	if _, err := c.Next(ev); err != nil {
+		return err
 	}
 	if c.ChallengeDeadline != nil && !c.ChallengeDeadline.After(now) {
 		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s closed at %s", c.ID, c.ChallengeDeadline.Format(time.RFC3339))

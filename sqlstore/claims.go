@@ -92,8 +92,9 @@ func ValidateField(field string) error {
 	return nil
 }
 
-// CreateClaim lists a claim. Bounties are not live, so the claim is funded at
-// once (minimum bounty 0): its history records listed then funded. The
+// CreateClaim lists a claim (dotlab.EventList). Bounties are not live, so the
+// claim is funded at once (minimum bounty 0): its history records listed then
+// funded. The
 // submitter takes the submitter role, so it is never offered its own claim.
 func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.NewClaim) (*dotlab.Claim, error) {
 	if err := ValidateField(nc.Field); err != nil {
@@ -114,6 +115,10 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 		requires = []string{}
 	}
 	reqJSON, _ := json.Marshal(requires)
+	t, err := transition("", dotlab.EventList)
+	if err != nil {
+		return nil, err
+	}
 	now := db.now()
 	var id string
 	err = db.tx(ctx, func(tx *sql.Tx) error {
@@ -125,7 +130,7 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 		if _, err := tx.ExecContext(ctx, `INSERT INTO claims (id, number, title, field, submitter_id, state, manifest_hash,
 			manifest_raw, requires, draw_key, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
-			id, n, nc.Manifest.Title, strings.TrimSpace(nc.Field), submitterID, dotlab.StateFunded, nc.ManifestHash,
+			id, n, nc.Manifest.Title, strings.TrimSpace(nc.Field), submitterID, t.To, nc.ManifestHash,
 			string(nc.Raw), string(reqJSON), newDrawKey(), ms(now)); err != nil {
 			return err
 		}
@@ -133,10 +138,7 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 			id, submitterID, dotlab.RoleSubmitter, ms(now)); err != nil {
 			return err
 		}
-		if err := addEvent(ctx, tx, id, dotlab.StateListed, now, "listed"); err != nil {
-			return err
-		}
-		return addEvent(ctx, tx, id, dotlab.StateFunded, now, "funded at once: bounties are not live (minimum bounty 0)")
+		return addHistory(ctx, tx, id, t, now, "listed", "funded at once: bounties are not live (minimum bounty 0)")
 	})
 	if isUniqueViolation(err) {
 		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed", nc.ManifestHash)

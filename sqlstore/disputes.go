@@ -79,11 +79,7 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 	if err != nil {
 		return nil, err
 	}
-	disputed := false
-	for _, ch := range chs {
-		disputed = disputed || !ch.Agrees
-	}
-	if !disputed {
+	if dotlab.FirstDisagreeing(chs) == nil {
 		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no disagreeing challenge, so no dispute", claimID)
 	}
 	votes, err := db.votes(ctx, claimID)
@@ -114,7 +110,7 @@ func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) 
 
 // CastVote records the vote of a reviewer assigned this dispute by
 // NextDispute (one vote per reviewer; 403 role_conflict for anyone else).
-// When the quorum is in, the majority decides:
+// When the quorum is in, the majority decides (docs/mechanism.md §4):
 // "runner" settles with the run's outcome, "challenger" with the outcome of
 // the first disagreeing challenge; the claim goes disputed → reviewed →
 // settled.
@@ -144,14 +140,14 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 	default:
 		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim", role, claimID)
 	}
-	if c.State != dotlab.StateDisputed {
-		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is not disputed (state %s): nothing to vote on", claimID, c.State)
+	if _, err := c.Next(dotlab.EventVote); err != nil {
+		return nil, err
 	}
 	now := db.now()
 	locked := false
 	err = db.tx(ctx, func(tx *sql.Tx) error {
 		// Lock the claim row so that concurrent votes count one at a time.
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET updated_at = $1 WHERE id = $2 AND state = 'disputed'`, ms(now), claimID)
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET updated_at = $1 WHERE id = $2 AND state IN (`+sources(dotlab.EventVote)+`)`, ms(now), claimID)
 		if err != nil {
 			return err
 		}
@@ -177,37 +173,40 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 	return db.FindDispute(ctx, claimID)
 }
 
-// tally settles the claim when the quorum of votes is in.
+// tally settles the claim when the quorum of votes is in
+// (dotlab.EventQuorum): the majority (dotlab.Tally.Majority) decides the
+// side, dotlab.Verdict the outcome.
 func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, now time.Time) error {
-	var runner, challenger int
+	var t dotlab.Tally
 	if err := tx.QueryRowContext(ctx, `SELECT
-		COALESCE(SUM(CASE WHEN vote = 'runner' THEN 1 ELSE 0 END), 0),
-		COALESCE(SUM(CASE WHEN vote = 'challenger' THEN 1 ELSE 0 END), 0)
-		FROM votes WHERE claim_id = $1`, claimID).Scan(&runner, &challenger); err != nil {
+		COALESCE(SUM(CASE WHEN vote = $2 THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN vote = $3 THEN 1 ELSE 0 END), 0)
+		FROM votes WHERE claim_id = $1`, claimID, dotlab.VoteRunner, dotlab.VoteChallenger).Scan(&t.Runner, &t.Challenger); err != nil {
 		return err
 	}
-	if runner+challenger < db.windows.Quorum {
+	if dotlab.VoteEvent(t, db.windows.Quorum) != dotlab.EventQuorum {
 		return nil
 	}
-	var final string
-	var err error
-	side := dotlab.VoteRunner
-	if challenger > runner {
-		side = dotlab.VoteChallenger
-		err = tx.QueryRowContext(ctx, `SELECT outcome FROM challenges WHERE claim_id = $1 AND agrees = 0 ORDER BY created_at, id LIMIT 1`, claimID).Scan(&final)
+	tr, err := transition(dotlab.StateDisputed, dotlab.EventQuorum)
+	if err != nil {
+		return err
+	}
+	side := t.Majority()
+	var run, first dotlab.Outcome
+	if side == dotlab.VoteChallenger {
+		// The first disagreeing challenge (dotlab.FirstDisagreeing).
+		err = tx.QueryRowContext(ctx, `SELECT outcome FROM challenges WHERE claim_id = $1 AND agrees = 0 ORDER BY created_at, id LIMIT 1`, claimID).Scan(&first)
 	} else {
-		err = tx.QueryRowContext(ctx, `SELECT outcome FROM runs WHERE claim_id = $1`, claimID).Scan(&final)
+		err = tx.QueryRowContext(ctx, `SELECT outcome FROM runs WHERE claim_id = $1`, claimID).Scan(&run)
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE claims SET state = 'settled', outcome = $1, settled_at = $2, updated_at = $2
-		WHERE id = $3 AND state = 'disputed'`, final, ms(now), claimID); err != nil {
+	final := dotlab.Verdict(side, run, first)
+	if _, err := tx.ExecContext(ctx, `UPDATE claims SET state = $4, outcome = $1, settled_at = $2, updated_at = $2
+		WHERE id = $3 AND state = $5`, final, ms(now), claimID, tr.To, tr.From); err != nil {
 		return err
 	}
-	tallyText := itoa(runner) + " runner, " + itoa(challenger) + " challenger"
-	if err := addEvent(ctx, tx, claimID, dotlab.StateReviewed, now, "quorum reached: "+tallyText+"; majority sides with the "+side); err != nil {
-		return err
-	}
-	return addEvent(ctx, tx, claimID, dotlab.StateSettled, now, "settled by review: "+final)
+	return addHistory(ctx, tx, claimID, tr, now,
+		"quorum reached: "+t.String()+"; majority sides with the "+side, "settled by review: "+string(final))
 }

@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
 )
@@ -17,7 +15,7 @@ var _ dotlab.JobService = (*DB)(nil)
 // drawBatch is how many candidates one draw step reads from the index.
 const drawBatch = 32
 
-// NextJob implements the draw of DESIGN.md "Lifecycle": a claim is drawn at
+// NextJob implements the draw of docs/mechanism.md §1: a claim is drawn at
 // random among funded claims with no open offer, on which the caller holds no
 // role, was never offered to the caller before, and whose `requires` the
 // caller's capabilities cover; it is offered for the accept window.
@@ -78,6 +76,8 @@ type candidate struct {
 }
 
 func (db *DB) drawCandidates(ctx context.Context, agentID string, lo, hi int64) ([]candidate, error) {
+	// state = 'funded' (dotlab.Sources(dotlab.EventOffer)) is written out so
+	// that SQLite matches the partial index claims_draw.
 	rows, err := db.r.QueryContext(ctx, `SELECT c.id, c.draw_key, c.requires FROM claims c
 		WHERE c.state = 'funded' AND c.runner_id IS NULL AND c.draw_key >= $1 AND c.draw_key < $2
 		  AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.claim_id = c.id AND r.agent_id = $3)
@@ -105,10 +105,14 @@ func (db *DB) drawCandidates(ctx context.Context, agentID string, lo, hi int64) 
 // offer tries to take claimID for agentID; won is false when another agent
 // took it first.
 func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time) (*dotlab.Job, bool, error) {
+	t, err := transition(dotlab.StateFunded, dotlab.EventOffer)
+	if err != nil {
+		return nil, false, err
+	}
 	expires := now.Add(db.windows.Accept)
 	jobID := newID("job_")
 	won := false
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err = db.tx(ctx, func(tx *sql.Tx) error {
 		// Lock the agent's row (PostgreSQL; SQLite writers are serial) so
 		// that concurrent draws by one agent cannot each take an offer.
 		if _, err := tx.ExecContext(ctx, `UPDATE agents SET created_at = created_at WHERE id = $1`, agentID); err != nil {
@@ -123,7 +127,7 @@ func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time)
 			return errOpenOffer
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
-			WHERE id = $4 AND state = 'funded' AND runner_id IS NULL`, agentID, ms(expires), ms(now), claimID)
+			WHERE id = $4 AND state = $5 AND runner_id IS NULL`, agentID, ms(expires), ms(now), claimID, t.From)
 		if err != nil {
 			return err
 		}
@@ -132,7 +136,7 @@ func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time)
 		}
 		won = true
 		_, err = tx.ExecContext(ctx, `INSERT INTO jobs (id, claim_id, agent_id, state, offered_at, offer_expires_at)
-			VALUES ($1, $2, $3, 'offered', $4, $5)`, jobID, claimID, agentID, ms(now), ms(expires))
+			VALUES ($1, $2, $3, $4, $5, $6)`, jobID, claimID, agentID, t.JobTo, ms(now), ms(expires))
 		return err
 	})
 	if errors.Is(err, errOpenOffer) {
@@ -181,16 +185,20 @@ func (db *DB) openOffer(ctx context.Context, agentID string, now time.Time) (*do
 		ORDER BY j.offered_at DESC LIMIT 1`, agentID, ms(now)))
 }
 
-// AcceptJob accepts the caller's open offer: the claim becomes assigned with
-// a publish deadline, and the caller takes the runner role. Accepting twice
-// is 409 conflict (the job is already accepted).
+// AcceptJob accepts the caller's open offer (dotlab.EventAccept): the claim
+// becomes assigned with a publish deadline, and the caller takes the runner
+// role. Accepting twice is 409 conflict (the job is already accepted).
 func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.Job, error) {
+	t, err := transition(dotlab.StateFunded, dotlab.EventAccept)
+	if err != nil {
+		return nil, err
+	}
 	now := db.now()
 	deadline := now.Add(db.windows.Publish)
 	accepted := false
-	err := db.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = 'assigned', offer_expires_at = NULL, publish_deadline = $1, updated_at = $2
-			WHERE id = $3 AND state = 'funded' AND runner_id = $4 AND offer_expires_at > $2`, ms(deadline), ms(now), claimID, agentID)
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = $5, offer_expires_at = NULL, publish_deadline = $1, updated_at = $2
+			WHERE id = $3 AND state = $6 AND runner_id = $4 AND offer_expires_at > $2`, ms(deadline), ms(now), claimID, agentID, t.To, t.From)
 		if err != nil {
 			return err
 		}
@@ -198,15 +206,15 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 			return nil
 		}
 		accepted = true
-		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'accepted', accepted_at = $1, publish_deadline = $2
-			WHERE claim_id = $3 AND agent_id = $4 AND state = 'offered'`, ms(now), ms(deadline), claimID, agentID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $5, accepted_at = $1, publish_deadline = $2
+			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(now), ms(deadline), claimID, agentID, t.JobTo, t.JobFrom); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'runner', $3)`,
 			claimID, agentID, ms(now)); err != nil {
 			return err
 		}
-		return addEvent(ctx, tx, claimID, dotlab.StateAssigned, now, "runner "+agentID+" accepted")
+		return addHistory(ctx, tx, claimID, t, now, "runner "+agentID+" accepted")
 	})
 	if isUniqueViolation(err) {
 		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold another role on %s: decline the offer", claimID)
@@ -215,15 +223,15 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 		return nil, err
 	}
 	if !accepted {
-		return nil, db.offerProblem(ctx, agentID, claimID, now, true)
+		return nil, db.offerProblem(ctx, agentID, claimID, now, dotlab.EventAccept)
 	}
 	return db.jobFor(ctx, db.r, claimID, agentID)
 }
 
-// offerProblem explains why an accept or decline of claimID by agentID did
-// not apply: unknown claim (404), not offered to the caller (409
+// offerProblem explains why an accept or decline (ev) of claimID by agentID
+// did not apply: unknown claim (404), not offered to the caller (409
 // not_offered), or the offer window closed (409 window_closed).
-func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now time.Time, accepting bool) error {
+func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now time.Time, ev dotlab.Event) error {
 	c, err := db.findClaim(ctx, db.r, claimID)
 	if err != nil {
 		return err
@@ -235,29 +243,34 @@ func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now tim
 		return err
 	}
 	switch {
-	case accepting && c.RunnerID == agentID && (c.State == dotlab.StateAssigned || c.State == dotlab.StateRunning):
+	case ev == dotlab.EventAccept && c.RunnerID == agentID && (c.State == dotlab.StateAssigned || c.State == dotlab.StateRunning):
 		return dotlab.Errorf(dotlab.ECONFLICT, "job %s is already accepted by you: publish the run before %s", claimID, c.PublishDeadline.Format(time.RFC3339))
 	case j.State == dotlab.JobOffered && !j.OfferExpiresAt.After(now), j.State == dotlab.JobExpired:
 		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the offer of %s expired at %s: fetch a new job", claimID, j.OfferExpiresAt.Format(time.RFC3339))
 	case j.State == dotlab.JobDeclined:
 		return dotlab.Errorf(dotlab.ECONFLICT, "you declined %s already: fetch a new job", claimID)
 	}
+	if _, err := c.Next(ev); err != nil {
+		return err // the claim is past its offer
+	}
 	return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not offered to you now (its state is %s): fetch a new job", claimID, c.State)
 }
 
-// DeclineJob declines the caller's open offer. The claim returns to the pool
-// with a new draw key; the caller is not offered it again. Reason
-// capability_mismatch costs nothing; any other reason counts against standing.
+// DeclineJob declines the caller's open offer (dotlab.DeclineEffect). The
+// claim returns to the pool with a new draw key; the caller is not offered
+// it again. Reason capability_mismatch costs nothing; any other reason
+// counts against standing (the record counts it, see agentRecord).
 func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (*dotlab.Job, error) {
-	reason = strings.TrimSpace(reason)
-	if l := utf8.RuneCountInString(reason); l < 1 || l > 500 {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.reason: required, 1-500 characters (capability_mismatch when this runner lacks what the manifest requires)")
+	d, err := dotlab.DeclineEffect(reason)
+	if err != nil {
+		return nil, err
 	}
+	t := d.Transition
 	now := db.now()
 	declined := false
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err = db.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = NULL, offer_expires_at = NULL, draw_key = $1, updated_at = $2
-			WHERE id = $3 AND state = 'funded' AND runner_id = $4 AND offer_expires_at > $2`, newDrawKey(), ms(now), claimID, agentID)
+			WHERE id = $3 AND state = $5 AND runner_id = $4 AND offer_expires_at > $2`, newDrawKey(), ms(now), claimID, agentID, t.From)
 		if err != nil {
 			return err
 		}
@@ -265,15 +278,15 @@ func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (
 			return nil
 		}
 		declined = true
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'declined', closed_at = $1, reason = $2
-			WHERE claim_id = $3 AND agent_id = $4 AND state = 'offered'`, ms(now), reason, claimID, agentID)
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $5, closed_at = $1, reason = $2
+			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(now), d.Reason, claimID, agentID, t.JobTo, t.JobFrom)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if !declined {
-		return nil, db.offerProblem(ctx, agentID, claimID, now, false)
+		return nil, db.offerProblem(ctx, agentID, claimID, now, dotlab.EventDecline)
 	}
 	return db.jobFor(ctx, db.r, claimID, agentID)
 }

@@ -12,11 +12,11 @@ import (
 
 var _ dotlab.LabService = (*DB)(nil)
 
-// JoinLab adds agentID to the room of claimID (agent-skill-dotlab.txt "Lab
-// rooms"). role "runner" is for the assigned runner only (403 otherwise) and
-// moves an assigned claim to running; "collaborator" is for an agent holding
-// no other role on the claim, and becomes its role. Joining again with the
-// same role returns the membership unchanged.
+// JoinLab adds agentID to the room of claimID (docs/protocol.md §8 "Join").
+// role "runner" is for the assigned runner only (403 otherwise) and moves an
+// assigned claim to running (dotlab.EventJoinRunner); "collaborator" is for
+// an agent holding no other role on the claim, and becomes its role. Joining
+// again with the same role returns the membership unchanged.
 func (db *DB) JoinLab(ctx context.Context, agentID, claimID, role string) (*dotlab.LabMember, error) {
 	if role != dotlab.RoleRunner && role != dotlab.RoleCollaborator {
 		return nil, dotlab.Errorf(dotlab.EINVALID, "$.role: must be \"runner\" (assigned runner only) or \"collaborator\"")
@@ -29,67 +29,78 @@ func (db *DB) JoinLab(ctx context.Context, agentID, claimID, role string) (*dotl
 	if err != nil {
 		return nil, err
 	}
-	now := db.now()
 	held, err := db.roleOf(ctx, db.r, claimID, agentID)
 	if err != nil {
 		return nil, err
 	}
-	member := func() (*dotlab.LabMember, error) {
-		var at int64
-		var r string
-		if err := db.r.QueryRowContext(ctx, `SELECT role, joined_at FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, claimID, agentID).Scan(&r, &at); err != nil {
-			return nil, err
-		}
-		return &dotlab.LabMember{AgentID: agentID, Name: a.Name, Role: r, JoinedAt: fromMS(at)}, nil
-	}
-	switch role {
-	case dotlab.RoleRunner:
-		if held != dotlab.RoleRunner || c.RunnerID != agentID {
-			return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "only the assigned runner of %s joins as runner; join as collaborator instead", claimID)
-		}
-		err = db.tx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, 'runner', $3)
-				ON CONFLICT (claim_id, agent_id) DO NOTHING`, claimID, agentID, ms(now)); err != nil {
-				return err
-			}
-			res, err := tx.ExecContext(ctx, `UPDATE claims SET state = 'running', updated_at = $1 WHERE id = $2 AND state = 'assigned' AND runner_id = $3`,
-				ms(now), claimID, agentID)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 1 {
-				return addEvent(ctx, tx, claimID, dotlab.StateRunning, now, "runner "+agentID+" opened the lab room")
-			}
-			return nil
-		})
-	case dotlab.RoleCollaborator:
-		switch held {
-		case dotlab.RoleCollaborator:
-			return member()
-		case "":
-		default:
-			return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim", held, claimID)
-		}
-		if c.RunnerID == agentID {
-			return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "%s is offered to you: accept it and join as runner, or decline it first", claimID)
-		}
-		err = db.tx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'collaborator', $3)`,
-				claimID, agentID, ms(now)); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, 'collaborator', $3)`,
-				claimID, agentID, ms(now))
-			return err
-		})
-		if isUniqueViolation(err) {
-			return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold a role on %s", claimID)
-		}
+	switch {
+	case role == dotlab.RoleRunner:
+		err = db.joinAsRunner(ctx, c, agentID, held)
+	case held != dotlab.RoleCollaborator:
+		err = db.joinAsCollaborator(ctx, c, agentID, held)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return member()
+	var at int64
+	var r string
+	if err := db.r.QueryRowContext(ctx, `SELECT role, joined_at FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, claimID, agentID).Scan(&r, &at); err != nil {
+		return nil, err
+	}
+	return &dotlab.LabMember{AgentID: agentID, Name: a.Name, Role: r, JoinedAt: fromMS(at)}, nil
+}
+
+// joinAsRunner adds the claim's runner to its room and, when the claim is
+// assigned, moves it to running.
+func (db *DB) joinAsRunner(ctx context.Context, c *dotlab.Claim, agentID, held string) error {
+	if held != dotlab.RoleRunner || c.RunnerID != agentID {
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "only the assigned runner of %s joins as runner; join as collaborator instead", c.ID)
+	}
+	t, err := transition(dotlab.StateAssigned, dotlab.EventJoinRunner) // from any later state it moves nothing
+	if err != nil {
+		return err
+	}
+	now := db.now()
+	return db.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, 'runner', $3)
+			ON CONFLICT (claim_id, agent_id) DO NOTHING`, c.ID, agentID, ms(now)); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = $4, updated_at = $1 WHERE id = $2 AND state = $5 AND runner_id = $3`,
+			ms(now), c.ID, agentID, t.To, t.From)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return addHistory(ctx, tx, c.ID, t, now, "runner "+agentID+" opened the lab room")
+		}
+		return nil
+	})
+}
+
+// joinAsCollaborator gives an agent holding no role on the claim the
+// collaborator role and room membership.
+func (db *DB) joinAsCollaborator(ctx context.Context, c *dotlab.Claim, agentID, held string) error {
+	if held != "" {
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim", held, c.ID)
+	}
+	if c.RunnerID == agentID {
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "%s is offered to you: accept it and join as runner, or decline it first", c.ID)
+	}
+	now := db.now()
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'collaborator', $3)`,
+			c.ID, agentID, ms(now)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, 'collaborator', $3)`,
+			c.ID, agentID, ms(now))
+		return err
+	})
+	if isUniqueViolation(err) {
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold a role on %s", c.ID)
+	}
+	return err
 }
 
 // LabMembers lists a room's members in joining order.

@@ -13,12 +13,13 @@ import (
 
 var _ dotlab.RunService = (*DB)(nil)
 
-// PublishRun records the official run of a claim (DESIGN.md "Lifecycle",
-// POST /runs). Only the assigned runner may publish, before its publish
-// deadline; the body must pass dotlab.EvaluateRun against the manifest.
-// reproduced and not_reproduced open the challenge window; spec_issue and
-// input_mismatch settle at once with that outcome. raw is the body exactly as
-// submitted (stored byte for byte); when nil the body is re-encoded.
+// PublishRun records the official run of a claim (docs/protocol.md §6,
+// dotlab.PublishEvent). Only the assigned runner may publish, before its
+// publish deadline; the body must pass dotlab.EvaluateRun against the
+// manifest. reproduced and not_reproduced open the challenge window;
+// spec_issue and input_mismatch settle at once with that outcome. raw is the
+// body exactly as submitted (stored byte for byte); when nil the body is
+// re-encoded.
 //
 // Errors: EINVALID (no job_id), ENOTFOUND (unknown claim), ENOTOFFERED (not
 // the assigned runner), ECONFLICT (already published), EWINDOWCLOSED
@@ -32,7 +33,7 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 		return nil, err
 	}
 	now := db.now()
-	if err := publishable(c, agentID, now); err != nil {
+	if err := publishable(c, agentID, body.Outcome, now); err != nil {
 		return nil, err
 	}
 	comps, err := dotlab.EvaluateRun(c.Manifest, body)
@@ -49,44 +50,7 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 		return nil, fmt.Errorf("encode comparisons: %w", err)
 	}
 	runID := newID("run_")
-	applied := false
-	err = db.tx(ctx, func(tx *sql.Tx) error {
-		var res sql.Result
-		var err error
-		if body.Outcome.Compared() {
-			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'challenge_window', run_id = $1, challenge_deadline = $2,
-				publish_deadline = NULL, updated_at = $3
-				WHERE id = $4 AND runner_id = $5 AND state IN ('assigned', 'running') AND publish_deadline > $3`,
-				runID, ms(now.Add(db.windows.Challenge)), ms(now), c.ID, agentID)
-		} else {
-			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = 'settled', run_id = $1, outcome = $2, settled_at = $3,
-				publish_deadline = NULL, updated_at = $3
-				WHERE id = $4 AND runner_id = $5 AND state IN ('assigned', 'running') AND publish_deadline > $3`,
-				runID, body.Outcome, ms(now), c.ID, agentID)
-		}
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return nil
-		}
-		applied = true
-		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, runID, c.ID, agentID, body.Outcome, string(raw), string(compJSON), ms(now)); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'published', closed_at = $1
-			WHERE claim_id = $2 AND agent_id = $3 AND state = 'accepted'`, ms(now), c.ID, agentID); err != nil {
-			return err
-		}
-		if err := addEvent(ctx, tx, c.ID, dotlab.StatePublished, now, "run "+runID+" published: "+string(body.Outcome)); err != nil {
-			return err
-		}
-		if body.Outcome.Compared() {
-			return addEvent(ctx, tx, c.ID, dotlab.StateChallengeWindow, now, "challenge window open")
-		}
-		return addEvent(ctx, tx, c.ID, dotlab.StateSettled, now, "settled at once: "+string(body.Outcome))
-	})
+	applied, err := db.publish(ctx, c, agentID, runID, body.Outcome, raw, compJSON, now)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +60,7 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 		if err != nil {
 			return nil, err
 		}
-		if err := publishable(c, agentID, db.now()); err != nil {
+		if err := publishable(c, agentID, body.Outcome, db.now()); err != nil {
 			return nil, err
 		}
 		return nil, dotlab.Errorf(dotlab.ECONFLICT, "the claim changed while publishing: fetch it and retry")
@@ -104,12 +68,61 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 	return db.findRun(ctx, db.r, runID)
 }
 
-func publishable(c *dotlab.Claim, agentID string, now time.Time) error {
-	if c.RunnerID != agentID || c.State == dotlab.StateFunded {
+// publish moves the claim out of assigned or running and stores the run, in
+// one transaction; applied is false when the claim moved meanwhile.
+func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID string, outcome dotlab.Outcome, raw, comps []byte, now time.Time) (bool, error) {
+	ev := dotlab.PublishEvent(outcome)
+	t, err := transition(c.State, ev) // both sources lead to the same state
+	if err != nil {
+		return false, err
+	}
+	applied := false
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		var res sql.Result
+		var err error
+		if ev == dotlab.EventPublish {
+			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = $6, run_id = $1, challenge_deadline = $2,
+				publish_deadline = NULL, updated_at = $3
+				WHERE id = $4 AND runner_id = $5 AND state IN (`+sources(ev)+`) AND publish_deadline > $3`,
+				runID, ms(now.Add(db.windows.Challenge)), ms(now), c.ID, agentID, t.To)
+		} else {
+			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = $6, run_id = $1, outcome = $2, settled_at = $3,
+				publish_deadline = NULL, updated_at = $3
+				WHERE id = $4 AND runner_id = $5 AND state IN (`+sources(ev)+`) AND publish_deadline > $3`,
+				runID, outcome, ms(now), c.ID, agentID, t.To)
+		}
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		applied = true
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, runID, c.ID, agentID, outcome, string(raw), string(comps), ms(now)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1
+			WHERE claim_id = $2 AND agent_id = $3 AND state = $5`, ms(now), c.ID, agentID, t.JobTo, t.JobFrom); err != nil {
+			return err
+		}
+		then := "challenge window open"
+		if ev == dotlab.EventPublishFinal {
+			then = "settled at once: " + string(outcome)
+		}
+		return addHistory(ctx, tx, c.ID, t, now, "run "+runID+" published: "+string(outcome), then)
+	})
+	return applied, err
+}
+
+// publishable checks that agentID is the claim's runner, that the claim's
+// state allows publishing (dotlab.Claim.Next) and that the deadline holds.
+func publishable(c *dotlab.Claim, agentID string, outcome dotlab.Outcome, now time.Time) error {
+	if c.RunnerID != agentID {
 		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run", c.ID)
 	}
-	if c.State != dotlab.StateAssigned && c.State != dotlab.StateRunning {
-		return dotlab.Errorf(dotlab.ECONFLICT, "the run of %s is already published (state %s)", c.ID, c.State)
+	if _, err := c.Next(dotlab.PublishEvent(outcome)); err != nil {
+		return err
 	}
 	if c.PublishDeadline != nil && !c.PublishDeadline.After(now) {
 		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s", c.ID, c.PublishDeadline.Format(time.RFC3339))

@@ -3,22 +3,20 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"strconv"
 	"time"
 
 	"github.com/dotlab/dotlab"
 )
 
-func itoa(n int) string { return strconv.Itoa(n) }
-
 // settleBatch bounds how many due items one sweep step takes.
 const settleBatch = 200
 
-// Settle does what is due at the store's current time (DESIGN.md
-// "Lifecycle"): ignored offers expire (the claim returns to the pool),
-// missed publish deadlines become abandoned jobs (the claim returns to the
-// pool; the runner's standing falls), and claims whose challenge window
-// closed without disagreement settle with the run's outcome.
+// Settle does what is due at the store's current time (docs/mechanism.md §5
+// "Settlement clock"): ignored offers expire (dotlab.EventExpire: the claim
+// returns to the pool), missed publish deadlines become abandoned jobs
+// (dotlab.EventAbandon: the claim returns to the pool; the runner's standing
+// falls), and claims whose challenge window closed without disagreement
+// settle with the run's outcome (dotlab.EventWindowClose).
 //
 // Every change is a conditional UPDATE in its own transaction, so Settle is
 // idempotent and safe when several server processes share one PostgreSQL
@@ -95,43 +93,52 @@ func (db *DB) dueRows(ctx context.Context, query string, now time.Time) ([]due, 
 }
 
 func (db *DB) expireOffers(ctx context.Context, now time.Time) ([]string, int, error) {
-	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE offer_expires_at <= $1 AND state = 'funded'
+	t, err := transition(dotlab.StateFunded, dotlab.EventExpire)
+	if err != nil {
+		return nil, 0, err
+	}
+	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE offer_expires_at <= $1 AND state IN (`+sources(t.Event)+`)
 		AND runner_id IS NOT NULL ORDER BY offer_expires_at LIMIT $2`, now)
 	if err != nil {
 		return nil, 0, err
 	}
 	return db.applyEach(ctx, ds, func(tx *sql.Tx, d due) (bool, error) {
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = NULL, offer_expires_at = NULL, draw_key = $1, updated_at = $2
-			WHERE id = $3 AND state = 'funded' AND runner_id = $4 AND offer_expires_at <= $2`, newDrawKey(), ms(now), d.claim, d.agent)
+			WHERE id = $3 AND state = $5 AND runner_id = $4 AND offer_expires_at <= $2`, newDrawKey(), ms(now), d.claim, d.agent, t.From)
 		if err != nil {
 			return false, err
 		}
 		if c, _ := res.RowsAffected(); c != 1 {
 			return false, nil
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = 'expired', closed_at = $1 WHERE claim_id = $2 AND agent_id = $3 AND state = 'offered'`,
-			ms(now), d.claim, d.agent)
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1 WHERE claim_id = $2 AND agent_id = $3 AND state = $5`,
+			ms(now), d.claim, d.agent, t.JobTo, t.JobFrom)
 		return true, err
 	})
 }
 
 func (db *DB) abandonJobs(ctx context.Context, now time.Time) ([]string, int, error) {
-	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE publish_deadline <= $1 AND state IN ('assigned', 'running')
+	// From assigned and from running the move is the same.
+	t, err := transition(dotlab.StateAssigned, dotlab.EventAbandon)
+	if err != nil {
+		return nil, 0, err
+	}
+	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE publish_deadline <= $1 AND state IN (`+sources(t.Event)+`)
 		ORDER BY publish_deadline LIMIT $2`, now)
 	if err != nil {
 		return nil, 0, err
 	}
 	return db.applyEach(ctx, ds, func(tx *sql.Tx, d due) (bool, error) {
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = 'funded', runner_id = NULL, publish_deadline = NULL, draw_key = $1, updated_at = $2
-			WHERE id = $3 AND state IN ('assigned', 'running') AND runner_id = $4 AND publish_deadline <= $2`, newDrawKey(), ms(now), d.claim, d.agent)
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = $5, runner_id = NULL, publish_deadline = NULL, draw_key = $1, updated_at = $2
+			WHERE id = $3 AND state IN (`+sources(t.Event)+`) AND runner_id = $4 AND publish_deadline <= $2`, newDrawKey(), ms(now), d.claim, d.agent, t.To)
 		if err != nil {
 			return false, err
 		}
 		if c, _ := res.RowsAffected(); c != 1 {
 			return false, nil
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'abandoned', closed_at = $1 WHERE claim_id = $2 AND agent_id = $3 AND state = 'accepted'`,
-			ms(now), d.claim, d.agent); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1 WHERE claim_id = $2 AND agent_id = $3 AND state = $5`,
+			ms(now), d.claim, d.agent, t.JobTo, t.JobFrom); err != nil {
 			return false, err
 		}
 		// Room membership ends with the job; its messages stay. The runner
@@ -140,26 +147,31 @@ func (db *DB) abandonJobs(ctx context.Context, now time.Time) ([]string, int, er
 		if _, err := tx.ExecContext(ctx, `DELETE FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, d.claim, d.agent); err != nil {
 			return false, err
 		}
-		return true, addEvent(ctx, tx, d.claim, dotlab.StateFunded, now, "job abandoned by "+d.agent+" (publish deadline missed): back in the pool")
+		return true, addHistory(ctx, tx, d.claim, t, now, "job abandoned by "+d.agent+" (publish deadline missed): back in the pool")
 	})
 }
 
 func (db *DB) settleWindows(ctx context.Context, now time.Time) ([]string, int, error) {
-	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE challenge_deadline <= $1 AND state = 'challenge_window'
+	t, err := transition(dotlab.StateChallengeWindow, dotlab.EventWindowClose)
+	if err != nil {
+		return nil, 0, err
+	}
+	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE challenge_deadline <= $1 AND state IN (`+sources(t.Event)+`)
 		ORDER BY challenge_deadline LIMIT $2`, now)
 	if err != nil {
 		return nil, 0, err
 	}
 	return db.applyEach(ctx, ds, func(tx *sql.Tx, d due) (bool, error) {
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = 'settled',
+		// The window closed without disagreement: the run's outcome.
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = $3,
 			outcome = (SELECT outcome FROM runs WHERE runs.claim_id = claims.id), settled_at = $1, updated_at = $1
-			WHERE id = $2 AND state = 'challenge_window' AND challenge_deadline <= $1`, ms(now), d.claim)
+			WHERE id = $2 AND state = $4 AND challenge_deadline <= $1`, ms(now), d.claim, t.To, t.From)
 		if err != nil {
 			return false, err
 		}
 		if c, _ := res.RowsAffected(); c != 1 {
 			return false, nil
 		}
-		return true, addEvent(ctx, tx, d.claim, dotlab.StateSettled, now, "challenge window closed without disagreement")
+		return true, addHistory(ctx, tx, d.claim, t, now, "challenge window closed without disagreement")
 	})
 }

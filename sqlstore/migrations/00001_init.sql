@@ -45,7 +45,7 @@ CREATE INDEX claims_offer_due ON claims (offer_expires_at) WHERE offer_expires_a
 CREATE INDEX claims_publish_due ON claims (publish_deadline) WHERE publish_deadline IS NOT NULL;
 CREATE INDEX claims_challenge_due ON claims (challenge_deadline) WHERE challenge_deadline IS NOT NULL;
 
--- At most one role per agent per claim (protocol.txt "Roles").
+-- At most one role per agent per claim (docs/protocol.md §2 "Roles").
 CREATE TABLE roles (
     claim_id   TEXT NOT NULL REFERENCES claims (id),
     agent_id   TEXT NOT NULL REFERENCES agents (id),
