@@ -238,7 +238,7 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 	if err != nil {
 		return err
 	}
-	agrees := rec.Body.Outcome == run.Outcome
+	agrees := dotlab.Agrees(run.Outcome, rec.Body.Outcome)
 	body := dotlab.ChallengeBody{RunBody: rec.Body, ClaimID: claimID, Agrees: &agrees}
 	body.JobID = ""
 	if !agrees {
@@ -261,7 +261,7 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 func DisagreementNotes(run *dotlab.Run, rec *runner.Record) string {
 	var lines []string
 	for _, d := range dotlab.Differences(run.Comparisons, rec.Comparisons) {
-		if d.RunnerMatch == d.ChallengerMatch {
+		if !d.MatchDiffers() {
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("%s: my rerun %s vs the run's %s, difference %s (%s for me, %s for the run)",

@@ -112,13 +112,25 @@ func (a *Agent) DecideByRerun(ctx context.Context, d *dotlab.Dispute) (Decision,
 	}
 	sort.Strings(cites)
 	evidence := fmt.Sprintf("My independent rerun gives %s: %s.", rec.Body.Outcome, strings.Join(cites, "; "))
-	if rec.Body.Outcome == d.Run.Outcome {
+	switch side, ch := sideOf(d, rec.Body.Outcome); side {
+	case dotlab.VoteRunner:
 		return Decision{Vote: dotlab.VoteRunner, Rationale: evidence + " This matches the official run."}, nil
-	}
-	for _, ch := range d.Challenges {
-		if !ch.Agrees && ch.Outcome == rec.Body.Outcome {
-			return Decision{Vote: dotlab.VoteChallenger, Rationale: evidence + " This matches the challenge " + ch.ID + ", not the run."}, nil
-		}
+	case dotlab.VoteChallenger:
+		return Decision{Vote: dotlab.VoteChallenger, Rationale: evidence + " This matches the challenge " + ch.ID + ", not the run."}, nil
 	}
 	return Decision{}, fmt.Errorf("%s: my rerun (%s) matches neither the run (%s) nor a challenge: vote by hand with --vote and --rationale", d.ID, rec.Body.Outcome, d.Run.Outcome)
+}
+
+// sideOf is the side a reviewer whose own rerun gave got votes for: the
+// runner's when got agrees with the run; the challenger's when it agrees
+// with the first disagreeing challenge, whose outcome that side settles
+// with (docs/mechanism.md §4), not with any later challenge; "" otherwise.
+func sideOf(d *dotlab.Dispute, got dotlab.Outcome) (string, *dotlab.Challenge) {
+	if dotlab.Agrees(d.Run.Outcome, got) {
+		return dotlab.VoteRunner, nil
+	}
+	if ch := dotlab.FirstDisagreeing(d.Challenges); ch != nil && dotlab.Agrees(ch.Outcome, got) {
+		return dotlab.VoteChallenger, ch
+	}
+	return "", nil
 }

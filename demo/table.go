@@ -45,19 +45,8 @@ func PrintTable(out io.Writer, base string, results []Result) error {
 func howSettled(r Result) string {
 	switch {
 	case r.Disputed:
-		runner, challenger := 0, 0
-		for _, v := range r.Votes {
-			if v.Vote == dotlab.VoteRunner {
-				runner++
-			} else {
-				challenger++
-			}
-		}
-		side := "runner"
-		if challenger > runner {
-			side = "challenger"
-		}
-		return fmt.Sprintf("dispute: %d-%d for the %s", max(runner, challenger), min(runner, challenger), side)
+		t := dotlab.CountVotes(r.Votes)
+		return fmt.Sprintf("dispute: %d-%d for the %s", max(t.Runner, t.Challenger), min(t.Runner, t.Challenger), t.Majority())
 	case r.Run != nil && r.Run.Outcome.Compared():
 		return fmt.Sprintf("window closed, %d agreeing challenge(s)", len(r.Challs))
 	}

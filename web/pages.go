@@ -104,13 +104,10 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
-		for _, ch := range chs {
-			if !ch.Agrees {
-				if dispute, err = h.store.FindDispute(ctx, c.ID); err != nil {
-					h.fail(w, r, err)
-					return
-				}
-				break
+		if dotlab.FirstDisagreeing(chs) != nil {
+			if dispute, err = h.store.FindDispute(ctx, c.ID); err != nil {
+				h.fail(w, r, err)
+				return
 			}
 		}
 	}
