@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
@@ -46,7 +45,7 @@ type Agent struct {
 	// Logf reports progress to the operator (may be nil).
 	Logf func(format string, args ...any)
 	// Clock names work directories.
-	Clock func() time.Time
+	Clock dotlab.Clock
 	// BeforePublish, when set, is called by RunOnce with the manifest and the
 	// rerun's record after the rerun and the room's finding, just before the
 	// logs are uploaded and the run published; it may alter rec, and what it
@@ -71,9 +70,9 @@ func (a *Agent) workDir(kind, claimID string) string {
 	}
 	clock := a.Clock
 	if clock == nil {
-		clock = time.Now
+		clock = dotlab.SystemClock{}
 	}
-	return filepath.Join(a.WorkDir, fmt.Sprintf("%s-%s-%s", kind, claimID, clock().UTC().Format("20060102T150405.000Z")))
+	return filepath.Join(a.WorkDir, fmt.Sprintf("%s-%s-%s", kind, claimID, clock.Now().UTC().Format("20060102T150405.000Z")))
 }
 
 // fetchManifest reads a claim's manifest as submitted and validates it.

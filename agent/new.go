@@ -1,8 +1,8 @@
 package agent
 
 import (
+	"github.com/dotlab/dotlab"
 	"path/filepath"
-	"time"
 
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/runner"
@@ -21,14 +21,14 @@ type Config struct {
 	AllowPrivate bool
 	Capabilities []string                         // see Agent.Capabilities
 	Logf         func(format string, args ...any) // may be nil
-	Clock        func() time.Time                 // default time.Now
+	Clock        dotlab.Clock                     // default dotlab.SystemClock
 }
 
 // New returns an agent working through c with a runner.Runner as its
 // engine.
 func New(c *client.Client, cfg Config) (*Agent, error) {
 	if cfg.Clock == nil {
-		cfg.Clock = time.Now
+		cfg.Clock = dotlab.SystemClock{}
 	}
 	eng, err := runner.New(cfg.CacheDir, sandbox.Runtime{Name: cfg.Runtime}, runner.Policy{AllowPrivate: cfg.AllowPrivate}, cfg.Clock)
 	if err != nil {

@@ -202,7 +202,7 @@ func BenchmarkRerunTrivial(b *testing.B) {
 	}
 	data, _ := os.ReadFile(dataPath)
 	m.Datasets[0].SHA256 = sha256Hex(data)
-	run, err := runner.New(s.cache, sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}, runner.LocalPolicy("/"), time.Now)
+	run, err := runner.New(s.cache, sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}, runner.LocalPolicy("/"), dotlab.SystemClock{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func (s *session) newAgent(ctx context.Context, name string) (*agent.Agent, erro
 		return nil, err
 	}
 	return agent.New(c, agent.Config{CacheDir: filepath.Join(s.varDir, "cache"), WorkDir: filepath.Join(s.varDir, "runs", name), Runtime: "runc",
-		AllowPrivate: true, Capabilities: []string{"python"}, Clock: s.o.Clock.Now,
+		AllowPrivate: true, Capabilities: []string{"python"}, Clock: s.o.Clock,
 		Logf: func(format string, args ...any) { s.logf("%-14s %s", name, fmt.Sprintf(format, args...)) }})
 }
 

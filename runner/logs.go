@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"github.com/dotlab/dotlab"
 	"io"
 	"sync"
 	"time"
@@ -23,13 +24,13 @@ type LogEntry struct {
 type Log struct {
 	mu    sync.Mutex
 	w     io.Writer
-	clock func() time.Time
+	clock dotlab.Clock
 	echo  func(LogEntry)
 	err   error
 }
 
 // NewLog returns a Log writing JSON lines to w.
-func NewLog(w io.Writer, clock func() time.Time, echo func(LogEntry)) *Log {
+func NewLog(w io.Writer, clock dotlab.Clock, echo func(LogEntry)) *Log {
 	return &Log{w: w, clock: clock, echo: echo}
 }
 
@@ -37,7 +38,7 @@ func (l *Log) add(level, step, msg string, data map[string]any) {
 	if data == nil {
 		data = map[string]any{}
 	}
-	e := LogEntry{T: l.clock().UTC().Format(time.RFC3339Nano), Level: level, Step: step, Msg: msg, Data: data}
+	e := LogEntry{T: l.clock.Now().UTC().Format(time.RFC3339Nano), Level: level, Step: step, Msg: msg, Data: data}
 	line, err := json.Marshal(e)
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -36,7 +36,7 @@ type Runner struct {
 	Runtime sandbox.Runtime
 	Policy  Policy
 	// Clock stamps log lines and measures steps.
-	Clock func() time.Time
+	Clock dotlab.Clock
 	// Progress, when set, sees long steps (downloads, unpacking): what, bytes
 	// done, bytes total (-1 when unknown).
 	Progress func(what string, done, total int64)
@@ -50,7 +50,7 @@ type Runner struct {
 }
 
 // New returns a Runner keeping images and downloads under cacheDir.
-func New(cacheDir string, rt sandbox.Runtime, p Policy, clock func() time.Time) (*Runner, error) {
+func New(cacheDir string, rt sandbox.Runtime, p Policy, clock dotlab.Clock) (*Runner, error) {
 	// Bundles mount paths under the cache; the runtime resolves them from
 	// the bundle directory, so they must be absolute.
 	cacheDir, err := filepath.Abs(cacheDir)
@@ -191,7 +191,7 @@ func (r *Runner) runtimeName() string {
 	return r.Runtime.Name
 }
 
-func (r *Runner) since(t time.Time) float64 { return r.Clock().Sub(t).Seconds() }
+func (r *Runner) since(t time.Time) float64 { return r.Clock.Now().Sub(t).Seconds() }
 
 func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir string, rec *Record) error {
 	if err := r.Runtime.Check(); err != nil {
@@ -344,7 +344,7 @@ func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Man
 	var mismatches []string
 	for i, d := range m.Datasets {
 		what := fmt.Sprintf("datasets[%d] (%s)", i, d.Name)
-		start := r.Clock()
+		start := r.Clock.Now()
 		got, err := f.fetch(ctx, what, d.URL, d.SHA256)
 		if err != nil {
 			if unfetchable(err) {
@@ -369,7 +369,7 @@ func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Man
 
 // environment resolves the image strictly by digest and unpacks it.
 func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) (*imagestore.Image, string, error) {
-	start := r.Clock()
+	start := r.Clock.Now()
 	// The registry host is held to the URL rules before any request (the
 	// dialer checks the resolved address again on every connection).
 	if err := r.Policy.CheckImage("environment.image", m.Environment.Image); err != nil {
@@ -391,7 +391,7 @@ func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) 
 	}
 	log.Info("environment", "image resolved by digest", map[string]any{"image": m.Environment.Image, "digest": img.Digest.String(),
 		"manifest_digest": img.ManifestDigest.String(), "pulled": pulled, "seconds": r.since(start), "dependencies": m.Environment.Dependencies})
-	start = r.Clock()
+	start = r.Clock.Now()
 	var progress imagestore.Progress
 	if r.Progress != nil {
 		progress = func(done, total int64) { r.Progress("unpack "+img.Digest.String()[:19], done, total) }
@@ -412,7 +412,7 @@ func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) 
 
 // code checks out the pinned commit or fetches and verifies the archive.
 func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manifest, codeDir, scratch string) error {
-	start := r.Clock()
+	start := r.Clock.Now()
 	if a := m.Code.Archive; a != nil {
 		got, err := f.fetch(ctx, "code.archive", a.URL, a.SHA256)
 		if err != nil {

@@ -37,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	testfix.Need(t, true, "runc", "busybox")
-	r, err := runner.New(t.TempDir(), sandbox.Runtime{StateDir: filepath.Join(t.TempDir(), "state"), BundleDir: t.TempDir()}, runner.LocalPolicy("/"), time.Now)
+	r, err := runner.New(t.TempDir(), sandbox.Runtime{StateDir: filepath.Join(t.TempDir(), "state"), BundleDir: t.TempDir()}, runner.LocalPolicy("/"), dotlab.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func (f *fixture) fileURL() string {
 // fresh is a runner sharing the fixture's image store with an empty download cache.
 func (f *fixture) fresh(t *testing.T, p runner.Policy) *runner.Runner {
 	t.Helper()
-	r, err := runner.New(t.TempDir(), f.r.Runtime, p, time.Now)
+	r, err := runner.New(t.TempDir(), f.r.Runtime, p, dotlab.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
 	}

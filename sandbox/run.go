@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dotlab/dotlab"
 	"io"
 	"os"
 	"os/exec"
@@ -34,7 +35,7 @@ type Runtime struct {
 	// BundleDir is where per-run bundles are made; empty means os.TempDir().
 	BundleDir string
 	// Clock measures Result.Duration; nil means the wall clock.
-	Clock func() time.Time
+	Clock dotlab.Clock
 
 	// checked is the last CheckVersion result for this value's binary.
 	checked *checkedVersion
@@ -42,7 +43,7 @@ type Runtime struct {
 
 func (r Runtime) now() time.Time {
 	if r.Clock != nil {
-		return r.Clock()
+		return r.Clock.Now()
 	}
 	return time.Now()
 }

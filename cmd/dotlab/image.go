@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/dotlab/dotlab"
 	"os"
 	"path/filepath"
 	"time"
@@ -106,7 +107,7 @@ func newImagePullCmd(cacheDir *string) *cobra.Command {
 			p := runner.Policy{AllowPrivate: allowPrivate}
 			opts := imagestore.PullOptions{Transport: p.Transport(), AllowHTTP: allowPrivate}
 			if cli.IsTerminal(cmd.ErrOrStderr()) {
-				pl := cli.NewProgress(cmd.ErrOrStderr(), time.Now)
+				pl := cli.NewProgress(cmd.ErrOrStderr(), dotlab.SystemClock{})
 				opts.Progress = func(done, total int64) { pl.Update("pull", done, total) }
 				defer fmt.Fprintln(cmd.ErrOrStderr())
 			}

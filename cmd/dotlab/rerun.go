@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/cli"
@@ -58,9 +57,9 @@ cgroups).`,
 			if err := checkRuntime(runtimeName); err != nil {
 				return err
 			}
-			clock := time.Now
+			clock := dotlab.SystemClock{}
 			if outDir == "" {
-				outDir = "rerun-" + clock().UTC().Format("20060102T150405Z")
+				outDir = "rerun-" + clock.Now().Format("20060102T150405Z")
 			}
 			r, err := runner.New(cacheDir, sandbox.Runtime{Name: runtimeName}, policy, clock)
 			if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/dotlab/dotlab"
 	"io"
 	"os"
 	"strings"
@@ -27,21 +28,21 @@ func IsTerminal(w io.Writer) bool {
 type Progress struct {
 	mu    sync.Mutex
 	w     io.Writer
-	clock func() time.Time
+	clock dotlab.Clock
 	last  time.Time
 	start map[string]time.Time
 	dirty bool
 }
 
 // NewProgress shows progress on w, timing rates with clock.
-func NewProgress(w io.Writer, clock func() time.Time) *Progress { return &Progress{w: w, clock: clock} }
+func NewProgress(w io.Writer, clock dotlab.Clock) *Progress { return &Progress{w: w, clock: clock} }
 
 // Update shows done of total bytes of step what (total 0: unknown), at most
 // every 100 ms and always at the end.
 func (p *Progress) Update(what string, done, total int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.clock()
+	now := p.clock.Now()
 	if p.start == nil {
 		p.start = map[string]time.Time{}
 	}
