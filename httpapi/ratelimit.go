@@ -22,12 +22,13 @@ type RateLimit struct {
 	Burst     int
 }
 
-// DefaultAgentLimit applies per API key; DefaultAnonymousLimit per client
-// address for calls without a key.
-var (
-	DefaultAgentLimit     = RateLimit{PerSecond: 20, Burst: 60}
-	DefaultAnonymousLimit = RateLimit{PerSecond: 30, Burst: 120}
-)
+// DefaultAgentLimit applies per API key: 20 requests/s, bursts of 60
+// (docs/threat-model.md "Spam and denial of service").
+func DefaultAgentLimit() RateLimit { return RateLimit{PerSecond: 20, Burst: 60} }
+
+// DefaultAnonymousLimit applies per client address for calls without a
+// key: 30 requests/s, bursts of 120.
+func DefaultAnonymousLimit() RateLimit { return RateLimit{PerSecond: 30, Burst: 120} }
 
 // limiter keeps one token bucket per key (a hash of the API key, or the
 // client address), forgetting buckets idle for 10 minutes. A key gets its

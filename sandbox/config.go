@@ -11,6 +11,7 @@ package sandbox
 
 import (
 	"fmt"
+	"github.com/dotlab/dotlab"
 	"path"
 	"strconv"
 
@@ -79,25 +80,33 @@ type Limits struct {
 // three, docs/sandbox.md "Every limit at a glance" for the rest).
 func (l Limits) WithDefaults() Limits {
 	if l.TimeoutSeconds <= 0 {
-		l.TimeoutSeconds = 600
+		l.TimeoutSeconds = dotlab.DefaultTimeoutSeconds
 	}
 	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = 1 << 30
+		l.MemoryBytes = dotlab.DefaultMemoryMB << 20
 	}
 	if l.CPUs <= 0 {
-		l.CPUs = 1
+		l.CPUs = dotlab.DefaultCPUs
 	}
 	if l.Pids <= 0 {
-		l.Pids = 512
+		l.Pids = DefaultPids
 	}
 	if l.OutputBytes <= 0 {
-		l.OutputBytes = 1 << 30
+		l.OutputBytes = DefaultOutputBytes
 	}
 	if l.OutputFiles <= 0 {
-		l.OutputFiles = 100000
+		l.OutputFiles = DefaultOutputFiles
 	}
 	return l
 }
+
+// The sandbox's own defaults; timeout, memory and CPUs default to the
+// manifest's (dotlab.DefaultTimeoutSeconds, DefaultMemoryMB, DefaultCPUs).
+const (
+	DefaultPids        = 512     // processes and threads
+	DefaultOutputBytes = 1 << 30 // bytes of /work/out, apparent sizes
+	DefaultOutputFiles = 100_000 // entries of /work/out
+)
 
 // Env is the complete environment of the analysis: the image's variables,
 // then HOME=/tmp, DOTLAB_DATA_DIR, DOTLAB_OUT_DIR and DOTLAB_SEED (when set),

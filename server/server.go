@@ -50,7 +50,7 @@ type Config struct {
 // limits. Addr, DB and Logger are left to the caller.
 func DefaultConfig() Config {
 	return Config{Windows: dotlab.DefaultWindows, SettleEvery: time.Second,
-		AgentLimit: httpapi.DefaultAgentLimit, AnonymousLimit: httpapi.DefaultAnonymousLimit}
+		AgentLimit: httpapi.DefaultAgentLimit(), AnonymousLimit: httpapi.DefaultAnonymousLimit()}
 }
 
 // Run serves until ctx is cancelled, then shuts down gracefully: the
