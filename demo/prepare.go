@@ -25,6 +25,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/runner"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
@@ -89,7 +90,7 @@ func BuildImage(examplesDir, varDir, self string, logf func(string, ...any)) (re
 	if !strings.Contains(ref, "@sha256:") {
 		return "", "", fmt.Errorf("%s: unexpected output %q", script, out)
 	}
-	store, err := imagestore.Open(filepath.Join(varDir, "cache", "images"))
+	store, err := runner.OpenImageStore(filepath.Join(varDir, "cache"))
 	if err != nil {
 		return "", "", err
 	}

@@ -49,6 +49,21 @@ type Runner struct {
 	OutputBytes int64
 }
 
+// The layout of a runner's cache directory (docs/sandbox.md "The
+// workflow"): images (OCI store and unpacked rootfs), blobs (verified
+// downloads by sha256) and work (per-run scratch copies).
+const (
+	cacheImages = "images"
+	cacheBlobs  = "blobs"
+	cacheWork   = "work"
+)
+
+// OpenImageStore opens the image store of the cache directory cacheDir,
+// the one `dotlab image` commands and every rerun use.
+func OpenImageStore(cacheDir string) (*imagestore.Store, error) {
+	return imagestore.Open(filepath.Join(cacheDir, cacheImages))
+}
+
 // New returns a Runner keeping images and downloads under cacheDir.
 func New(cacheDir string, rt sandbox.Runtime, p Policy, clock dotlab.Clock) (*Runner, error) {
 	// Bundles mount paths under the cache; the runtime resolves them from
@@ -62,18 +77,18 @@ func New(cacheDir string, rt sandbox.Runtime, p Policy, clock dotlab.Clock) (*Ru
 			return nil, fmt.Errorf("--allow-local %s: not a directory: name the directory your manifest's local files are in", p.LocalRoot)
 		}
 	}
-	store, err := imagestore.Open(filepath.Join(cacheDir, "images"))
+	store, err := OpenImageStore(cacheDir)
 	if err != nil {
 		return nil, err
 	}
-	cache, err := OpenCache(filepath.Join(cacheDir, "blobs"))
+	cache, err := OpenCache(filepath.Join(cacheDir, cacheBlobs))
 	if err != nil {
 		return nil, err
 	}
 	if rt.Clock == nil {
 		rt.Clock = clock
 	}
-	return &Runner{Store: store, Cache: cache, Runtime: rt, Policy: p, Clock: clock, ScratchDir: filepath.Join(cacheDir, "work")}, nil
+	return &Runner{Store: store, Cache: cache, Runtime: rt, Policy: p, Clock: clock, ScratchDir: filepath.Join(cacheDir, cacheWork)}, nil
 }
 
 // Record is the result of one rerun: the run body (run.json, the POST /runs

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"github.com/dotlab/dotlab"
 	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/cli"
@@ -30,7 +28,7 @@ dotlab rerun resolves environment.image there first, by digest only.`,
 // withStore is a RunE that opens the image store under *cacheDir for run.
 func withStore(cacheDir *string, run func(*cobra.Command, []string, *imagestore.Store) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		s, err := imagestore.Open(filepath.Join(*cacheDir, "images"))
+		s, err := runner.OpenImageStore(*cacheDir)
 		if err != nil {
 			return err
 		}
