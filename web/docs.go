@@ -124,25 +124,25 @@ func rewriteDocLink(dest string) string {
 	return dest
 }
 
-func (h *Handler) docIndex(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) docIndex(w http.ResponseWriter, r *http.Request) error {
 	h.render(w, r, "docs", http.StatusOK, page{Title: "Documentation", Data: h.docs.list})
+	return nil
 }
 
-func (h *Handler) doc(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) doc(w http.ResponseWriter, r *http.Request) error {
 	d, ok := h.docs.byName[r.PathValue("name")]
 	if !ok {
-		h.fail(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "no document %q: see /docs for the list", r.PathValue("name")))
-		return
+		return dotlab.Errorf(dotlab.ENOTFOUND, "no document %q: see /docs for the list", r.PathValue("name"))
 	}
 	h.render(w, r, "doc", http.StatusOK, page{Title: d.Title, Data: d})
+	return nil
 }
 
 // specFile serves the published JSON Schemas and the OpenAPI description.
-func (h *Handler) specFile(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) specFile(w http.ResponseWriter, r *http.Request) error {
 	b, ok := spec.Files()[r.PathValue("name")]
 	if !ok {
-		h.fail(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "no spec file %q: try manifest.schema.json, lab-message.schema.json or openapi.yaml", r.PathValue("name")))
-		return
+		return dotlab.Errorf(dotlab.ENOTFOUND, "no spec file %q: try manifest.schema.json, lab-message.schema.json or openapi.yaml", r.PathValue("name"))
 	}
 	ct := "application/schema+json"
 	if strings.HasSuffix(r.PathValue("name"), ".yaml") {
@@ -151,4 +151,5 @@ func (h *Handler) specFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	_, _ = w.Write(b)
+	return nil
 }

@@ -2,40 +2,62 @@ package web
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
 )
 
+// Each page handler fills one view struct, the Data of its template (field
+// names are the ones the template uses), or returns an error for the error
+// page (Handler.handle).
+
+// homeView is the front page's data.
+type homeView struct {
+	Summary *dotlab.Summary
+	Counts  []stateCount
+	Docs    []*doc
+	Windows dotlab.Windows
+}
+
+// stateCount is how many claims are in one state.
+type stateCount struct {
+	State dotlab.ClaimState
+	N     int
+}
+
 // home: what DotLab is, claims by state, the latest settled claims, docs.
-func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) home(w http.ResponseWriter, r *http.Request) error {
 	sum, err := h.store.ClaimSummary(r.Context(), 10)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	type count struct {
-		State dotlab.ClaimState
-		N     int
-	}
-	counts := make([]count, 0, len(dotlab.ClaimStates))
+	counts := make([]stateCount, 0, len(dotlab.ClaimStates))
 	for _, s := range dotlab.ClaimStates {
-		counts = append(counts, count{s, sum.ClaimsByState[s]})
+		counts = append(counts, stateCount{s, sum.ClaimsByState[s]})
 	}
-	h.render(w, r, "home", http.StatusOK, page{Title: "DotLab", JSON: "/api/v1/summary", Data: map[string]any{
-		"Summary": sum, "Counts": counts, "Docs": h.docs.list, "Windows": h.windows,
+	h.render(w, r, "home", http.StatusOK, page{Title: "DotLab", JSON: "/api/v1/summary", Data: homeView{
+		Summary: sum, Counts: counts, Docs: h.docs.list, Windows: h.windows,
 	}})
+	return nil
 }
 
 const claimsPage = 50
 
+// claimsView is the claim list's data: one page of claims, the state
+// filter and the paging ids.
+type claimsView struct {
+	Claims []*dotlab.Claim
+	State  string
+	Next   string // the last claim shown, when there are more
+	After  string
+	States []dotlab.ClaimState
+}
+
 // claims lists claims by id, 50 a page, optionally one state only.
-func (h *Handler) claims(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) claims(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := dotlab.ClaimFilter{State: dotlab.ClaimState(q.Get("state")), After: q.Get("after"), Limit: claimsPage + 1}
 	var p dotlab.Problems
@@ -46,13 +68,11 @@ func (h *Handler) claims(w http.ResponseWriter, r *http.Request) {
 		p.Add("after", "%q must be a claim id such as DL-0001", f.After)
 	}
 	if err := p.Err(); err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	cs, err := h.store.FindClaims(r.Context(), f)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	next := ""
 	if len(cs) > claimsPage {
@@ -60,9 +80,23 @@ func (h *Handler) claims(w http.ResponseWriter, r *http.Request) {
 		next = cs[len(cs)-1].ID
 	}
 	api := "/api/v1/claims" + queryString("state", string(f.State), "after", f.After)
-	h.render(w, r, "claims", http.StatusOK, page{Title: "Claims", JSON: api, Data: map[string]any{
-		"Claims": cs, "State": string(f.State), "Next": next, "After": f.After, "States": dotlab.ClaimStates,
+	h.render(w, r, "claims", http.StatusOK, page{Title: "Claims", JSON: api, Data: claimsView{
+		Claims: cs, State: string(f.State), Next: next, After: f.After, States: dotlab.ClaimStates,
 	}})
+	return nil
+}
+
+// claimView is a claim's page: the claim and its manifest, its lifecycle,
+// the official run beside every challenge, and the dispute if there is one.
+type claimView struct {
+	Claim      *dotlab.Claim
+	M          *dotlab.Manifest
+	Steps      []step
+	Events     []dotlab.ClaimEvent
+	Run        *dotlab.Run // nil before the run is published
+	Challenges []*dotlab.Challenge
+	Rows       []targetRow
+	Dispute    *dotlab.Dispute // nil unless a challenge disagrees
 }
 
 // targetRow is one target of a claim compared across the official run and
@@ -80,39 +114,40 @@ type challengeCell struct {
 
 // claim: the claim, its manifest, lifecycle, and the official run beside
 // every challenge, target by target; votes with their rationales.
-func (h *Handler) claim(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	c, err := h.store.FindClaim(ctx, r.PathValue("id"))
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	events, err := h.store.ClaimEvents(ctx, c.ID, 0)
-	if err != nil {
-		h.fail(w, r, err)
-		return
+	v := claimView{Claim: c, M: c.Manifest}
+	if v.Events, err = h.store.ClaimEvents(ctx, c.ID, 0); err != nil {
+		return err
 	}
-	var run *dotlab.Run
-	var chs []*dotlab.Challenge
-	var dispute *dotlab.Dispute
 	if c.RunID != "" {
-		if run, err = h.store.FindRun(ctx, c.RunID); err != nil {
-			h.fail(w, r, err)
-			return
+		if v.Run, err = h.store.FindRun(ctx, c.RunID); err != nil {
+			return err
 		}
-		if chs, err = h.store.FindChallenges(ctx, c.ID); err != nil {
-			h.fail(w, r, err)
-			return
+		if v.Challenges, err = h.store.FindChallenges(ctx, c.ID); err != nil {
+			return err
 		}
-		if dotlab.FirstDisagreeing(chs) != nil {
-			if dispute, err = h.store.FindDispute(ctx, c.ID); err != nil {
-				h.fail(w, r, err)
-				return
+		if dotlab.FirstDisagreeing(v.Challenges) != nil {
+			if v.Dispute, err = h.store.FindDispute(ctx, c.ID); err != nil {
+				return err
 			}
 		}
 	}
-	rows := make([]targetRow, 0, len(c.Manifest.Targets))
-	for _, t := range c.Manifest.Targets {
+	v.Steps = lifecycle(c, v.Events)
+	v.Rows = targetRows(c.Manifest.Targets, v.Run, v.Challenges)
+	h.render(w, r, "claim", http.StatusOK, page{Title: c.ID + " " + c.Title, JSON: "/api/v1/claims/" + c.ID, Data: v})
+	return nil
+}
+
+// targetRows lays the official run (nil before it is published) and every
+// challenge side by side, one row per target.
+func targetRows(targets []dotlab.Target, run *dotlab.Run, chs []*dotlab.Challenge) []targetRow {
+	rows := make([]targetRow, 0, len(targets))
+	for _, t := range targets {
 		row := targetRow{Target: t}
 		if run != nil {
 			row.Official = findComparison(run.Comparisons, t.Name)
@@ -128,10 +163,7 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, row)
 	}
-	h.render(w, r, "claim", http.StatusOK, page{Title: c.ID + " " + c.Title, JSON: "/api/v1/claims/" + c.ID, Data: map[string]any{
-		"Claim": c, "M": c.Manifest, "Steps": lifecycle(c, events), "Events": events, "Run": run,
-		"Challenges": chs, "Rows": rows, "Dispute": dispute,
-	}})
+	return rows
 }
 
 func findComparison(cs []dotlab.Comparison, name string) *dotlab.Comparison {
@@ -143,121 +175,24 @@ func findComparison(cs []dotlab.Comparison, name string) *dotlab.Comparison {
 	return nil
 }
 
-// logLine is one line of a run's JSON-lines log (runner.LogEntry), or a
-// line that is not a JSON object, shown raw.
-type logLine struct {
-	N     int
-	T     string
-	Level string
-	Step  string
-	Msg   string
-	Data  string
-}
-
-// logPage is how many lines the timeline shows at once; the raw log has
-// every line.
-const logPage = 500
-
-// logPageBytes bounds the text of one timeline page, and logField one
-// message or data field on it (a single log line may be 8 MiB).
-const (
-	logPageBytes = 256 << 10
-	logField     = 4 << 10
-)
-
-// clip cuts s to logField bytes (on a rune boundary) and says how much is left
-// out.
-func clip(s string) string {
-	if len(s) <= logField {
-		return s
-	}
-	cut := logField
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + " … (" + strconv.Itoa(len(s)) + " bytes in all; see the raw log)"
-}
-
-// Known log levels and steps (protocol.txt "Logs"; runner.LogEntry), offered
-// as suggestions by the filter form. Other runners may log other steps.
-var (
-	logLevels = []string{"info", "warn", "error"}
-	logSteps  = []string{"run", "inputs", "environment", "code", "execute", "outputs", "results", "compare", "outcome"}
-)
-
-// logFilter selects log lines: exact level and step, and text contained
-// (case-insensitive) in the message or data.
-type logFilter struct {
-	Level, Step, Text string
-}
-
-func (f logFilter) active() bool { return f.Level != "" || f.Step != "" || f.Text != "" }
-
-// parseLog reads a JSON-lines log from line number from (1-based) and
-// returns at most logPage lines passing the filter, and the line number to
-// continue from (0 at the end). Lines are tested on their raw bytes before
-// they are decoded, so a filtered read of an 8 MiB log decodes only what
-// can match.
-func parseLog(b []byte, f logFilter, from int) (lines []logLine, next int) {
-	text := []byte(strings.ToLower(f.Text))
-	// Raw-byte prefilters may only drop lines that cannot match. A line
-	// without a backslash has no JSON escapes, so its strings appear in it
-	// verbatim: a quoted value is there whatever the spacing, and the text
-	// is there as written. Lines with escapes are always decoded.
-	quoted := func(v string) []byte {
-		if strings.ContainsAny(v, "\"\\") {
-			return nil // not verbatim in any line: decode to compare
-		}
-		return []byte(`"` + v + `"`)
-	}
-	level, step := quoted(f.Level), quoted(f.Step)
-	n, shown := 0, 0
-	for len(b) > 0 {
-		raw := b
-		if k := bytes.IndexByte(b, '\n'); k >= 0 {
-			raw, b = b[:k], b[k+1:]
-		} else {
-			b = nil
-		}
-		n++
-		if n < from || len(bytes.TrimSpace(raw)) == 0 {
-			continue
-		}
-		if bytes.IndexByte(raw, '\\') < 0 {
-			if (len(text) > 0 && !bytes.Contains(bytes.ToLower(raw), text)) ||
-				(f.Level != "" && f.Level != "raw" && level != nil && !bytes.Contains(raw, level)) ||
-				(f.Step != "" && step != nil && !bytes.Contains(raw, step)) {
-				continue
-			}
-		}
-		if len(lines) == logPage || shown > logPageBytes {
-			return lines, n
-		}
-		var e struct {
-			T     string          `json:"t"`
-			Level string          `json:"level"`
-			Step  string          `json:"step"`
-			Msg   string          `json:"msg"`
-			Data  json.RawMessage `json:"data"`
-		}
-		l := logLine{N: n}
-		if err := json.Unmarshal(raw, &e); err != nil {
-			l.Level, l.Msg = "raw", string(raw)
-		} else {
-			l.T, l.Level, l.Step, l.Msg = e.T, e.Level, e.Step, e.Msg
-			if len(e.Data) > 0 && string(e.Data) != "{}" && string(e.Data) != "null" {
-				l.Data = string(e.Data)
-			}
-		}
-		if (f.Level != "" && l.Level != f.Level) || (f.Step != "" && l.Step != f.Step) ||
-			(len(text) > 0 && !strings.Contains(strings.ToLower(l.Msg+" "+l.Data), string(text))) {
-			continue
-		}
-		l.Msg, l.Data = clip(l.Msg), clip(l.Data)
-		shown += len(l.T) + len(l.Level) + len(l.Step) + len(l.Msg) + len(l.Data)
-		lines = append(lines, l)
-	}
-	return lines, 0
+// runView is a run's page: the record, its hashes against the manifest and
+// the log timeline (log.go) with its filter and paging.
+type runView struct {
+	Run      *dotlab.Run
+	Claim    *dotlab.Claim
+	Inputs   []hashRow
+	Outputs  []hashRow
+	F        logFilter
+	From     int // the first line number read
+	Levels   []string
+	Steps    []string
+	PageSize int
+	LogsURL  string // the raw log in the API
+	HasLogs  bool   // the claim's runner has uploaded logs; the rest is set only then
+	Lines    []logLine
+	Next     int // the line to continue from, 0 at the end
+	Total    int // lines in the log
+	Bytes    int
 }
 
 // hashRow is one dataset's pinned and observed SHA-256.
@@ -267,137 +202,151 @@ type hashRow struct {
 
 // run: the run record, hashes against the manifest, environment, the
 // comparisons and the log as a filterable timeline.
-func (h *Handler) run(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) run(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	run, err := h.store.FindRun(ctx, r.PathValue("id"))
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	c, err := h.store.FindClaim(ctx, run.ClaimID)
 	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	var inputs []hashRow
-	for _, d := range c.Manifest.Datasets {
-		inputs = append(inputs, hashRow{Name: d.Name, Pinned: d.SHA256, Observed: run.Body.InputHashes[d.Name]})
-	}
-	for _, name := range dotlab.SortedKeys(run.Body.InputHashes) {
-		known := false
-		for _, d := range c.Manifest.Datasets {
-			known = known || d.Name == name
-		}
-		if !known {
-			inputs = append(inputs, hashRow{Name: name, Observed: run.Body.InputHashes[name]})
-		}
-	}
-	var outputs []hashRow
-	for _, name := range dotlab.SortedKeys(run.Body.OutputHashes) {
-		outputs = append(outputs, hashRow{Name: name, Observed: run.Body.OutputHashes[name]})
+		return err
 	}
 	q := r.URL.Query()
-	f := logFilter{Level: q.Get("level"), Step: q.Get("step"), Text: q.Get("q")}
-	from := 1
-	if v := q.Get("from"); v != "" {
-		n, err := strconv.Atoi(v)
+	v := runView{Run: run, Claim: c, F: logFilter{Level: q.Get("level"), Step: q.Get("step"), Text: q.Get("q")},
+		From: 1, Levels: logLevels, Steps: logSteps, PageSize: logPage,
+		LogsURL: "/api/v1/jobs/" + url.PathEscape(c.ID) + "/logs"}
+	v.Inputs, v.Outputs = hashRows(c.Manifest.Datasets, run.Body.InputHashes, run.Body.OutputHashes)
+	if s := q.Get("from"); s != "" {
+		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			h.fail(w, r, dotlab.Errorf(dotlab.EINVALID, "from: %q must be a line number (1 or more)", v))
-			return
+			return dotlab.Errorf(dotlab.EINVALID, "from: %q must be a line number (1 or more)", s)
 		}
-		from = n
+		v.From = n
 	}
-	data := map[string]any{"Run": run, "Claim": c, "Inputs": inputs, "Outputs": outputs,
-		"F": f, "From": from, "Levels": logLevels, "Steps": logSteps, "PageSize": logPage,
-		"LogsURL": "/api/v1/jobs/" + url.PathEscape(c.ID) + "/logs"}
 	logs, err := h.store.JobLogs(ctx, c.ID)
 	switch {
 	case err == nil:
-		lines, next := parseLog(logs, f, from)
-		data["Lines"], data["Next"], data["HasLogs"] = lines, next, true
-		data["Total"], data["Bytes"] = bytes.Count(logs, []byte("\n")), len(logs)
-	case dotlab.ErrorCode(err) == dotlab.ENOTFOUND:
-		data["HasLogs"] = false
-	default:
-		h.fail(w, r, err)
-		return
+		v.HasLogs = true
+		v.Lines, v.Next = parseLog(logs, v.F, v.From)
+		v.Total, v.Bytes = bytes.Count(logs, []byte("\n")), len(logs)
+	case dotlab.ErrorCode(err) != dotlab.ENOTFOUND:
+		return err
 	}
-	h.render(w, r, "run", http.StatusOK, page{Title: "Run " + run.ID, JSON: "/api/v1/runs/" + run.ID, Data: data})
+	h.render(w, r, "run", http.StatusOK, page{Title: "Run " + run.ID, JSON: "/api/v1/runs/" + run.ID, Data: v})
+	return nil
+}
+
+// hashRows puts each dataset's pinned hash beside the observed one (and
+// observed inputs the manifest does not name after them), and lists the
+// output hashes by name.
+func hashRows(datasets []dotlab.Dataset, in, out map[string]string) (inputs, outputs []hashRow) {
+	for _, d := range datasets {
+		inputs = append(inputs, hashRow{Name: d.Name, Pinned: d.SHA256, Observed: in[d.Name]})
+	}
+	for _, name := range dotlab.SortedKeys(in) {
+		known := false
+		for _, d := range datasets {
+			known = known || d.Name == name
+		}
+		if !known {
+			inputs = append(inputs, hashRow{Name: name, Observed: in[name]})
+		}
+	}
+	for _, name := range dotlab.SortedKeys(out) {
+		outputs = append(outputs, hashRow{Name: name, Observed: out[name]})
+	}
+	return inputs, outputs
 }
 
 // labWindow is how many of a room's latest messages the page shows; the
 // rest are in the API (GET /api/v1/labs/{id}/messages).
 const labWindow = 200
 
+// labView is a lab room's page: members, the latest messages and the
+// claim's state changes, with the cursor the live script resumes from.
+type labView struct {
+	Claim    *dotlab.Claim
+	Members  []dotlab.LabMember
+	Messages []dotlab.LabMessage
+	Events   []dotlab.ClaimEvent
+	Earlier  int64             // messages up to this seq are not shown
+	Cursor   string            // "M.E" (apiv1.Cursor) of the last message and event shown
+	Names    map[string]string // agent id → name, of the members
+	Types    []string
+}
+
 // lab: members, the latest messages and the claim's state, with the cursor
-// the live script resumes from (so nothing is lost or shown twice).
-func (h *Handler) lab(w http.ResponseWriter, r *http.Request) {
+// the live script resumes from (so nothing is lost or shown twice;
+// docs/protocol.md §9 "The public pages").
+func (h *Handler) lab(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	c, err := h.store.FindClaim(ctx, r.PathValue("id"))
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	members, err := h.store.LabMembers(ctx, c.ID)
-	if err != nil {
-		h.fail(w, r, err)
-		return
+	v := labView{Claim: c, Types: dotlab.MessageTypes, Names: map[string]string{}}
+	if v.Members, err = h.store.LabMembers(ctx, c.ID); err != nil {
+		return err
 	}
 	latest, _, err := h.store.LabLatest(ctx, c.ID)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	after := max(0, latest-labWindow)
-	msgs, err := h.store.LabMessages(ctx, c.ID, after, labWindow+100)
-	if err != nil {
-		h.fail(w, r, err)
-		return
+	v.Earlier = max(0, latest-labWindow)
+	if v.Messages, err = h.store.LabMessages(ctx, c.ID, v.Earlier, labWindow+100); err != nil {
+		return err
 	}
-	events, err := h.store.ClaimEvents(ctx, c.ID, 0)
-	if err != nil {
-		h.fail(w, r, err)
-		return
+	if v.Events, err = h.store.ClaimEvents(ctx, c.ID, 0); err != nil {
+		return err
 	}
-	lastMsg, lastEv := after, int64(0)
-	if len(msgs) > 0 {
-		lastMsg = msgs[len(msgs)-1].Seq
+	cur := apiv1.Cursor{Msg: v.Earlier}
+	if len(v.Messages) > 0 {
+		cur.Msg = v.Messages[len(v.Messages)-1].Seq
 	}
-	if len(events) > 0 {
-		lastEv = events[len(events)-1].Seq
+	if len(v.Events) > 0 {
+		cur.Ev = v.Events[len(v.Events)-1].Seq
 	}
-	names := map[string]string{}
-	for _, m := range members {
-		names[m.AgentID] = m.Name
+	v.Cursor = cur.String()
+	for _, m := range v.Members {
+		v.Names[m.AgentID] = m.Name
 	}
-	h.render(w, r, "lab", http.StatusOK, page{Title: "Lab room " + c.ID, JSON: "/api/v1/labs/" + c.ID + "/messages", Data: map[string]any{
-		"Claim": c, "Members": members, "Messages": msgs, "Events": events, "Earlier": after,
-		"Cursor": formatCursor(lastMsg, lastEv), "Names": names, "Types": dotlab.MessageTypes,
-	}})
+	h.render(w, r, "lab", http.StatusOK, page{Title: "Lab room " + c.ID, JSON: "/api/v1/labs/" + c.ID + "/messages", Data: v})
+	return nil
 }
 
-func formatCursor(msg, ev int64) string {
-	return strconv.FormatInt(msg, 10) + "." + strconv.FormatInt(ev, 10)
+// agentView is an agent's public profile with its standing and recent
+// activity.
+type agentView struct {
+	P        *dotlab.AgentProfile
+	Activity []dotlab.Activity
+	Outcomes []outcomeCount
+	Declines map[string]int
+}
+
+// outcomeCount is how many of an agent's published runs had one outcome.
+type outcomeCount struct {
+	Outcome dotlab.Outcome
+	N       int
 }
 
 // agent: the public profile with standing and recent activity.
-func (h *Handler) agent(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) agent(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	p, err := h.store.FindAgent(ctx, r.PathValue("id"))
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
 	act, err := h.store.AgentActivity(ctx, p.ID, 50)
 	if err != nil {
-		h.fail(w, r, err)
-		return
+		return err
 	}
-	outcomes := make([]map[string]any, 0, len(dotlab.Outcomes))
+	outcomes := make([]outcomeCount, 0, len(dotlab.Outcomes))
 	for _, o := range dotlab.Outcomes {
-		outcomes = append(outcomes, map[string]any{"Outcome": o, "N": p.Outcomes[o]})
+		outcomes = append(outcomes, outcomeCount{o, p.Outcomes[o]})
 	}
-	h.render(w, r, "agent", http.StatusOK, page{Title: p.Name + " (" + p.ID + ")", JSON: "/api/v1/agents/" + p.ID, Data: map[string]any{
-		"P": p, "Activity": act, "Outcomes": outcomes, "Declines": p.Declines,
+	h.render(w, r, "agent", http.StatusOK, page{Title: p.Name + " (" + p.ID + ")", JSON: "/api/v1/agents/" + p.ID, Data: agentView{
+		P: p, Activity: act, Outcomes: outcomes, Declines: p.Declines,
 	}})
+	return nil
 }

@@ -1,7 +1,6 @@
 // Package web serves DotLab's public pages: the front page, claims, runs,
-// lab rooms, agent profiles and the documentation (seed "Room activity
-// appears live at /labs/<claim id>", "Your public profile is at
-// /agents/<agent_id>"). Pages are rendered on the server with html/template
+// lab rooms (live at /labs/{claim id}), agent profiles (/agents/{agent id})
+// and the documentation (docs/protocol.md §9 "The public pages"). Pages are rendered on the server with html/template
 // from embedded templates and assets: no build step, no external fonts or
 // scripts, readable without JavaScript. Scripts only add live lab updates
 // (EventSource on /api/v1/labs/{id}/events) and show times in the reader's
@@ -108,17 +107,17 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	m := h.mux
-	m.HandleFunc("GET /{$}", h.home)
-	m.HandleFunc("GET /claims", h.claims)
-	m.HandleFunc("GET /claims/{id}", h.claim)
-	m.HandleFunc("GET /runs/{id}", h.run)
-	m.HandleFunc("GET /labs/{id}", h.lab)
-	m.HandleFunc("GET /agents/{id}", h.agent)
-	m.HandleFunc("GET /docs", h.docIndex)
-	m.HandleFunc("GET /docs/{name}", h.doc)
-	m.HandleFunc("GET /spec/{name}", h.specFile)
-	m.HandleFunc("GET /assets/", h.asset)
-	m.HandleFunc("/", h.notFound)
+	m.HandleFunc("GET /{$}", h.handle(h.home))
+	m.HandleFunc("GET /claims", h.handle(h.claims))
+	m.HandleFunc("GET /claims/{id}", h.handle(h.claim))
+	m.HandleFunc("GET /runs/{id}", h.handle(h.run))
+	m.HandleFunc("GET /labs/{id}", h.handle(h.lab))
+	m.HandleFunc("GET /agents/{id}", h.handle(h.agent))
+	m.HandleFunc("GET /docs", h.handle(h.docIndex))
+	m.HandleFunc("GET /docs/{name}", h.handle(h.doc))
+	m.HandleFunc("GET /spec/{name}", h.handle(h.specFile))
+	m.HandleFunc("GET /assets/", h.handle(h.asset))
+	m.HandleFunc("/", h.handle(h.notFound))
 	return h, nil
 }
 
@@ -135,27 +134,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // notFound answers 405 (with Allow) for another method on a page that
 // exists, and 404 otherwise.
-func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		probe := r.Clone(r.Context())
 		probe.Method = http.MethodGet
 		if _, pattern := h.mux.Handler(probe); pattern != "/" {
 			w.Header().Set("Allow", "GET, HEAD")
-			h.render(w, r, "error", http.StatusMethodNotAllowed, page{Title: http.StatusText(http.StatusMethodNotAllowed),
-				Status: http.StatusMethodNotAllowed, Message: r.Method + " is not allowed on this page: use GET (the API is under /api/v1)"})
-			return
+			return dotlab.Errorf(apiv1.EMETHODNOTALLOWED, "%s is not allowed on this page: use GET (the API is under /api/v1)", r.Method)
 		}
 	}
-	h.fail(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "there is no page at %s", r.URL.Path))
+	return dotlab.Errorf(dotlab.ENOTFOUND, "there is no page at %s", r.URL.Path)
 }
 
 // asset serves an embedded file; directories and missing files get the
 // 404 page, and only a fingerprinted hit is cached for good.
-func (h *Handler) asset(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) asset(w http.ResponseWriter, r *http.Request) error {
 	name := strings.TrimPrefix(r.URL.Path, "/assets/")
 	if st, err := fs.Stat(h.assetFS, name); err != nil || st.IsDir() || !fs.ValidPath(name) {
-		h.fail(w, r, dotlab.Errorf(dotlab.ENOTFOUND, "there is no asset %q", name))
-		return
+		return dotlab.Errorf(dotlab.ENOTFOUND, "there is no asset %q", name)
 	}
 	if r.URL.Query().Get("v") == h.version {
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
@@ -163,6 +159,7 @@ func (h *Handler) asset(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=300")
 	}
 	h.assets.ServeHTTP(w, r)
+	return nil
 }
 
 // page is what every template receives.
@@ -208,10 +205,26 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, st
 	}
 }
 
-// fail renders an error page with the status of the error's code (the API's
-// table, apiv1.ErrorStatus). Internal errors are logged and shown without
-// their text.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+// handlerFunc is a page handler in the shape of httpapi's (and
+// golang/pkgsite's): it renders its page, or returns an error that the
+// adapter (Handler.handle) renders as the error page. A handler returns an
+// error only before it has written anything.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle adapts f to http.HandlerFunc: the one place an error page is
+// written.
+func (h *Handler) handle(f handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := f(w, r); err != nil {
+			h.writeError(w, r, err)
+		}
+	}
+}
+
+// writeError renders an error page with the status of the error's code (the
+// API's table, apiv1.ErrorStatus; docs/protocol.md §5). Internal errors are
+// logged and shown without their text.
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := dotlab.ErrorCode(err)
 	status := apiv1.ErrorStatus(code)
 	msg := ""
