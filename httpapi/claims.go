@@ -120,28 +120,21 @@ func (s *Server) writeClaim(w http.ResponseWriter, status int, c *dotlab.Claim) 
 }
 
 // manifestJSON returns the JSON encoding of a listed manifest, cached by its
-// canonical hash (bounded: cleared when it holds 32 MiB).
+// canonical hash (bounded by maxManifestJSONBytes).
 func (s *Server) manifestJSON(hash string, m *dotlab.Manifest) ([]byte, error) {
-	s.mjMu.Lock()
-	b, ok := s.mjCache[hash]
-	s.mjMu.Unlock()
-	if ok {
+	if b, ok := s.manifests.Get(hash); ok {
 		return b, nil
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	s.mjMu.Lock()
-	if s.mjBytes+len(b) > 32<<20 {
-		clear(s.mjCache)
-		s.mjBytes = 0
-	}
-	s.mjCache[hash] = b
-	s.mjBytes += len(b)
-	s.mjMu.Unlock()
+	s.manifests.Put(hash, b, len(b))
 	return b, nil
 }
+
+// maxManifestJSONBytes bounds the encoded-manifest cache.
+const maxManifestJSONBytes = 32 << 20
 
 // handleClaimManifest is GET /claims/{id}/manifest: the bytes as submitted.
 func (s *Server) handleClaimManifest(w http.ResponseWriter, r *http.Request) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/internal/bytecache"
 	"github.com/dotlab/dotlab/manifest"
 )
 
@@ -101,9 +102,7 @@ type Server struct {
 	streams   atomic.Int64
 	maxStream int64
 
-	mjMu    sync.Mutex
-	mjCache map[string][]byte // manifest JSON by canonical hash
-	mjBytes int
+	manifests *bytecache.Cache[[]byte] // manifest JSON by canonical hash
 }
 
 // New builds the API server.
@@ -115,7 +114,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("httpapi: Config.Leaks is required (leakcheck.New())")
 	}
 	s := &Server{store: cfg.Store, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
-		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), mjCache: map[string][]byte{}}
+		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes)}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()
 		if err != nil {

@@ -59,28 +59,18 @@ const maxCachedManifestBytes = 32 << 20
 // the stored (already validated) text only on a cache miss: manifests never
 // change once listed, so the text is read once per process.
 func (db *DB) parsedManifest(hash string) (*dotlab.Manifest, error) {
-	db.mu.Lock()
-	m, ok := db.manifests[hash]
-	db.mu.Unlock()
-	if ok {
+	if m, ok := db.manifests.Get(hash); ok {
 		return m, nil
 	}
 	var raw string
 	if err := db.r.QueryRowContext(context.Background(), `SELECT manifest_raw FROM claims WHERE manifest_hash = $1`, hash).Scan(&raw); err != nil {
 		return nil, err
 	}
-	m = new(dotlab.Manifest)
+	m := new(dotlab.Manifest)
 	if err := json.Unmarshal([]byte(raw), m); err != nil {
 		return nil, err
 	}
-	db.mu.Lock()
-	if db.cachedBytes+len(raw) > maxCachedManifestBytes {
-		clear(db.manifests)
-		db.cachedBytes = 0
-	}
-	db.manifests[hash] = m
-	db.cachedBytes += len(raw)
-	db.mu.Unlock()
+	db.manifests.Put(hash, m, len(raw))
 	return m, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/bytecache"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
@@ -62,10 +63,9 @@ type DB struct {
 	clock   dotlab.Clock
 	windows dotlab.Windows
 
-	mu          sync.Mutex
-	manifests   map[string]*dotlab.Manifest // parsed manifests by hash (immutable)
-	cachedBytes int
-	auth        map[string]authEntry // key hash → agent, for authTTL
+	mu        sync.Mutex
+	manifests *bytecache.Cache[*dotlab.Manifest] // parsed manifests by hash (immutable)
+	auth      map[string]authEntry               // key hash → agent, for authTTL
 
 	findClaimStmt *sql.Stmt // prepared on the read pool
 }
@@ -81,7 +81,7 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 	if opt.Windows == (dotlab.Windows{}) {
 		opt.Windows = dotlab.DefaultWindows
 	}
-	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: map[string]*dotlab.Manifest{}, auth: map[string]authEntry{}}
+	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: bytecache.New[*dotlab.Manifest](maxCachedManifestBytes), auth: map[string]authEntry{}}
 	var err error
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
