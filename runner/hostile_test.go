@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -269,5 +270,45 @@ func TestHostileResultsNumbers(t *testing.T) {
 		if len(rec.Body.Notes) > runner.MaxNotes+100 {
 			t.Fatalf("%.20s: notes of %d bytes", v, len(rec.Body.Notes))
 		}
+	}
+}
+
+// TestHostileLocalTraps (adversarial review): inside --allow-local DIR, a
+// FIFO must not block the runner (refused at once, not opened for
+// reading), and a repository whose .git is a gitfile pointing outside DIR
+// is refused (go-git would follow it and check out a repository the root
+// does not contain).
+func TestHostileLocalTraps(t *testing.T) {
+	f := newFixture(t)
+	root := t.TempDir()
+	fifo := filepath.Join(root, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mustRerun(t, f.fresh(t, runner.Policy{AllowPrivate: true, LocalRoot: filepath.Dir(root)}), f.manifest("file://"+fifo, meanScript), dotlab.OutcomeSpecIssue, "not a regular file")
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a FIFO inside the local root blocked the rerun")
+	}
+
+	outside, commit := repo(t, map[string]string{"run.sh": meanScript, "secret.txt": "topsecret"})
+	inRoot := filepath.Join(root, "repo")
+	os.MkdirAll(inRoot, 0o755)
+	os.WriteFile(filepath.Join(inRoot, ".git"), []byte("gitdir: "+filepath.Join(outside, ".git")+"\n"), 0o644)
+	data := filepath.Join(root, "data.csv")
+	os.WriteFile(data, f.data, 0o644)
+	m := f.manifest("file://"+data, meanScript)
+	m.Code = dotlab.Code{Repository: inRoot, Commit: commit}
+	// The root is the directory holding data and the gitfile repository
+	// only; the repository the gitfile names lies outside it.
+	rec, out := mustRerun(t, f.fresh(t, runner.Policy{AllowPrivate: true, LocalRoot: root}), m, dotlab.OutcomeSpecIssue, "outside --allow-local")
+	logs, _ := os.ReadFile(filepath.Join(out, runner.LogsFile))
+	if strings.Contains(string(logs)+rec.Body.Notes, "topsecret") {
+		t.Fatal("the repository outside the root was checked out")
 	}
 }

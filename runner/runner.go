@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -112,7 +111,9 @@ type specIssue struct{ note string }
 
 func (e *specIssue) Error() string { return e.note }
 
-func issuef(format string, args ...any) error { return &specIssue{note: fmt.Sprintf(format, args...)} }
+func issuef(format string, args ...any) error {
+	return &specIssue{note: scrubURLs(fmt.Sprintf(format, args...))}
+}
 
 // Rerun executes m and writes run.json, logs.jsonl and out/ into outDir
 // (created if needed; out/ must not already hold files). It returns the
@@ -148,7 +149,7 @@ func (r *Runner) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (
 		rec.Body.Notes = joinNotes(si.note, rec.Body.Notes)
 		rec.Body.Comparisons = []dotlab.RunComparison{}
 	case err != nil:
-		log.Error("outcome", "no outcome: "+err.Error(), nil)
+		log.Error("outcome", "no outcome: "+errText(err), nil)
 		return nil, err
 	}
 	rec.Body.Notes = boundNotes(rec.Body.Notes)
@@ -292,7 +293,7 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 		// The image or working directory would take the container through
 		// a runtime CVE's precondition (docs/sandbox.md "The runtime's own
 		// version"): the claim cannot be run safely as written.
-		log.Error("execute", "refused before the runtime was started", map[string]any{"error": err.Error()})
+		log.Error("execute", "refused before the runtime was started", map[string]any{"error": errText(err)})
 		return issuef("%v", err)
 	}
 	if err != nil {
@@ -363,7 +364,7 @@ func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Man
 		got, err := f.fetch(ctx, what, d.URL, d.SHA256)
 		if err != nil {
 			if unfetchable(err) {
-				log.Error("inputs", "dataset "+d.Name+" cannot be fetched", map[string]any{"name": d.Name, "url": redactURL(d.URL), "error": err.Error()})
+				log.Error("inputs", "dataset "+d.Name+" cannot be fetched", map[string]any{"name": d.Name, "url": redactURL(d.URL), "error": errText(err)})
 				return nil, nil, issuef("dataset %s cannot be fetched as written: %v", d.Name, err)
 			}
 			return nil, nil, err
@@ -388,7 +389,7 @@ func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) 
 	// The registry host is held to the URL rules before any request (the
 	// dialer checks the resolved address again on every connection).
 	if err := r.Policy.CheckImage("environment.image", m.Environment.Image); err != nil {
-		log.Error("environment", "image registry refused", map[string]any{"image": m.Environment.Image, "error": err.Error()})
+		log.Error("environment", "image registry refused", map[string]any{"image": m.Environment.Image, "error": errText(err)})
 		return nil, "", issuef("%v", err)
 	}
 	opts := imagestore.PullOptions{Transport: r.Policy.Transport(), AllowHTTP: r.Policy.AllowPrivate}
@@ -398,7 +399,7 @@ func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) 
 	img, pulled, err := r.Store.Resolve(ctx, m.Environment.Image, opts)
 	switch {
 	case errors.Is(err, imagestore.ErrNoDigest), errors.Is(err, imagestore.ErrImageUnknown), errors.Is(err, imagestore.ErrUnsafeImage), unfetchable(err):
-		log.Error("environment", "image cannot be resolved", map[string]any{"image": m.Environment.Image, "error": err.Error()})
+		log.Error("environment", "image cannot be resolved", map[string]any{"image": m.Environment.Image, "error": errText(err)})
 		return nil, "", issuef("environment.image %s: %v", m.Environment.Image, err)
 	case err != nil:
 		return nil, "", fmt.Errorf("environment.image: %s is not in the local image store (%s) and pulling it from its registry failed: %w",
@@ -415,7 +416,7 @@ func (r *Runner) environment(ctx context.Context, log *Log, m *dotlab.Manifest) 
 	if errors.Is(err, imagestore.ErrUnsafeImage) {
 		// The pinned image cannot be unpacked safely: the claim cannot be
 		// executed as written (not a failure of this runner).
-		log.Error("environment", "image refused", map[string]any{"image": m.Environment.Image, "error": err.Error()})
+		log.Error("environment", "image refused", map[string]any{"image": m.Environment.Image, "error": errText(err)})
 		return nil, "", issuef("environment.image %s is refused: %v", m.Environment.Image, err)
 	}
 	if err != nil {
@@ -451,23 +452,13 @@ func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manif
 	err := checkoutCommit(ctx, r.Policy, m.Code.Repository, m.Code.Commit, codeDir, scratch, CodeLimits())
 	switch {
 	case errors.Is(err, ErrNoCommit), errors.Is(err, ErrNoRepository), errors.Is(err, ErrUnsafeTree), unfetchable(err):
-		log.Error("code", "code cannot be fetched", map[string]any{"repository": redactURL(m.Code.Repository), "commit": m.Code.Commit, "error": err.Error()})
+		log.Error("code", "code cannot be fetched", map[string]any{"repository": redactURL(m.Code.Repository), "commit": m.Code.Commit, "error": errText(err)})
 		return issuef("%v", err)
 	case err != nil:
 		return err
 	}
 	log.Info("code", "commit checked out", map[string]any{"repository": redactURL(m.Code.Repository), "commit": m.Code.Commit, "seconds": r.since(start)})
 	return nil
-}
-
-// redactURL is raw with any userinfo password replaced by "xxxxx", for
-// logs and notes (which are public); text that is not a URL is kept.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }
 
 // unfetchable reports whether a fetch failure is the manifest's (outcome
