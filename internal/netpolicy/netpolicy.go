@@ -126,6 +126,9 @@ func (r Rules) URL(what, raw string) (*url.URL, error) {
 	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
 		return nil, refusedf(what, "names no host: write %s://host/path", u.Scheme)
 	}
+	if err := checkPort(what, u.Port(), strings.HasSuffix(u.Host, ":")); err != nil {
+		return nil, err
+	}
 	if err := r.Host(what, u.Hostname()); err != nil {
 		return nil, err
 	}
@@ -152,6 +155,11 @@ func (r Rules) Host(what, host string) error {
 		}
 	}
 	lower := strings.ToLower(h)
+	if !strings.Contains(h, ":") && (strings.Contains(h, "..") || strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".")) {
+		// One trailing dot (the DNS root) is fine; an empty label is not a
+		// name any resolver answers the same way (RFC 1035 §2.3.1).
+		return refusedf(what, "host %q has an empty label: write the name without empty labels (one trailing dot at most)", host)
+	}
 	if strings.Contains(h, ":") {
 		ip, err := netip.ParseAddr(h)
 		if err != nil {
@@ -198,6 +206,11 @@ func (r Rules) ImageRef(what, ref string) error {
 	if err := r.Host(what+": registry "+hostport, host); err != nil {
 		return err
 	}
+	if _, port, err := net.SplitHostPort(hostport); err == nil {
+		if err := checkPort(what+": registry "+hostport, port, port == ""); err != nil {
+			return err
+		}
+	}
 	if reg.Scheme() == "http" && !r.AllowPrivate {
 		return refusedf(what, "registry %s would be reached over plain http: use a registry served over https (a private deployment may pass --allow-private-urls)", hostport)
 	}
@@ -233,6 +246,7 @@ var reservedPrefixes = [...]netip.Prefix{
 	netip.MustParsePrefix("203.0.113.0/24"),
 	netip.MustParsePrefix("240.0.0.0/4"),
 	netip.MustParsePrefix("::/96"),
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated (RFC 2765, SIIT)
 	netip.MustParsePrefix("64:ff9b::/96"),
 	netip.MustParsePrefix("64:ff9b:1::/48"),
 	netip.MustParsePrefix("100::/64"),
@@ -300,7 +314,8 @@ func classify(ip netip.Addr) string {
 }
 
 // embeddedIPv4 returns the IPv4 addresses an IPv6 transition address
-// carries: IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d, RFC 6052),
+// carries: IPv4-compatible (::a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d),
+// NAT64 (64:ff9b::a.b.c.d, RFC 6052),
 // 6to4 (2002:AABB:CCDD::/48, RFC 3056) and Teredo's client address
 // (2001:0::/32, the last 32 bits inverted, RFC 4380).
 func embeddedIPv4(ip netip.Addr) []netip.Addr {
@@ -310,7 +325,7 @@ func embeddedIPv4(ip netip.Addr) []netip.Addr {
 	b := ip.As16()
 	var v4 [4]byte
 	switch {
-	case netip.MustParsePrefix("::/96").Contains(ip), netip.MustParsePrefix("64:ff9b::/96").Contains(ip):
+	case netip.MustParsePrefix("::/96").Contains(ip), netip.MustParsePrefix("::ffff:0:0:0/96").Contains(ip), netip.MustParsePrefix("64:ff9b::/96").Contains(ip):
 		copy(v4[:], b[12:])
 	case netip.MustParsePrefix("2002::/16").Contains(ip):
 		copy(v4[:], b[2:6])
@@ -322,6 +337,23 @@ func embeddedIPv4(ip netip.Addr) []netip.Addr {
 		return nil
 	}
 	return []netip.Addr{netip.AddrFrom4(v4)}
+}
+
+// checkPort refuses a port that is present but empty, not a decimal
+// number, or outside 1–65535: such a URL parses, but no runner can connect
+// to it, so listing it would leave every runner without an outcome.
+func checkPort(what, port string, empty bool) error {
+	if empty {
+		return refusedf(what, "has an empty port after ':': drop the ':' or give a port 1-65535")
+	}
+	if port == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return refusedf(what, "port %q is not a number from 1 to 65535", port)
+	}
+	return nil
 }
 
 // endsInNumber reports whether host's last label is a number in the WHATWG

@@ -15,6 +15,18 @@ var urlCases = []struct {
 }{
 	{"https://data.example.org/sleep.csv", true, true, true},
 	{"https://data.example.org:8443/x", true, true, true},
+	{"https://data.example.org./x", true, true, true},
+	// Forms every runner fails on at once: refused at listing (adversarial review).
+	{"https://data.example.org:99999/x", false, false, false},
+	{"https://data.example.org:65536/x", false, false, false},
+	{"https://data.example.org:0/x", false, false, false},
+	{"https://data.example.org:/x", false, false, false},
+	{"https://data.example.org../x", false, false, false},
+	{"https://localhost../x", false, false, false},
+	{"https://127.0.0.1../x", false, false, false},
+	{"https://.example.org/x", false, false, false},
+	{"https://[::ffff:0:7f00:1]/x", false, true, true},
+	{"https://[::ffff:0:a9fe:a9fe]/x", false, false, false},
 	{"https://example.org./x", true, true, true},
 	{"https://93.184.216.34/x", true, true, true},
 	{"https://[2606:2800:220:1:248:1893:25c8:1946]/x", true, true, true},
