@@ -474,3 +474,49 @@ func TestOsRootHoldsWithoutBookkeeping(t *testing.T) {
 		t.Errorf("outside changed:\nbefore %v\nafter  %v", before, after)
 	}
 }
+
+// A mount point of the sandbox, or a parent of one, that the image makes
+// anything but a directory is refused, never replaced (the adversarial
+// review found them clamped to directories while docs/sandbox.md said
+// refused). Only the final tree counts: a lower layer's link that an upper
+// layer replaces with a directory is fine.
+func TestUnpackRefusesNonDirectoryMountPoints(t *testing.T) {
+	cases := map[string]struct {
+		layers [][]byte
+		want   []string
+	}{
+		"tmp-symlink":       {[][]byte{layerOf(ent(t, "etc/", tar.TypeDir, ""), ent(t, "tmp", tar.TypeSymlink, "etc"))}, []string{`entry "tmp" is a symbolic link to "etc"`, "/tmp"}},
+		"proc-to-fd":        {[][]byte{layerOf(ent(t, "proc", tar.TypeSymlink, "/proc/self/fd/7"))}, []string{`entry "proc" is a symbolic link to "/proc/self/fd/7"`}},
+		"sys-symlink":       {[][]byte{layerOf(ent(t, "sys", tar.TypeSymlink, "/"))}, []string{`entry "sys"`}},
+		"dev-symlink":       {[][]byte{layerOf(ent(t, "dev", tar.TypeSymlink, "/tmp"))}, []string{`entry "dev"`}},
+		"work-file":         {[][]byte{layerOf(reg(t, "work", "i am a file"))}, []string{`entry "work" is a regular file`}},
+		"work-code-symlink": {[][]byte{layerOf(ent(t, "work/", tar.TypeDir, ""), ent(t, "work/code", tar.TypeSymlink, "/etc"))}, []string{`entry "work/code"`}},
+		"work-out-hardlink": {[][]byte{layerOf(reg(t, "f", "x"), ent(t, "work/", tar.TypeDir, ""), ent(t, "work/out", tar.TypeLink, "f"))}, []string{`entry "work/out" is a regular file`}},
+		"later-layer":       {[][]byte{layerOf(ent(t, "tmp/", tar.TypeDir, "")), layerOf(ent(t, "tmp", tar.TypeSymlink, "var/tmp"))}, []string{`entry "tmp"`}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := openStore(t)
+			err := refusesImage(t, s, imageOf(t, s, c.layers...), append(c.want, "rule: a mount point of the sandbox (/proc, /sys, /dev, /tmp, /work and their parents) must be a directory or absent in the image")...)
+			t.Log(err)
+		})
+	}
+
+	// Directories (of any mode), absent mount points and a link an upper
+	// layer replaced pass; /tmp becomes 1777 whatever the image's mode.
+	s := openStore(t)
+	rootfs, err := s.Rootfs(imageOf(t, s,
+		layerOf(ent(t, "tmp", tar.TypeSymlink, "var/tmp"), entryBytes(t, &tar.Header{Name: "proc/", Typeflag: tar.TypeDir, Mode: 0o555, Format: tar.FormatPAX}, "")),
+		layerOf(ent(t, "tmp/", tar.TypeDir, ""), ent(t, "run", tar.TypeSymlink, "/tmp"), ent(t, "var/run", tar.TypeSymlink, "../run"))), nil)
+	if err != nil {
+		t.Fatalf("directory mount points refused: %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(rootfs, "tmp")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o777 || fi.Mode()&fs.ModeSticky == 0 {
+		t.Fatalf("/tmp: %v %v, want a 1777 directory", fi.Mode(), err)
+	}
+	for _, mp := range mountPoints {
+		if fi, err := os.Lstat(filepath.Join(rootfs, mp)); err != nil || !fi.IsDir() {
+			t.Errorf("mount point /%s not created: %v", mp, err)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package imagestore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // ErrUnsafeImage is wrapped by every refusal of an image that cannot be pulled
@@ -33,13 +35,21 @@ const (
 	DefaultMaxFileBytes int64 = 4 << 30
 	// DefaultMaxEntries bounds the tar entries of all layers of one image.
 	DefaultMaxEntries int64 = 1_000_000
-	// DefaultMaxCompressionRatio bounds, per layer, uncompressed tar bytes
-	// divided by compressed bytes consumed so far.
+	// DefaultMaxCompressionRatio bounds, per layer, uncompressed bytes
+	// divided by compressed bytes consumed so far; it applies to the tar
+	// stream and, separately, to the file contents the entries expand to
+	// (sparse holes included).
 	DefaultMaxCompressionRatio int64 = 100
 	// DefaultRatioCheckAfter is how many uncompressed bytes of a layer must
 	// have been read before the ratio is checked (a small layer of zeros
 	// compresses a thousandfold and harms no one).
 	DefaultRatioCheckAfter int64 = 64 << 20
+	// DefaultMaxZstdWindow bounds the window (history) a zstd layer's frame
+	// may ask the decoder to hold in memory: 128 MiB, the reference zstd
+	// decoder's own default limit (window log 27), so every layer that
+	// `zstd -d` decodes without --memory passes, `zstd --long` and
+	// `--ultra -22` included; the format allows 512 MiB and more.
+	DefaultMaxZstdWindow int64 = 128 << 20
 )
 
 // Limits bound what one image may cost the runner's disk and time. A zero
@@ -60,11 +70,17 @@ type Limits struct {
 	MaxEntries int64
 	// MaxCompressionRatio: uncompressed/compressed bytes of one layer, checked
 	// once RatioCheckAfter uncompressed bytes of that layer have been read.
+	// Two uncompressed counts are held to it, each on its own: the layer's
+	// tar stream, and the bytes of file contents its entries expand to (the
+	// holes of a sparse entry count; the stream does not carry them).
 	// Default DefaultMaxCompressionRatio.
 	MaxCompressionRatio int64
 	// RatioCheckAfter: uncompressed bytes of a layer before its ratio is
 	// checked. Default DefaultRatioCheckAfter.
 	RatioCheckAfter int64
+	// MaxZstdWindow: the decoder window (and so memory) a zstd layer may
+	// need, in bytes; at least 1024. Default DefaultMaxZstdWindow.
+	MaxZstdWindow int64
 }
 
 // effective returns l with zero fields replaced by their defaults, or an
@@ -81,6 +97,7 @@ func (l Limits) effective() (Limits, error) {
 		{"MaxEntries", &l.MaxEntries, DefaultMaxEntries},
 		{"MaxCompressionRatio", &l.MaxCompressionRatio, DefaultMaxCompressionRatio},
 		{"RatioCheckAfter", &l.RatioCheckAfter, DefaultRatioCheckAfter},
+		{"MaxZstdWindow", &l.MaxZstdWindow, DefaultMaxZstdWindow},
 	}
 	for _, f := range fields {
 		switch {
@@ -89,6 +106,9 @@ func (l Limits) effective() (Limits, error) {
 		case *f.v == 0:
 			*f.v = f.def
 		}
+	}
+	if l.MaxZstdWindow < zstd.MinWindowSize {
+		return Limits{}, fmt.Errorf("imagestore Limits.MaxZstdWindow = %d: must be at least %d, the smallest zstd window", l.MaxZstdWindow, zstd.MinWindowSize)
 	}
 	return l, nil
 }

@@ -8,8 +8,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -228,5 +235,130 @@ func TestUnpackRefusesSparseBomb(t *testing.T) {
 	refusesImage(t, s, img, "Limits.MaxFileBytes = 4294967296", `"var/log/lastlog"`, fmt.Sprint(realsize))
 	if len(layer) > 8192 {
 		t.Fatalf("test layer is %d bytes, not a bomb", len(layer))
+	}
+}
+
+// sparseEntry is a PAX (GNU 1.0) sparse entry for name of realsize bytes
+// whose data fragments are frags (offset → bytes); everything else is a hole.
+func sparseEntry(t *testing.T, name string, realsize int64, frags map[int64]string) []byte {
+	t.Helper()
+	offsets := make([]int64, 0, len(frags))
+	for off := range frags {
+		offsets = append(offsets, off)
+	}
+	slices.Sort(offsets)
+	var sparseMap, data strings.Builder
+	fmt.Fprintf(&sparseMap, "%d\n", len(offsets))
+	for _, off := range offsets {
+		fmt.Fprintf(&sparseMap, "%d\n%d\n", off, len(frags[off]))
+		data.WriteString(frags[off])
+	}
+	body := sparseMap.String() + strings.Repeat("\x00", 512-sparseMap.Len()%512) + data.String()
+	pax := paxRecords(t, map[string]string{
+		"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+		"GNU.sparse.name": name, "GNU.sparse.realsize": fmt.Sprint(realsize),
+	})
+	return append(pax, entryBytes(t, &tar.Header{Name: "GNUSparseFile.0/" + path.Base(name), Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}, body)...)
+}
+
+// The reproduction of the adversarial review's sparse finding: two sparse
+// entries of 1 GiB each (under MaxFileBytes) in a 5 KB layer. The tar
+// stream is tiny, so only the file contents the entries expand to (holes
+// included) show the ratio; they are refused once RatioCheckAfter bytes of
+// them have been read, and no gigabyte is ever written.
+func TestUnpackRefusesSparseHolesByRatio(t *testing.T) {
+	layer := layerOf(sparseEntry(t, "a", 1<<30, nil), sparseEntry(t, "b", 1<<30, nil))
+	if len(layer) > 8192 {
+		t.Fatalf("test layer is %d bytes, not a bomb", len(layer))
+	}
+	s := openStore(t)
+	start := time.Now()
+	err := refusesImage(t, s, imageOf(t, s, layer), "Limits.MaxCompressionRatio = 100", "sparse holes included", `entry "a"`)
+	t.Logf("%d-byte layer refused in %v: %v", len(layer), time.Since(start), err)
+}
+
+// A legitimate sparse file under the limits unpacks with its exact content,
+// and its holes stay holes on disk.
+func TestUnpackSparseFileStaysSparse(t *testing.T) {
+	const realsize = 32 << 20 // under RatioCheckAfter
+	frags := map[int64]string{0: "head", 5<<20 + 3: "unaligned middle", realsize - 4: "tail"}
+	s := openStore(t)
+	rootfs, err := s.Rootfs(imageOf(t, s, layerOf(sparseEntry(t, "var/log/lastlog", realsize, frags))), nil)
+	if err != nil {
+		t.Fatalf("legitimate sparse file refused: %v", err)
+	}
+	p := filepath.Join(rootfs, "var/log/lastlog")
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, realsize)
+	for off, b := range frags {
+		copy(want[off:], b)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("content differs from the entry's (%d bytes read, want %d)", len(got), len(want))
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d-byte sparse file allocates %d bytes", st.Size, st.Blocks*512)
+	if st.Blocks*512 > 1<<20 {
+		t.Fatalf("sparse file of %d bytes allocates %d bytes: holes were written as zeros", st.Size, st.Blocks*512)
+	}
+}
+
+// zstdWindowFrames is the adversarial review's layer: 2000 zstd frames of
+// one RLE block each, every frame header announcing a 512 MiB window (the
+// format's largest default). Unbounded, the decoder allocated ~512 MiB for
+// this 12 KB blob.
+func zstdWindowFrames() []byte {
+	var b bytes.Buffer
+	for i := 0; i < 2000; i++ {
+		b.Write([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, byte((29 - 10) << 3)}) // magic, FHD, window log 29
+		hdr := uint32(1) | uint32(1)<<1 | uint32((1<<17)-1)<<3              // last block, RLE, 128 KiB - 1
+		b.Write([]byte{byte(hdr), byte(hdr >> 8), byte(hdr >> 16), 0})
+	}
+	return b.Bytes()
+}
+
+func TestUnpackRefusesLargeZstdWindow(t *testing.T) {
+	s := openStore(t)
+	data := zstdWindowFrames()
+	diffID, _ := ParseDigest("sha256:" + strings.Repeat("0", 64))
+	img := imageFromBlobs(t, s, testLayer{data: data, mediaType: types.OCILayerZStd, diffID: diffID})
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	err := refusesImage(t, s, img, "Limits.MaxZstdWindow = 134217728", img.Manifest.Layers[0].Digest.String())
+	runtime.ReadMemStats(&m1)
+	grew := int64(m1.TotalAlloc - m0.TotalAlloc)
+	t.Logf("%d-byte layer: %v; allocated %d KiB while refusing", len(data), err, grew>>10)
+	if grew > 64<<20 {
+		t.Fatalf("refusing the layer allocated %d MiB: the decoder window is not bounded", grew>>20)
+	}
+}
+
+// The window bound is a limit like the others: an ordinary zstd layer with
+// a 1 MiB window passes the default and is refused under a lower bound.
+func TestUnpackZstdWindowIsConfigurable(t *testing.T) {
+	blob, diffID := bombLayer(t, 4<<20, 0, func(w io.Writer) io.WriteCloser {
+		zw, _ := zstd.NewWriter(w, zstd.WithWindowSize(1<<20))
+		return zw
+	})
+	layer := testLayer{data: blob, mediaType: types.OCILayerZStd, diffID: diffID}
+	s := openStore(t)
+	s.Limits = Limits{MaxCompressionRatio: 1 << 40}
+	if _, err := s.Rootfs(imageFromBlobs(t, s, layer), nil); err != nil {
+		t.Fatalf("1 MiB window refused under the defaults: %v", err)
+	}
+	s2 := openStore(t)
+	s2.Limits = Limits{MaxCompressionRatio: 1 << 40, MaxZstdWindow: 512 << 10}
+	refusesImage(t, s2, imageFromBlobs(t, s2, layer), "Limits.MaxZstdWindow = 524288")
+	s3 := openStore(t)
+	s3.Limits = Limits{MaxZstdWindow: 1000}
+	if _, err := s3.Rootfs(imageFromBlobs(t, s3, layer), nil); err == nil || !strings.Contains(err.Error(), "Limits.MaxZstdWindow = 1000") {
+		t.Fatalf("a window bound below zstd's minimum: %v", err)
 	}
 }

@@ -25,10 +25,15 @@ import (
 
 // MountPoints are created (empty) in every unpacked rootfs so that the
 // read-only root never has to be written by the runtime: the sandbox mounts
-// over them (sandbox package). /tmp is made mode 1777 (a tmpfs mounted on it
-// shows the mode of the directory beneath on this kernel; docs/sandbox.md
-// "Isolation settings").
+// over them (sandbox package). An image in which one of them, or a parent of
+// one, is anything but a directory is refused (checkMountPoints), never
+// replaced. /tmp is made mode 1777 (a tmpfs mounted on it shows the mode of
+// the directory beneath on this kernel; docs/sandbox.md "Isolation
+// settings"). Parents come before their children.
 var mountPoints = []string{"proc", "dev", "sys", "tmp", "work", "work/code", "work/data", "work/out"}
+
+// mountPointRule is the rule checkMountPoints names in a refusal.
+const mountPointRule = "rule: a mount point of the sandbox (/proc, /sys, /dev, /tmp, /work and their parents) must be a directory or absent in the image"
 
 // Progress receives how many bytes of total have been processed; total is -1 when unknown.
 type Progress func(done, total int64)
@@ -54,8 +59,11 @@ func (s *Store) RootfsPath(d v1.Hash) string {
 // rootfs is ever left in the cache.
 //
 // The tree is the image's own, with these differences: setuid/setgid bits are
-// dropped, device nodes and FIFOs are skipped (the runtime provides /dev), and
-// the mount points listed in mountPoints exist (/tmp mode 1777).
+// dropped, device nodes and FIFOs are skipped (the runtime provides /dev), the
+// mount points listed in mountPoints exist (/tmp mode 1777), and zero runs of
+// regular files (the holes of sparse entries) are holes on disk. An image whose
+// final tree has a mount point (or a parent of one) that is not a directory
+// is refused.
 func (s *Store) Rootfs(img *Image, progress Progress) (string, error) {
 	final := s.RootfsPath(img.ManifestDigest)
 	if fi, err := os.Lstat(final); err == nil && fi.IsDir() {
@@ -117,18 +125,62 @@ func (s *Store) unpackInto(dir string, img *Image, limits Limits, progress Progr
 			return fmt.Errorf("layer %d (%s): %w", i, l.Digest, err)
 		}
 	}
+	if err := checkMountPoints(root); err != nil {
+		return err
+	}
 	for _, mp := range mountPoints {
-		fi, err := root.Lstat(mp)
-		if err == nil && !fi.IsDir() {
-			if err := root.RemoveAll(mp); err != nil {
-				return err
-			}
-		}
 		if err := root.MkdirAll(mp, 0o755); err != nil {
 			return fmt.Errorf("mount point /%s: %w", mp, err)
 		}
 	}
 	return root.Chmod("tmp", 0o777|fs.ModeSticky)
+}
+
+// checkMountPoints refuses a tree (all layers applied) in which a path the
+// sandbox mounts on, or a parent of one, is a symbolic link, a file or
+// anything else but a directory. Replacing it would run the claim in a tree
+// its image does not describe, and a link there is the precondition of the
+// runc mount CVEs (docs/sandbox.md "Runtime CVEs and why our bundles are not
+// exposed"); absent paths are created afterwards.
+func checkMountPoints(root *os.Root) error {
+	for _, mp := range mountPoints {
+		fi, err := root.Lstat(mp)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("mount point /%s: %w", mp, err)
+		}
+		if fi.IsDir() {
+			continue
+		}
+		what := "a " + modeName(fi.Mode())
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if target, err := root.Readlink(mp); err == nil {
+				what += " to " + quoteName(target)
+			}
+		}
+		return fmt.Errorf("%w: entry %s is %s, but the sandbox mounts on /%s (%s; rebuild the image with a plain directory there)",
+			ErrUnsafeImage, quoteName(mp), what, mp, mountPointRule)
+	}
+	return nil
+}
+
+// modeName names the file type of m for a refusal.
+func modeName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsRegular():
+		return "regular file"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "non-directory"
 }
 
 // unpacker applies the layers of one image into root. Its counters span the
@@ -141,6 +193,11 @@ type unpacker struct {
 	done     int64
 	bytes    int64
 	entries  int64
+	// ratio is the compression-ratio rule of the layer being applied, and
+	// fileBytes the bytes of file contents its entries have expanded to so
+	// far (sparse holes included), which ratio checks besides the stream.
+	ratio     *ratioRule
+	fileBytes int64
 	// links holds every path of the tree that is a symbolic link. The tree
 	// starts empty and only the unpacker writes it, so the set is exact; it
 	// lets "never write through a symbolic link" be checked without a
@@ -163,16 +220,35 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ratioReader reads a layer's uncompressed stream and fails (sticky) once
-// more than after bytes have been read and they exceed ratio times the
-// compressed bytes the decompressor has consumed.
-type ratioReader struct {
-	r          io.Reader
+// ratioRule is Limits.MaxCompressionRatio for one layer: a count of
+// uncompressed bytes fails once it is at least after and exceeds ratio times
+// the compressed bytes the decompressor has consumed. Two counts are held to
+// it, each on its own (neither includes the other): the layer's tar stream
+// (ratioReader) and the file contents its entries expand to (fileReader),
+// which for a sparse entry are mostly holes the stream never carries.
+type ratioRule struct {
 	compressed *safefs.CountingReader
 	ratio      int64
 	after      int64
-	n          int64
-	err        error
+}
+
+// check applies the rule to n bytes of what.
+func (r *ratioRule) check(n int64, what string) error {
+	// n/c >= ratio first, so that ratio*c cannot overflow when it is compared.
+	if c := max(r.compressed.N, 1); n >= r.after && n/c >= r.ratio && n > r.ratio*c {
+		return limitError("MaxCompressionRatio", r.ratio,
+			fmt.Sprintf("layer expanding %d compressed bytes to %d %s (%d:1, checked after Limits.RatioCheckAfter = %d bytes)", c, n, what, n/c, r.after))
+	}
+	return nil
+}
+
+// ratioReader reads a layer's uncompressed stream and fails (sticky) once
+// the bytes read break the layer's ratioRule.
+type ratioReader struct {
+	r    io.Reader
+	rule *ratioRule
+	n    int64
+	err  error
 }
 
 func (rr *ratioReader) Read(p []byte) (int, error) {
@@ -181,13 +257,47 @@ func (rr *ratioReader) Read(p []byte) (int, error) {
 	}
 	n, err := rr.r.Read(p)
 	rr.n += int64(n)
-	// n/c >= ratio first, so that ratio*c cannot overflow when it is compared.
-	if c := max(rr.compressed.N, 1); rr.n >= rr.after && rr.n/c >= rr.ratio && rr.n > rr.ratio*c {
-		rr.err = limitError("MaxCompressionRatio", rr.ratio,
-			fmt.Sprintf("layer expanding %d compressed bytes to %d (%d:1, checked after Limits.RatioCheckAfter = %d bytes)", c, rr.n, rr.n/c, rr.after))
+	if rr.err = rr.rule.check(rr.n, "bytes of tar stream"); rr.err != nil {
 		return n, rr.err
 	}
 	return n, err
+}
+
+// fileReader reads one regular file's contents from the tar reader (which
+// hands out a sparse entry's holes as zeros) and holds the layer's file
+// bytes to its ratioRule: a few kilobytes of sparse map declaring gigabytes
+// of holes are refused once RatioCheckAfter bytes of them have been read.
+type fileReader struct {
+	r io.Reader
+	u *unpacker
+}
+
+func (fr fileReader) Read(p []byte) (int, error) {
+	n, err := fr.r.Read(p)
+	fr.u.fileBytes += int64(n)
+	if rerr := fr.u.ratio.check(fr.u.fileBytes, "bytes of file contents (sparse holes included)"); rerr != nil {
+		return n, rerr
+	}
+	return n, err
+}
+
+// zstdReader turns the zstd decoder's refusal of a frame whose window is
+// over the bound into a refusal naming Limits.MaxZstdWindow.
+type zstdReader struct {
+	r      io.Reader
+	window int64
+}
+
+func (z zstdReader) Read(p []byte) (int, error) {
+	n, err := z.r.Read(p)
+	return n, zstdError(err, z.window)
+}
+
+func zstdError(err error, window int64) error {
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return limitError("MaxZstdWindow", window, fmt.Sprintf("the decoder window (history held in memory) a zstd frame of the layer asks for (%v)", err))
+	}
+	return err
 }
 
 // layer unpacks one layer blob, verifying its digest and diff_id.
@@ -208,6 +318,7 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 		return err
 	}
 	defer ls.close()
+	u.ratio, u.fileBytes = ls.ratio, 0
 	diffHash := sha256.New()
 	applyErr := u.applyEntries(desc, tar.NewReader(io.TeeReader(ls.plain, diffHash)))
 	// Drain what follows so both digests cover every byte; a wrong blob is
@@ -240,6 +351,7 @@ type layerStream struct {
 	compressed     io.Reader
 	compressedHash hash.Hash
 	plain          io.Reader
+	ratio          *ratioRule
 	close          func()
 }
 
@@ -261,16 +373,22 @@ func (u *unpacker) openLayer(f io.Reader) (*layerStream, error) {
 		zr.Multistream(true)
 		plain = zr
 	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		zr, err := zstd.NewReader(consumed)
+		// The decoder keeps a window of the frame's announced size in
+		// memory; bound it (and the decoder's memory, which for a stream is
+		// the same bound) so that a few bytes of frame header cannot make
+		// the runner allocate 512 MiB, the format's maximum.
+		w := uint64(u.limits.MaxZstdWindow)
+		zr, err := zstd.NewReader(consumed, zstd.WithDecoderMaxWindow(w), zstd.WithDecoderMaxMemory(w))
 		if err != nil {
-			return nil, err
+			return nil, zstdError(err, u.limits.MaxZstdWindow)
 		}
 		ls.close = zr.Close
-		plain = zr
+		plain = zstdReader{r: zr, window: u.limits.MaxZstdWindow}
 	default:
 		plain = consumed
 	}
-	ls.plain = &ratioReader{r: plain, compressed: consumed, ratio: u.limits.MaxCompressionRatio, after: u.limits.RatioCheckAfter}
+	ls.ratio = &ratioRule{compressed: consumed, ratio: u.limits.MaxCompressionRatio, after: u.limits.RatioCheckAfter}
+	ls.plain = &ratioReader{r: plain, rule: ls.ratio}
 	return ls, nil
 }
 
@@ -353,7 +471,7 @@ func (u *unpacker) entry(tr io.Reader, hdr *tar.Header, created map[string]bool)
 			return fsError("create the directory", err)
 		}
 	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
-		if _, err := safefs.CreateFrom(u.root, name, 0o600, tr); err != nil {
+		if _, err := safefs.CreateSparseFrom(u.root, name, 0o600, fileReader{r: tr, u: u}); err != nil {
 			return fsError("write the file", err)
 		}
 	case tar.TypeSymlink:

@@ -53,7 +53,9 @@ type TarOptions struct {
 
 // ExtractTar writes a tar stream under root: directories (0755), regular
 // files (0755 when the entry has an execute bit, else 0644) and, with
-// opts.Symlinks, symbolic links. Names are checked with StrictName (after
+// opts.Symlinks, symbolic links. File contents are written with
+// CreateSparseFrom, so the holes of a sparse entry (and any zero run)
+// allocate no disk. Names are checked with StrictName (after
 // PAX and GNU long-name records): a name with `..`, an empty component or a
 // NUL byte is refused (ErrUnsafeName), never cleaned; an entry over the
 // budget is refused with ErrOverBudget.
@@ -103,7 +105,7 @@ func ExtractTar(root *os.Root, r io.Reader, opts TarOptions) error {
 			if opts.Budget != nil {
 				body = opts.Budget.Reader(name, h.Size, tr)
 			}
-			_, err = CreateFrom(root, name, FileMode(h.Mode&0o111 != 0), body)
+			_, err = CreateSparseFrom(root, name, FileMode(h.Mode&0o111 != 0), body)
 		case h.Typeflag == tar.TypeSymlink && opts.Symlinks:
 			if h.Linkname == "" || strings.IndexByte(h.Linkname, 0) >= 0 || len(h.Linkname) > MaxNameBytes {
 				return fmt.Errorf("%w: symbolic link %s has an empty, NUL-bearing or over-long target", ErrUnsafeName, name)
