@@ -485,8 +485,8 @@ func TestUnpackRefusesNonDirectoryMountPoints(t *testing.T) {
 		layers [][]byte
 		want   []string
 	}{
-		"tmp-symlink":       {[][]byte{layerOf(ent(t, "etc/", tar.TypeDir, ""), ent(t, "tmp", tar.TypeSymlink, "etc"))}, []string{`entry "tmp" is a symbolic link to "etc"`, "/tmp"}},
-		"proc-to-fd":        {[][]byte{layerOf(ent(t, "proc", tar.TypeSymlink, "/proc/self/fd/7"))}, []string{`entry "proc" is a symbolic link to "/proc/self/fd/7"`}},
+		"tmp-symlink":       {[][]byte{layerOf(ent(t, "etc/", tar.TypeDir, ""), ent(t, "tmp", tar.TypeSymlink, "etc"))}, []string{`entry "tmp" is a symlink to "etc"`, "/tmp"}},
+		"proc-to-fd":        {[][]byte{layerOf(ent(t, "proc", tar.TypeSymlink, "/proc/self/fd/7"))}, []string{`entry "proc" is a symlink to "/proc/self/fd/7"`}},
 		"sys-symlink":       {[][]byte{layerOf(ent(t, "sys", tar.TypeSymlink, "/"))}, []string{`entry "sys"`}},
 		"dev-symlink":       {[][]byte{layerOf(ent(t, "dev", tar.TypeSymlink, "/tmp"))}, []string{`entry "dev"`}},
 		"work-file":         {[][]byte{layerOf(reg(t, "work", "i am a file"))}, []string{`entry "work" is a regular file`}},

@@ -154,7 +154,7 @@ func checkMountPoints(root *os.Root) error {
 		if fi.IsDir() {
 			continue
 		}
-		what := "a " + modeName(fi.Mode())
+		what := "a " + safefs.FileKind(fi.Mode())
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			if target, err := root.Readlink(mp); err == nil {
 				what += " to " + quoteName(target)
@@ -164,23 +164,6 @@ func checkMountPoints(root *os.Root) error {
 			ErrUnsafeImage, quoteName(mp), what, mp, mountPointRule)
 	}
 	return nil
-}
-
-// modeName names the file type of m for a refusal.
-func modeName(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m.IsRegular():
-		return "regular file"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "non-directory"
 }
 
 // unpacker applies the layers of one image into root. Its counters span the

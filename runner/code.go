@@ -285,7 +285,7 @@ func writeEntry(root *os.Root, name string, symlink, executable bool, r io.Reade
 		return root.Symlink(string(target), name)
 	}
 	mode := safefs.FileMode(executable)
-	if _, err := safefs.CreateFrom(root, name, mode, r); err != nil {
+	if _, err := safefs.CreateSparseFrom(root, name, mode, r); err != nil {
 		return err
 	}
 	return root.Chmod(name, mode)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dotlab/dotlab/internal/safefs"
 	"github.com/dotlab/dotlab/sandbox"
 
 	"golang.org/x/sys/unix"
@@ -273,7 +274,7 @@ func hashCopy(ctx context.Context, w io.Writer, r io.Reader, progress func(int64
 			break
 		}
 		buf := <-free
-		m, rerr := fill(r, buf)
+		m, rerr := safefs.Fill(r, buf)
 		if m > 0 {
 			full <- buf[:m]
 			if !discard {
@@ -333,7 +334,7 @@ func mappedHashCopy(ctx context.Context, f *os.File, r io.Reader, size int64, pr
 		}
 		end := min(off+4*copyBufSize, size)
 		var m int
-		m, rerr = fill(r, mem[off:end])
+		m, rerr = safefs.Fill(r, mem[off:end])
 		if m > 0 {
 			blocks <- mem[off : off+int64(m)]
 			off += int64(m)
@@ -355,20 +356,6 @@ func mappedHashCopy(ctx context.Context, f *os.File, r io.Reader, size int64, pr
 		return "", off, fmt.Errorf("more than the %d bytes announced", size)
 	}
 	return hex.EncodeToString(h.Sum(nil)), off, nil
-}
-
-// fill reads until buf is full or r fails; io.EOF is returned as is (a
-// body cut short of its Content-Length fails with io.ErrUnexpectedEOF instead).
-func fill(r io.Reader, buf []byte) (int, error) {
-	m := 0
-	for m < len(buf) {
-		k, err := r.Read(buf[m:])
-		m += k
-		if err != nil {
-			return m, err
-		}
-	}
-	return m, nil
 }
 
 // sha256Hex is the lowercase hex SHA-256 of data.

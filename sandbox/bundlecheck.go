@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"github.com/dotlab/dotlab/internal/safefs"
 	"io/fs"
 	"os"
 	"path"
@@ -130,7 +131,7 @@ func checkMountPoints(cfg *specs.Spec) error {
 			}
 			if !fi.IsDir() {
 				return fmt.Errorf("%w: the image has %s as a %s, but the sandbox mounts on it: a mount point must be a directory (or absent); rebuild the image with a plain directory there",
-					ErrUnsafeSpec, p, fileKind(fi.Mode()))
+					ErrUnsafeSpec, p, safefs.FileKind(fi.Mode()))
 			}
 			if slices.Contains(dests, p) {
 				break // mounted over: the image's content beneath is hidden
@@ -205,7 +206,7 @@ func checkCwd(cfg *specs.Spec) error {
 			return refuse("goes through the symlink %s: the working directory must be reached without symlinks; name the real directory", shown)
 		}
 		if !fi.IsDir() {
-			return refuse("has %s, a %s, where a directory must be", shown, fileKind(fi.Mode()))
+			return refuse("has %s, a %s, where a directory must be", shown, safefs.FileKind(fi.Mode()))
 		}
 	}
 	return nil
@@ -219,20 +220,4 @@ func parentOfMount(cfg *specs.Spec, p string) bool {
 		}
 	}
 	return false
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	case m.IsRegular():
-		return "regular file"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "non-directory"
 }

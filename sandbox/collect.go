@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/dotlab/dotlab/internal/safefs"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"sort"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -129,7 +129,7 @@ func inventory(root *os.Root, limits Limits, res *Result) ([]outEntry, string, e
 				}
 				entries = append(entries, outEntry{path: p, size: fi.Size()})
 			default:
-				res.Rejected = append(res.Rejected, Rejected{Path: p, Type: typeName(fi.Mode())})
+				res.Rejected = append(res.Rejected, Rejected{Path: p, Type: safefs.FileKind(fi.Mode())})
 			}
 		}
 		return nil
@@ -138,20 +138,6 @@ func inventory(root *os.Root, limits Limits, res *Result) ([]outEntry, string, e
 		return nil, "", err
 	}
 	return entries, over, nil
-}
-
-func typeName(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	case m&fs.ModeNamedPipe != 0:
-		return "fifo"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return strings.TrimSpace(m.Type().String())
 }
 
 // copyHash copies at most size bytes of p from src to dst and hashes them;

@@ -3,6 +3,7 @@ package safefs
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
@@ -74,4 +75,24 @@ func StrictName(name string, dir bool) (string, error) {
 		return "", err
 	}
 	return strings.Join(comps, "/"), nil
+}
+
+// FileKind names the file type of m for a refusal or a log line:
+// "directory", "regular file", "symlink", "fifo", "socket", "device".
+func FileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m.IsRegular():
+		return "regular file"
+	case m&fs.ModeNamedPipe != 0:
+		return "fifo"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "non-directory"
 }

@@ -45,7 +45,7 @@ func copySparse(f *os.File, r io.Reader) (int64, error) {
 	var n int64    // bytes of r consumed (and the logical file offset)
 	var hole int64 // zero bytes consumed but not yet skipped over in f
 	for {
-		m, rerr := fill(r, buf)
+		m, rerr := Fill(r, buf)
 		chunk := buf[:m]
 		for len(chunk) > 0 {
 			// Find the longest run of data blocks (or of zero blocks) at
@@ -86,10 +86,10 @@ func copySparse(f *os.File, r io.Reader) (int64, error) {
 	}
 }
 
-// fill reads r until buf is full or r fails; io.EOF is returned as it is
+// Fill reads r until buf is full or r fails; io.EOF is returned as it is
 // (unlike io.ReadFull, which would turn a short final read into
 // io.ErrUnexpectedEOF, an error some readers return for real truncation).
-func fill(r io.Reader, buf []byte) (int, error) {
+func Fill(r io.Reader, buf []byte) (int, error) {
 	m := 0
 	for m < len(buf) {
 		k, err := r.Read(buf[m:])
