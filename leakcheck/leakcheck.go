@@ -4,10 +4,17 @@
 // (github.com/zricethezav/gitleaks/v8, detect package, its default rule
 // set), not a hand-made list of patterns.
 //
+// Gitleaks is never handed a line longer than MaxLineBytes nor a text
+// longer than MaxFragmentBytes (pieces.go): its cost per match grows with
+// both, so a long line or a large text would cost quadratic time. Longer
+// lines and texts are scanned in overlapping pieces.
+//
 // Gitleaks sees the text as written and, besides, bounded variants of it
 // (variants.go): Unicode NFKC, invisible characters removed, look-alike
 // letters of other scripts folded to ASCII (Unicode's confusables table),
-// token pieces joined ("ghp_" + "…", a token broken across lines), and
+// Markdown backslash escapes undone, token pieces joined ("ghp_" + "…",
+// "ghp_" . "…", 'ghp_' || '…', ghp_**…**…, ghp_<b></b>…, a token broken
+// across lines), and
 // base64, hex, percent-encoding, \u escapes and HTML references decoded up
 // to MaxDecodeDepth layers. Text is rejected when any variant has a
 // finding; the text published is always the original, unchanged.
@@ -31,10 +38,21 @@ import (
 	"github.com/zricethezav/gitleaks/v8/report"
 )
 
-// dotlabRules adds to gitleaks' default rules DotLab's own API keys (dlk_ +
-// 43 base64url characters) and credentials in a URL's userinfo
-// (RFC 3986 section 3.2.1, scheme://user:password@host, any scheme, a
-// non-empty password; "user@host" alone is not a finding).
+// dotlabRules adds to gitleaks' default rules:
+//   - DotLab's own API keys (dlk_ + 43 base64url characters);
+//   - credentials in a URL's userinfo (RFC 3986 section 3.2.1,
+//     scheme://user:password@host, any scheme, a non-empty password;
+//     "user@host" alone is not a finding), except the conventional
+//     anonymous FTP logins (ftp:// or ftps:// with user "anonymous" or
+//     "ftp", RFC 1635), whose password is by convention no secret;
+//   - the same without a scheme, user:password@host, where host looks like
+//     a host name (labels and a top-level domain of letters), localhost or
+//     an IPv4 address, and user is not a label such as "mailto" or "email"
+//     followed by an e-mail address, nor anonymous or ftp;
+//   - a private key's PEM header followed by key material (64 base64
+//     characters), without its footer: a key written on one line with
+//     literal \n escapes (JSON) may be longer than a line piece (pieces.go)
+//     and cut, and a pasted key is a leak even when truncated.
 const dotlabRules = `
 
 [[rules]]
@@ -48,6 +66,27 @@ id = "url-userinfo-password"
 description = "Password in a URL's userinfo"
 regex = '''[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s/?#@:]*:[^\s/?#@]+@[^\s/?#@]'''
 keywords = ["://"]
+[[rules.allowlists]]
+description = "anonymous FTP"
+regexTarget = "match"
+regexes = ['''(?i)^ftps?://(?:anonymous|ftp):''']
+
+[[rules]]
+id = "userinfo-password"
+description = "user:password@host without a scheme"
+regex = '''(?:^|[\s"'(<\[=,;>])[A-Za-z0-9._%+~-]{1,64}:([^\s/?#@:"'<>()\[\]{}]{1,128})@(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}|localhost|[0-9]{1,3}(?:\.[0-9]{1,3}){3})\b'''
+secretGroup = 1
+keywords = ["@"]
+[[rules.allowlists]]
+description = "labels before an e-mail address; anonymous FTP"
+regexTarget = "match"
+regexes = ['''(?i)^[\s"'(<\[=,;>]?(?:mailto|e-?mail|mail|contact|from|to|cc|bcc|reply-to|author|maintainer|sender|by|sips?|xmpp|anonymous|ftp):''']
+
+[[rules]]
+id = "private-key-material"
+description = "Private key header followed by key material"
+regex = '''-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[rn])*[A-Za-z0-9+/]{64}'''
+keywords = ["-----begin"]
 
 `
 
@@ -128,10 +167,13 @@ func (c *Checker) detector() *detect.Detector {
 	return c.det
 }
 
-// Rules returns the ids of gitleaks rules that match text or any of its
-// variants (see the package doc), sorted; none for clean text. A text whose
-// variants are over their bound (VariantBytesPerInputByte) is reported as
-// the single pseudo-rule "variant-budget".
+// Rules returns the ids of the gitleaks rules that match in the first
+// piece (pieces.go) of text or of one of its variants (see the package
+// doc) that has a finding, sorted; none for clean text. The scan stops
+// there: one finding is enough to refuse the text, and a text full of
+// findings must not cost more than a clean one. A text whose variants are
+// over their bound (VariantBytesPerInputByte) is reported as the single
+// pseudo-rule "variant-budget".
 func (c *Checker) Rules(text string) []string {
 	rules, err := c.rules(text)
 	if err != nil {
@@ -146,11 +188,14 @@ func (c *Checker) rules(text string) ([]string, error) {
 		return nil, err
 	}
 	det := c.detector()
-	var findings []report.Finding
 	for _, v := range append([]string{text}, vs...) {
-		findings = append(findings, det.DetectString(v)...)
+		for _, p := range pieces(v) {
+			if fs := det.DetectString(p); len(fs) > 0 {
+				return ruleIDs(fs), nil
+			}
+		}
 	}
-	return ruleIDs(findings), nil
+	return nil, nil
 }
 
 func ruleIDs(fs []report.Finding) []string {

@@ -62,6 +62,9 @@ type foldTable struct {
 	hexID *regexp.Regexp
 	// encoded matches runs that decodeRun may decode.
 	encoded *regexp.Regexp
+	// quotedOperator matches a concatenation operator between two quoted
+	// literals ("a" . "b", 'a' || 'b'), as a separator in join.
+	quotedOperator *regexp.Regexp
 }
 
 // newFoldTable builds the table for runes U+0080..U+1FFFF (about 40 ms).
@@ -77,7 +80,8 @@ func newFoldTable() foldTable {
 			`(?:%[0-9A-Fa-f]{2})+` +
 				`|(?:\\{1,2}(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}))+` +
 				`|(?:&#?[A-Za-z0-9]{1,10};)+` +
-				`|[A-Za-z0-9+/_-]{16,}={0,2}`)}
+				`|[A-Za-z0-9+/_-]{16,}={0,2}`),
+		quotedOperator: regexp.MustCompile(`^["'\x60]\s*(?:\.\.?|\|\||&)\s*["'\x60]$`)}
 	for r := rune(0x80); r <= 0x1ffff; r++ {
 		if r >= 0xd800 && r <= 0xdfff {
 			continue
@@ -130,15 +134,22 @@ func invisible(r rune) bool {
 
 // fold returns text as a detector should see it: NFKC (fullwidth and
 // mathematical letters become ASCII, NBSP and other spaces become " "),
-// invisible characters removed, combining marks removed, and look-alike
-// letters from other scripts folded to ASCII. The result is only scanned,
+// invisible characters removed, combining marks removed, look-alike
+// letters from other scripts folded to ASCII, and Markdown backslash
+// escapes undone (a "\" before ASCII punctuation is removed: "ghp\_" is
+// "ghp_" as rendered; "\\" is one "\"). The result is only scanned,
 // never shown or stored.
 func (t foldTable) fold(text string) string {
 	s := norm.NFD.String(norm.NFKC.String(text))
 	var b strings.Builder
 	b.Grow(len(s))
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
+		case r == '\\' && i+1 < len(s) && asciiPunct(s[i+1]):
+			b.WriteByte(s[i+1])
+			i += 2
+			continue
 		case r < utf8.RuneSelf:
 			b.WriteByte(byte(r))
 		case invisible(r) || unicode.Is(unicode.Mn, r):
@@ -149,8 +160,14 @@ func (t foldTable) fold(text string) string {
 				b.WriteRune(r)
 			}
 		}
+		i += size
 	}
 	return b.String()
+}
+
+// asciiPunct reports the characters CommonMark lets a backslash escape.
+func asciiPunct(c byte) bool {
+	return c >= '!' && c <= '/' || c >= ':' && c <= '@' || c >= '[' && c <= '`' || c >= '{' && c <= '~'
 }
 
 // Joining: a token cut into pieces ("ghp_" + "abc…", "ghp_abc" "def…", a
@@ -184,13 +201,25 @@ func plainWord(f string) bool {
 func (t foldTable) tokenLike(f string) bool { return !plainWord(f) && !t.hexID.MatchString(f) }
 
 // joinSeparator decides whether the text sep between fragments a and b is
-// removed. sep consists of whitespace, quotes, "+" and "\" only. Explicit
-// concatenation is always removed: a "+" that is not bare (" + ", "+\n"),
-// a "\" line continuation, or a separator that starts and ends with a
-// quote ("a" "b", 'a'"b", a"b"). Any other separator (whitespace, a quote
-// then a space) only between two token-like fragments, so prose, quoted
-// words and lists of digests are left apart.
+// removed. sep consists of whitespace, quotes, "+", "\", the operators
+// ".", "|", "&", the Markdown emphasis markers "*" and "~", and HTML tags
+// and comments (see sepLen). Explicit concatenation is always removed: a
+// "+" that is not bare (" + ", "+\n"), a "\" line continuation, a
+// separator that starts and ends with a quote ("a" "b", 'a'"b", a"b"), and
+// between quoted literals the operators of other languages: "." (PHP,
+// Perl), ".." (Lua), "||" (SQL) and "&" (Visual Basic), as in "a" . "b" or
+// 'a' || 'b'. Emphasis markers and HTML tags alone (ghp_**abc**, ghp_<b></b>)
+// are removed when a or b is token-like. Any other separator (whitespace,
+// a quote then a space) only between two token-like fragments, so prose,
+// quoted words, Markdown **bold** words, a || b and lists of digests are
+// left apart.
 func (t foldTable) joinSeparator(a, sep, b string) bool {
+	switch {
+	case strings.ContainsAny(sep, ".|&"):
+		return t.quotedOperator.MatchString(sep)
+	case strings.ContainsAny(sep, "*~<"):
+		return markup(sep) && (t.tokenLike(a) || t.tokenLike(b))
+	}
 	if sep == "+" {
 		return false // a+b, base64: not a concatenation
 	}
@@ -201,6 +230,85 @@ func (t foldTable) joinSeparator(a, sep, b string) bool {
 		return true
 	}
 	return t.tokenLike(a) && t.tokenLike(b)
+}
+
+// maxTag bounds the length of an HTML tag or comment that sepLen skips.
+const maxTag = 64
+
+// tagLen returns the length of the HTML tag (<b>, </span>, <br/>,
+// <span class="x">) or comment (<!-- -->) s starts with, or 0. It reads at
+// most maxTag bytes and never past a second "<".
+func tagLen(s string) int {
+	s = s[:min(len(s), maxTag)]
+	if strings.HasPrefix(s, "<!--") {
+		if e := strings.Index(s[4:], "-->"); e >= 0 {
+			return 4 + e + 3
+		}
+		return 0
+	}
+	i := 1
+	if i < len(s) && s[i] == '/' {
+		i++
+	}
+	if i >= len(s) || !(s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z') {
+		return 0
+	}
+	for i < len(s) && (fragmentByte(s[i]) && s[i] != '_') {
+		i++
+	}
+	if i < len(s) && !(s[i] == '>' || s[i] == '/' || spaceByte(s[i])) {
+		return 0
+	}
+	for ; i < len(s); i++ {
+		switch s[i] {
+		case '>':
+			return i + 1
+		case '<':
+			return 0
+		}
+	}
+	return 0
+}
+
+// markup reports whether sep is only emphasis markers and HTML tags.
+func markup(sep string) bool {
+	for i := 0; i < len(sep); {
+		switch {
+		case sep[i] == '*' || sep[i] == '~':
+			i++
+		case sep[i] == '<':
+			n := tagLen(sep[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// sepLen returns the length of the separator text starts with: whitespace,
+// quotes, "+", "\", ".", "|", "&", "*", "~" and HTML tags.
+func sepLen(text string) int {
+	k := 0
+	for k < len(text) {
+		c := text[k]
+		switch {
+		case spaceByte(c) || quoteByte(c) || strings.IndexByte("+\\.|&*~", c) >= 0:
+			k++
+		case c == '<':
+			n := tagLen(text[k:])
+			if n == 0 {
+				return k
+			}
+			k += n
+		default:
+			return k
+		}
+	}
+	return k
 }
 
 // join returns text with the separators between token pieces removed.
@@ -222,10 +330,7 @@ func (t foldTable) join(text string) string {
 		b.WriteString(frag)
 		i = j
 		// Look at the separator that follows and the fragment after it.
-		k := i
-		for k < n && (spaceByte(text[k]) || quoteByte(text[k]) || text[k] == '+' || text[k] == '\\') {
-			k++
-		}
+		k := i + sepLen(text[i:])
 		if k > i && k < n && fragmentByte(text[k]) {
 			m := k
 			for m < n && fragmentByte(text[m]) {

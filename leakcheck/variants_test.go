@@ -16,9 +16,13 @@ func TestFold(t *testing.T) {
 		"\u0456d":                  "id",   // Cyrillic i: lower-case i
 		"\uff47\uff48\uff50\uff3f": "ghp_", // fullwidth (NFKC)
 		"a\u200bb\u00adc\ufeffd\u2060e\u200c\u200df": "abcdef",
-		"g\u0301":  "g",           // combining mark removed
-		"x\u00a0y": "x y",         // NBSP is a space
-		"3×4 µm":   "3x4 \u03bcm", // only the variant changes
+		"g\u0301":    "g",           // combining mark removed
+		"x\u00a0y":   "x y",         // NBSP is a space
+		"3×4 µm":     "3x4 \u03bcm", // only the variant changes
+		`ghp\_ab\*c`: "ghp_ab*c",    // Markdown escapes undone
+		`a\\_b`:      `a\_b`,        // an escaped backslash is one backslash
+		`C:\data\x`:  `C:\data\x`,   // a backslash before a letter stays
+		`\u0041`:     `\u0041`,
 	} {
 		if got := ft.fold(in); got != want {
 			t.Errorf("fold(%q) = %q, want %q", in, got, want)
@@ -29,14 +33,26 @@ func TestFold(t *testing.T) {
 func TestJoin(t *testing.T) {
 	ft := newFoldTable()
 	for in, want := range map[string]string{
-		`"ghp_" + "abc123"`:       `"ghp_abc123"`,
-		`"ghp_" "abc123"`:         `"ghp_abc123"`,
-		"ghp_Ab12\nCd34":          "ghp_Ab12Cd34",
-		"ghp_Ab12 Cd34 Ef56":      "ghp_Ab12Cd34Ef56",
-		"a1b2\\\nc3d4":            "a1b2c3d4",
-		"the key is on the table": "the key is on the table", // prose stays apart
-		"a+b":                     "a+b",                     // bare "+" is not concatenation
-		"token 0.05 p":            "token 0.05 p",
+		`"ghp_" + "abc123"`:                `"ghp_abc123"`,
+		`"ghp_" "abc123"`:                  `"ghp_abc123"`,
+		"ghp_Ab12\nCd34":                   "ghp_Ab12Cd34",
+		"ghp_Ab12 Cd34 Ef56":               "ghp_Ab12Cd34Ef56",
+		"a1b2\\\nc3d4":                     "a1b2c3d4",
+		"the key is on the table":          "the key is on the table", // prose stays apart
+		"a+b":                              "a+b",                     // bare "+" is not concatenation
+		`"ghp_" . "abc1"`:                  `"ghp_abc1"`,
+		`'ghp_'.'abc1'`:                    `'ghp_abc1'`,
+		`'ghp_' || 'abc1'`:                 `'ghp_abc1'`,
+		`"ghp_" & "abc1"`:                  `"ghp_abc1"`,
+		`"ghp_" .. "abc1"`:                 `"ghp_abc1"`,
+		"ghp_**ab**c1":                     "ghp_abc1",
+		"ghp_<b></b>ab<!-- x -->c1<wbr>d2": "ghp_abc1d2",
+		`ghp_<span class="k">ab</span>`:    "ghp_ab</span>",      // only between fragments
+		"the **bold** words":               "the **bold** words", // markup between plain words stays
+		"a || b, x | g, np.array, a . b":   "a || b, x | g, np.array, a . b",
+		"2*x, a*b, 3 * 4, y ~ x":           "2x, a*b, 3 * 4, y ~ x", // "2" is token-like
+		"a <b> c":                          "a <b> c",
+		"token 0.05 p":                     "token 0.05 p",
 		"ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445 v2": "ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445 v2",
 	} {
 		if got := ft.join(in); got != want {
@@ -105,9 +121,39 @@ func TestKnownLimits(t *testing.T) {
 		"split across two messages":  ghp[:20],
 		"reversed":                   reverse(ghp),
 		"word-like pieces by spaces": "ghp_ abcdefgh ijklmnop qrstuvwx yzabcdef ghij",
+		"one character per piece":    strings.Join(strings.Split("AKIAQ3EGUVFH7XKR2PLM", ""), "."),
+		"lower-cased":                strings.ToLower("AKIAQ3EGUVFH7XKR2PLM"),
+		"octal escapes":              `\147\150\160\137` + ghp[4:],
+		"punctuation inserted":       ghp[:20] + "…" + ghp[20:],
+		"upper-cased":                strings.ToUpper(ghp),
+		"function arguments":         `paste0("ghp_", "` + ghp[4:] + `")`,
 	} {
 		if err := c.Check("$.body", m); err != nil {
 			t.Errorf("%s: now rejected (%v); update the known limits in the docs", name, err)
+		}
+	}
+}
+
+// TestKnownFalsePositives pins ordinary-looking texts that are rejected by
+// design (docs: "False positives by design").
+func TestKnownFalsePositives(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]string{
+		// Hex values of 20 to 39 characters after "key", "token", "secret"
+		// … are ambiguous: 32 hex digits are an MD5 digest or a Datadog,
+		// Algolia or Mailgun API key. Only 40 and 64 hex digits (commit ids,
+		// SHA-256) are exempt.
+		"20 hex digits after key": `Hash key for the lookup table: key = "a7f3c9e1b2d4f6a8c0e2"`,
+		"md5 after key":           `key = "9e107d9d372bb6826bd81d3542a419d6"`,
+		"placeholder password":    "postgres://user:password@localhost/db",
+		"placeholder no scheme":   "connect user:password@localhost",
+		"aws example key id":      "AKIAIOSFODNN7EXAMPLE",
+	} {
+		if err := c.Check("$.body", m); err == nil {
+			t.Errorf("%s: now accepted; update the false positives in the docs", name)
 		}
 	}
 }
