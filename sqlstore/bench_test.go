@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/bench/benchdata"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
@@ -72,21 +73,7 @@ func BenchmarkNextJob(b *testing.B) {
 func drawStore(b *testing.B, engine sqlstore.Dialect, n int, analyze bool) (*sqlstore.DB, func(claimID, agentID string)) {
 	b.Helper()
 	ctx := context.Background()
-	u := sqlstoretest.URL(b, engine)
-	db, err := sqlstore.Open(ctx, u, sqlstore.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	raw, err := benchdata.OpenRaw(u)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { raw.Close() })
-	sub, _, err := benchdata.Agent(ctx, db, "submitter")
-	if err != nil {
-		b.Fatal(err)
-	}
+	db, raw, sub := benchStore(b, engine)
 	if _, err := benchdata.LoadClaims(ctx, raw, sub.ID, n, "draw"); err != nil {
 		b.Fatal(err)
 	}
@@ -152,21 +139,7 @@ func BenchmarkAgentActivity(b *testing.B) {
 func publicStore(b *testing.B, engine sqlstore.Dialect, n int) (*sqlstore.DB, string) {
 	b.Helper()
 	ctx := context.Background()
-	u := sqlstoretest.URL(b, engine)
-	db, err := sqlstore.Open(ctx, u, sqlstore.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	raw, err := benchdata.OpenRaw(u)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { raw.Close() })
-	sub, _, err := benchdata.Agent(ctx, db, "submitter")
-	if err != nil {
-		b.Fatal(err)
-	}
+	db, raw, sub := benchStore(b, engine)
 	runner, _, err := benchdata.Agent(ctx, db, "runner")
 	if err != nil {
 		b.Fatal(err)
@@ -199,4 +172,27 @@ func publicStore(b *testing.B, engine sqlstore.Dialect, n int) (*sqlstore.DB, st
 		}
 	}
 	return db, runner.ID
+}
+
+// benchStore opens a fresh store of the engine, a raw connection to the same
+// database for bulk loading, and a registered submitter.
+func benchStore(b *testing.B, engine sqlstore.Dialect) (*sqlstore.DB, *benchdata.Raw, *dotlab.Agent) {
+	b.Helper()
+	ctx := context.Background()
+	u := sqlstoretest.URL(b, engine)
+	db, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	raw, err := benchdata.OpenRaw(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { raw.Close() })
+	sub, _, err := benchdata.Agent(ctx, db, "submitter")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db, raw, sub
 }
