@@ -1,8 +1,10 @@
 // Package sandbox runs one command in an OCI container (runc, or gVisor's
 // runsc) under the DotLab execution contract (docs/threat-model.md "Hostile
 // analysis code", "The execution contract"): read-only root,
-// code read-only at /work/code, data read-only and noexec at /work/data, a
-// size-capped writable /work/out (noexec), tmpfs /tmp, its own network
+// code read-only at /work/code, data read-only and noexec at /work/data,
+// helpers read-only at /work/helpers, a size-capped writable /work/out
+// (noexec), an opt-in writable overlay copy of the code at /work/scratch
+// (scratch.go), tmpfs /tmp, its own network
 // namespace with loopback only, no capabilities, no-new-privileges, a
 // non-root uid, a seccomp profile, cgroup limits, a hard timeout enforced by
 // `runc kill` + `runc delete`, and no host environment. docs/sandbox.md
