@@ -10,12 +10,14 @@ type Manifest struct {
 	Title       string      `json:"title"`
 	Source      Source      `json:"source"`
 	Datasets    []Dataset   `json:"datasets"`
+	Helpers     []Helper    `json:"helpers,omitempty"`
 	Code        Code        `json:"code"`
 	Environment Environment `json:"environment"`
 	Seed        *int64      `json:"seed,omitempty"`
 	Requires    []string    `json:"requires,omitempty"`
 	Entrypoint  []string    `json:"entrypoint"`
 	WorkingDir  string      `json:"working_dir,omitempty"`
+	Scratch     bool        `json:"scratch,omitempty"`
 	Limits      Limits      `json:"limits,omitzero"`
 	Targets     []Target    `json:"targets"`
 }
@@ -45,6 +47,30 @@ func (d Dataset) DataPath() string {
 	return d.Name
 }
 
+// Helper is a small adapter file (a script, an R or Python file) pinned
+// by the SHA-256 of its bytes, separately from the datasets. It appears
+// read-only at /work/helpers/<HelperPath()> and its hash is recorded in a
+// run's input_hashes as "helper:<name>" (HelperInputKey).
+type Helper struct {
+	Name   string `json:"name"`
+	URL    string `json:"url"`
+	SHA256 string `json:"sha256"`
+	Path   string `json:"path,omitempty"`
+}
+
+// HelperPath is where the file appears under /work/helpers: Path, or Name
+// when Path is empty.
+func (h Helper) HelperPath() string {
+	if h.Path != "" {
+		return h.Path
+	}
+	return h.Name
+}
+
+// HelperInputKey is the key of helper name in a run's input_hashes:
+// "helper:<name>" (dataset names cannot contain ':', so the two never meet).
+func HelperInputKey(name string) string { return "helper:" + name }
+
 // Code pins the analysis code: either a git Repository at a full 40-hex
 // Commit, or an Archive (tar.gz or zip) pinned by SHA-256.
 type Code struct {
@@ -53,11 +79,18 @@ type Code struct {
 	Archive    *Archive `json:"archive,omitempty"`
 }
 
-// Archive is a code archive (tar.gz or zip of the code tree) and its SHA-256.
+// Archive is a code archive (tar.gz or zip of the code tree) and its
+// SHA-256. StripTopFolder (default true) says whether a single top-level
+// directory (GitHub's and Zenodo's "repo-<sha>/") is stripped.
 type Archive struct {
-	URL    string `json:"url"`
-	SHA256 string `json:"sha256"`
+	URL            string `json:"url"`
+	SHA256         string `json:"sha256"`
+	StripTopFolder *bool  `json:"strip_top_folder,omitempty"`
 }
+
+// StripTop reports whether a single top-level folder is stripped (the
+// default when strip_top_folder is left out).
+func (a Archive) StripTop() bool { return a.StripTopFolder == nil || *a.StripTopFolder }
 
 // Environment pins the container image by digest
 // ("registry/repo@sha256:<64 hex>") and records dependency versions for
@@ -110,6 +143,9 @@ type Target struct {
 	Name      string    `json:"name"`
 	Value     Decimal   `json:"value"`
 	Tolerance Tolerance `json:"tolerance"`
+	// Source, when set, says where the rerun value comes from when
+	// results.json does not give it (results.json wins when it has the key).
+	Source *TargetSource `json:"source,omitempty"`
 }
 
 // Tolerance says how far a rerun value may be from the published one:
@@ -120,6 +156,10 @@ type Tolerance struct {
 	Value Decimal `json:"value"`
 }
 
+// DefaultScratchWorkingDir is the working directory of a manifest with
+// scratch: true that sets none: the writable copy of the code.
+const DefaultScratchWorkingDir = "/work/scratch"
+
 // DefaultWorkingDir is the sandbox working directory when a manifest sets none.
 const DefaultWorkingDir = "/work/code"
 
@@ -127,6 +167,9 @@ const DefaultWorkingDir = "/work/code"
 func (m *Manifest) Dir() string {
 	if m.WorkingDir != "" {
 		return m.WorkingDir
+	}
+	if m.Scratch {
+		return DefaultScratchWorkingDir
 	}
 	return DefaultWorkingDir
 }

@@ -62,6 +62,11 @@ type RunEnvironment struct {
 	// Runtime is the OCI runtime build that executed the analysis; absent
 	// from runners that do not report it.
 	Runtime *RuntimeInfo `json:"runtime,omitempty"`
+	// CodeCommit (git code) or CodeArchiveSHA256 (archive code) is the code
+	// the run executed, beside the image digest; absent from runners that
+	// do not report it. When present it must be the manifest's.
+	CodeCommit        string `json:"code_commit,omitempty"`
+	CodeArchiveSHA256 string `json:"code_archive_sha256,omitempty"`
 }
 
 // RuntimeInfo identifies the OCI runtime build of a run (docs/sandbox.md
@@ -193,6 +198,7 @@ type Run struct {
 
 var (
 	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 	digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
 
@@ -204,9 +210,11 @@ const MaxNotes = 20000
 //   - one rerun value per target (missing, unknown or duplicate names are invalid);
 //   - optional published/tolerance/match fields must agree with the manifest;
 //   - the declared outcome must equal the recomputed one (else outcome_mismatch);
-//   - reproduced/not_reproduced must show every dataset's manifest hash and the
-//     manifest's image digest; input_mismatch must show at least one input hash
-//     that differs; spec_issue and input_mismatch need notes.
+//   - reproduced/not_reproduced must show every dataset's and helper's
+//     manifest hash (helpers under "helper:<name>") and the manifest's image
+//     digest; input_mismatch must show at least one dataset hash that
+//     differs; spec_issue and input_mismatch need notes;
+//   - a code commit or code archive hash, when reported, must be the manifest's.
 //
 // It returns the comparisons computed by the server (empty for spec_issue and
 // input_mismatch) or an *Error with code EINVALID or EOUTCOMEMISMATCH whose
@@ -218,6 +226,7 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 		return nil, p.Err()
 	}
 	b.checkForm(&p)
+	b.checkCode(m, &p)
 	if !b.Outcome.Compared() {
 		b.checkUncompared(m, &p)
 		return nil, p.Err()
@@ -271,6 +280,30 @@ func (b *RunBody) checkForm(p *Problems) {
 		p.Add("$.environment.image_digest", "must be sha256:<64 lowercase hex>")
 	}
 	b.Environment.Runtime.check(p)
+	if c := b.Environment.CodeCommit; c != "" && !commitRE.MatchString(c) {
+		p.Add("$.environment.code_commit", "must be a full commit id, 40 lowercase hex characters")
+	}
+	if h := b.Environment.CodeArchiveSHA256; h != "" && !sha256RE.MatchString(h) {
+		p.Add("$.environment.code_archive_sha256", "must be 64 lowercase hex characters (a SHA-256)")
+	}
+}
+
+// checkCode checks a reported code commit or archive hash against the
+// manifest's code (any outcome: a runner reports what it fetched).
+func (b *RunBody) checkCode(m *Manifest, p *Problems) {
+	env := b.Environment
+	switch {
+	case env.CodeCommit != "" && m.Code.Archive != nil:
+		p.Add("$.environment.code_commit", "the manifest pins a code archive, not a commit: report code_archive_sha256")
+	case env.CodeCommit != "" && env.CodeCommit != m.Code.Commit:
+		p.Add("$.environment.code_commit", "is %s but the manifest pins commit %s", env.CodeCommit, m.Code.Commit)
+	}
+	switch {
+	case env.CodeArchiveSHA256 != "" && m.Code.Archive == nil:
+		p.Add("$.environment.code_archive_sha256", "the manifest pins a commit, not an archive: report code_commit")
+	case env.CodeArchiveSHA256 != "" && b.Outcome.Compared() && env.CodeArchiveSHA256 != m.Code.Archive.SHA256:
+		p.Add("$.environment.code_archive_sha256", "is %s but the manifest pins %s", env.CodeArchiveSHA256, m.Code.Archive.SHA256)
+	}
 }
 
 // checkUncompared checks a spec_issue or input_mismatch run: notes, a
@@ -295,8 +328,8 @@ func (b *RunBody) checkUncompared(m *Manifest, p *Problems) {
 
 func (b *RunBody) checkInputNames(m *Manifest, p *Problems) {
 	for name := range b.InputHashes {
-		if !m.hasDataset(name) {
-			p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "is not a dataset of this manifest")
+		if !m.hasDataset(name) && !m.hasHelperKey(name) {
+			p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "is not a dataset of this manifest, nor \"helper:<name>\" of one of its helpers")
 		}
 	}
 }
@@ -311,6 +344,16 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 			p.Add("$.input_hashes", "missing dataset %q: a %s run must show the hash of every input", d.Name, b.Outcome)
 		case h != d.SHA256:
 			p.Add(fmt.Sprintf("$.input_hashes[%q]", d.Name), "is %s but the manifest pins %s: publish input_mismatch instead", h, d.SHA256)
+		}
+	}
+	for _, h := range m.Helpers {
+		key := HelperInputKey(h.Name)
+		got, ok := b.InputHashes[key]
+		switch {
+		case !ok:
+			p.Add("$.input_hashes", "missing helper %q (key %q): a %s run must show the hash of every helper", h.Name, key, b.Outcome)
+		case got != h.SHA256:
+			p.Add(fmt.Sprintf("$.input_hashes[%q]", key), "is %s but the manifest pins %s: publish spec_issue instead", got, h.SHA256)
 		}
 	}
 	b.checkInputNames(m, p)
@@ -376,6 +419,15 @@ func checkDeclared(cs []Comparison, byName map[string]RunComparison, p *Problems
 func (m *Manifest) hasDataset(name string) bool {
 	for _, d := range m.Datasets {
 		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manifest) hasHelperKey(key string) bool {
+	for _, h := range m.Helpers {
+		if HelperInputKey(h.Name) == key {
 			return true
 		}
 	}

@@ -231,6 +231,7 @@ func Check(m *dotlab.Manifest) error {
 		p.Add("$.spec_version", "must be %q", dotlab.SpecVersion)
 	}
 	checkDatasets(&p, m.Datasets)
+	checkHelpers(&p, m.Helpers)
 	checkRepository(&p, m.Code.Repository)
 	checkDependencies(&p, m.Environment.Dependencies)
 	checkEntrypoint(&p, m.Entrypoint)
@@ -244,6 +245,9 @@ func Check(m *dotlab.Manifest) error {
 		}
 		targets[t.Name] = i
 		checkTargetValues(&p, at, t)
+		if t.Source != nil {
+			checkSource(&p, at+".source", *t.Source, m.Scratch)
+		}
 	}
 	return p.Err()
 }
@@ -251,28 +255,49 @@ func Check(m *dotlab.Manifest) error {
 // checkDatasets: unique names, and data paths that are clean, relative,
 // unique and never beneath one another.
 func checkDatasets(p *dotlab.Problems, datasets []dotlab.Dataset) {
+	files := make([]pinnedFile, len(datasets))
+	for i, d := range datasets {
+		files[i] = pinnedFile{d.Name, d.DataPath()}
+	}
+	checkPinnedFiles(p, "$.datasets", "dataset", "/work/data", files)
+}
+
+// checkHelpers: the same rules for helpers, under /work/helpers.
+func checkHelpers(p *dotlab.Problems, helpers []dotlab.Helper) {
+	files := make([]pinnedFile, len(helpers))
+	for i, h := range helpers {
+		files[i] = pinnedFile{h.Name, h.HelperPath()}
+	}
+	checkPinnedFiles(p, "$.helpers", "helper", "/work/helpers", files)
+}
+
+// pinnedFile is a dataset's or helper's name and the path it appears at.
+type pinnedFile struct{ name, path string }
+
+// checkPinnedFiles: unique names, and paths that are clean, relative,
+// unique and never beneath one another, inside dir.
+func checkPinnedFiles(p *dotlab.Problems, field, what, dir string, files []pinnedFile) {
 	names := map[string]int{}
 	paths := map[string]int{}
-	for i, d := range datasets {
-		at := fmt.Sprintf("$.datasets[%d]", i)
-		if j, dup := names[d.Name]; dup {
-			p.Add(at+".name", "duplicate dataset name %q (also $.datasets[%d]): names must be unique", d.Name, j)
+	for i, f := range files {
+		at := fmt.Sprintf("%s[%d]", field, i)
+		if j, dup := names[f.name]; dup {
+			p.Add(at+".name", "duplicate %s name %q (also %s[%d]): names must be unique", what, f.name, field, j)
 		}
-		names[d.Name] = i
-		dp := d.DataPath()
-		if !safeRelPath(dp) {
-			p.Add(at+".path", "%q must be a clean relative path inside /work/data (no leading /, no . or .. segments, no trailing /)", dp)
-		} else {
-			if j, dup := paths[dp]; dup {
-				p.Add(at+".path", "path %q is also used by $.datasets[%d]: each dataset needs its own path", dp, j)
-			}
-			paths[dp] = i
+		names[f.name] = i
+		if !safeRelPath(f.path) {
+			p.Add(at+".path", "%q must be a clean relative path inside %s (no leading /, no . or .. segments, no trailing /)", f.path, dir)
+			continue
 		}
+		if j, dup := paths[f.path]; dup {
+			p.Add(at+".path", "path %q is also used by %s[%d]: each %s needs its own path", f.path, field, j, what)
+		}
+		paths[f.path] = i
 	}
-	for dp, i := range paths {
+	for fp, i := range paths {
 		for other, j := range paths {
-			if i != j && strings.HasPrefix(other, dp+"/") {
-				p.Add(fmt.Sprintf("$.datasets[%d].path", i), "%q is a file but $.datasets[%d] puts %q beneath it", dp, j, other)
+			if i != j && strings.HasPrefix(other, fp+"/") {
+				p.Add(fmt.Sprintf("%s[%d].path", field, i), "%q is a file but %s[%d] puts %q beneath it", fp, field, j, other)
 			}
 		}
 	}
@@ -330,6 +355,9 @@ func checkURLs(p *dotlab.Problems, m *dotlab.Manifest) {
 	for i, d := range m.Datasets {
 		urls[fmt.Sprintf("$.datasets[%d].url", i)] = d.URL
 	}
+	for i, h := range m.Helpers {
+		urls[fmt.Sprintf("$.helpers[%d].url", i)] = h.URL
+	}
 	for _, at := range dotlab.SortedKeys(urls) {
 		if strings.IndexFunc(urls[at], func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
 			p.Add(at, "contains a control character: give a plain URL")
@@ -367,6 +395,47 @@ func checkTargetValues(p *dotlab.Problems, at string, t dotlab.Target) {
 	}
 }
 
+// MaxRegex bounds a source's regular expression, in bytes.
+const MaxRegex = 1024
+
+// checkSource: a target's source names a clean file under /work/out/ (or
+// /work/scratch/ when the manifest sets scratch), and its extractor parses:
+// a JSON path of the supported subset, a CSV cell with a column, or an
+// RE2 regular expression with at least one group, at most MaxRegex bytes.
+func checkSource(p *dotlab.Problems, at string, s dotlab.TargetSource, scratch bool) {
+	if f := s.File; f != "" {
+		rel, underOut := strings.CutPrefix(f, dotlab.SourceOutDir)
+		if !underOut {
+			rel, _ = strings.CutPrefix(f, dotlab.SourceScratchDir)
+		}
+		switch {
+		case rel == f || !safeRelPath(rel):
+			p.Add(at+".file", "%q must be a clean path of a file under %s or %s (no . or .. segments, no trailing /)", f, dotlab.SourceOutDir, dotlab.SourceScratchDir)
+		case !underOut && !scratch:
+			p.Add(at+".file", "%q is under %s, which exists only with \"scratch\": true: set it, or read the file from %s", f, dotlab.SourceScratchDir, dotlab.SourceOutDir)
+		}
+	}
+	if s.JSON != "" {
+		if _, err := dotlab.ParseJSONPath(s.JSON); err != nil {
+			p.Add(at+".json", "%q: %v", s.JSON, err)
+		}
+	}
+	if s.CSV != nil && s.CSV.Column == "" {
+		p.Add(at+".csv.column", "must name the header of the column holding the number")
+	}
+	if s.Regex != "" {
+		re, err := regexp.Compile(s.Regex)
+		switch {
+		case len(s.Regex) > MaxRegex:
+			p.Add(at+".regex", "is %d bytes; at most %d", len(s.Regex), MaxRegex)
+		case err != nil:
+			p.Add(at+".regex", "is not a valid RE2 regular expression (Go regexp syntax): %v", err)
+		case re.NumSubexp() < 1:
+			p.Add(at+".regex", "needs a group: the number is group 1, e.g. did\\s+([-0-9.eE+]+)")
+		}
+	}
+}
+
 func safeRelPath(p string) bool {
 	if p == "" || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || path.Clean(p) != p {
 		return false
@@ -392,7 +461,7 @@ func pinnedVersion(v string) bool {
 }
 
 // CheckListing applies the listing rules to a manifest that Parse accepted:
-// every URL a runner would fetch ($.datasets[i].url, $.code.repository,
+// every URL a runner would fetch ($.datasets[i].url, $.helpers[i].url, $.code.repository,
 // $.code.archive.url) and the registry host of $.environment.image must be
 // one a strict runner fetches, by the very rules runners apply
 // (internal/netpolicy, also behind runner.Policy): https only, no file:// or
@@ -418,6 +487,10 @@ func CheckListing(m *dotlab.Manifest, allowPrivate bool) error {
 	}
 	for i, d := range m.Datasets {
 		_, err := r.URL(fmt.Sprintf("$.datasets[%d].url", i), d.URL)
+		add(err)
+	}
+	for i, h := range m.Helpers {
+		_, err := r.URL(fmt.Sprintf("$.helpers[%d].url", i), h.URL)
 		add(err)
 	}
 	if m.Code.Repository != "" {

@@ -107,3 +107,25 @@ func itoa(n int64) string {
 	s, _ := json.Marshal(n)
 	return string(s)
 }
+
+// capBuffer keeps the first max bytes written to it (a stream a target
+// source reads, docs/manifest-spec.md "targets[].source") and notes
+// whether more came.
+type capBuffer struct {
+	mu   sync.Mutex
+	max  int
+	data []byte
+	over bool
+}
+
+func (b *capBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(p)
+	if room := b.max - len(b.data); room < len(p) {
+		b.over = true
+		p = p[:max(room, 0)]
+	}
+	b.data = append(b.data, p...)
+	return n, nil // all of p is taken: the rest is dropped, never refused
+}

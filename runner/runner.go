@@ -237,20 +237,23 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 		return err
 	}
 	// Steps 5-6: results and comparison.
-	return r.compare(log, m, filepath.Join(outDir, OutSub), rec)
+	return r.compare(log, m, w, rec)
 }
 
 // workspace is what the sandbox mounts: the unpacked image and the code and
 // data laid out in the run's scratch directory.
 type workspace struct {
-	img                      *imagestore.Image
-	rootfs, codeDir, dataDir string
+	img                                  *imagestore.Image
+	rootfs, codeDir, dataDir, helpersDir string
+	// out is what target sources read, filled by run.
+	out *outputs
 }
 
 // prepare fetches and verifies everything the manifest pins (datasets, the
 // image, the code) under one fetch budget (Policy.Timeout; the stall rule
 // lives in the policy's transport). A dataset hash mismatch sets outcome
-// input_mismatch on rec and returns no workspace.
+// input_mismatch on rec and returns no workspace; a helper hash mismatch is
+// spec_issue (the server accepts input_mismatch for datasets only).
 func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scratch string, rec *Record) (*workspace, error) {
 	f := &fetcher{cache: r.Cache, policy: r.Policy, client: r.Policy.Client(), progress: r.Progress}
 	fctx, cancelFetch := r.Policy.budget(ctx)
@@ -266,8 +269,12 @@ func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scra
 		rec.Body.Notes = "input hash mismatch, nothing was executed: " + strings.Join(mismatches, "; ")
 		return nil, nil
 	}
-	// 2. Environment: the image by digest, unpacked once per digest.
 	w := &workspace{codeDir: filepath.Join(scratch, "code"), dataDir: filepath.Join(scratch, "data")}
+	helpers, err := r.helpers(fctx, log, f, m, rec)
+	if err != nil {
+		return nil, err
+	}
+	// 2. Environment: the image by digest, unpacked once per digest.
 	if w.img, w.rootfs, err = r.environment(fctx, log, m); err != nil {
 		return nil, err
 	}
@@ -278,9 +285,20 @@ func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scra
 	if err := r.code(fctx, log, f, m, w.codeDir, scratch); err != nil {
 		return nil, err
 	}
-	// Data laid out read-only under what becomes /work/data.
-	if err := layoutData(m, paths, w.dataDir); err != nil {
+	if a := m.Code.Archive; a != nil {
+		rec.Body.Environment.CodeArchiveSHA256 = a.SHA256
+	} else {
+		rec.Body.Environment.CodeCommit = m.Code.Commit
+	}
+	// Data and helpers laid out read-only under what becomes /work/data and /work/helpers.
+	if err := layoutFiles("datasets", w.dataDir, dataFiles(m, paths)); err != nil {
 		return nil, err
+	}
+	if len(m.Helpers) > 0 {
+		w.helpersDir = filepath.Join(scratch, "helpers")
+		if err := layoutFiles("helpers", w.helpersDir, helpers); err != nil {
+			return nil, err
+		}
 	}
 	return w, nil
 }
@@ -288,7 +306,7 @@ func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scra
 // run executes the entrypoint in the sandbox and records the runtime
 // build, the output hashes and how the command ended.
 func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *workspace, outDir string, rec *Record) error {
-	res, stdout, stderr, err := r.execute(ctx, log, m, w.img, w.rootfs, w.codeDir, w.dataDir, outDir)
+	res, cap, err := r.execute(ctx, log, m, w, outDir)
 	if errors.Is(err, sandbox.ErrUnsafeSpec) {
 		// The image or working directory would take the container through
 		// a runtime CVE's precondition (docs/sandbox.md "The runtime's own
@@ -308,13 +326,18 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 	for _, rj := range res.Rejected {
 		log.Warn("outputs", "rejected "+rj.Type+" "+rj.Path+" (not followed, not copied)", map[string]any{"path": rj.Path, "type": rj.Type})
 	}
-	return runProblems(m, res, stdout, stderr)
+	w.out = &outputs{outDir: outDir, streams: cap.full, kept: res.Kept}
+	return runProblems(m, res, cap.stderr.String())
 }
 
-// compare reads results.json from outDir and decides the outcome with the
-// exact comparison of docs/manifest-spec.md section 6.
-func (r *Runner) compare(log *Log, m *dotlab.Manifest, outDir string, rec *Record) error {
-	rerun, extra, err := readResults(outDir, m.Targets)
+// compare reads results.json from the output directory, then every target
+// source results.json leaves open, and decides the outcome with the exact
+// comparison of docs/manifest-spec.md section 6.
+func (r *Runner) compare(log *Log, m *dotlab.Manifest, w *workspace, rec *Record) error {
+	rerun, extra, err := readResults(w.out.outDir, m.Targets)
+	if err == nil {
+		err = w.out.sourceValues(log, m.Targets, rerun)
+	}
 	if err != nil {
 		log.Error("results", err.Error(), nil)
 		return err
@@ -443,10 +466,14 @@ func (r *Runner) code(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manif
 			return issuef("code.archive: expected sha256 %s, got %s; nothing was executed", a.SHA256, got.SHA256)
 		}
 		log.Info("code", "code.archive hash verified", data)
-		if err := extractArchive(got.Path, codeDir, CodeLimits()); err != nil {
-			return issuef("code.archive cannot be unpacked: %v", err)
+		if err := os.Remove(codeDir); err != nil {
+			return err
 		}
-		log.Info("code", "code archive unpacked", map[string]any{"seconds": r.since(start)})
+		top, err := unpackArchive(a, got.Path, codeDir, scratch)
+		if err != nil {
+			return err
+		}
+		log.Info("code", "code archive unpacked", map[string]any{"seconds": r.since(start), "stripped_top_folder": top})
 		return nil
 	}
 	err := checkoutCommit(ctx, r.Policy, m.Code.Repository, m.Code.Commit, codeDir, scratch, CodeLimits())
@@ -472,31 +499,44 @@ func unfetchable(err error) bool {
 		errors.Is(err, ErrStalled) || errors.Is(err, ErrFetchBudget) || errors.Is(err, ErrTooLarge)
 }
 
-// layoutData places each verified dataset at /work/data/<path> by hard link
-// to the read-only cache file (copy across filesystems).
-func layoutData(m *dotlab.Manifest, paths map[string]string, dataDir string) error {
-	if err := os.Mkdir(dataDir, 0o755); err != nil {
+// placed is one verified file and where it appears under its directory.
+type placed struct{ name, rel, src string }
+
+// dataFiles lists the verified datasets at their data paths.
+func dataFiles(m *dotlab.Manifest, paths map[string]string) []placed {
+	var files []placed
+	for _, d := range m.Datasets {
+		files = append(files, placed{d.Name, d.DataPath(), paths[d.Name]})
+	}
+	return files
+}
+
+// layoutFiles places each verified file at dir/<rel> by hard link to the
+// read-only cache file (copy across filesystems); what names the manifest
+// field ("datasets", "helpers") in notes.
+func layoutFiles(what, dir string, files []placed) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	root, err := os.OpenRoot(dataDir)
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	for _, d := range m.Datasets {
-		rel := safefs.CleanName(d.DataPath())
+	for _, f := range files {
+		rel := safefs.CleanName(f.rel)
 		if rel == "" {
-			return issuef("datasets: %s has an empty path", d.Name)
+			return issuef("%s: %s has an empty path", what, f.name)
 		}
 		if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
-			return issuef("datasets: %s: path %q: %v", d.Name, d.DataPath(), err)
+			return issuef("%s: %s: path %q: %v", what, f.name, f.rel, err)
 		}
-		dst := filepath.Join(dataDir, filepath.FromSlash(rel))
-		if err := os.Link(paths[d.Name], dst); err != nil {
+		dst := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.Link(f.src, dst); err != nil {
 			if !errors.Is(err, unix.EXDEV) {
-				return issuef("datasets: %s: path %q: %v", d.Name, d.DataPath(), err)
+				return issuef("%s: %s: path %q: %v", what, f.name, f.rel, err)
 			}
-			if err := copyFile(paths[d.Name], root, rel); err != nil {
+			if err := copyFile(f.src, root, rel); err != nil {
 				return err
 			}
 		}
@@ -524,12 +564,42 @@ func copyFile(src string, root *os.Root, rel string) error {
 	return f.Chmod(0o440)
 }
 
-// execute runs the entrypoint and logs the command and how it ended.
-func (r *Runner) execute(ctx context.Context, log *Log, m *dotlab.Manifest, img *imagestore.Image, rootfs, codeDir, dataDir, outDir string) (*sandbox.Result, string, string, error) {
+// captured is what execute kept of the streams: the first and last 32 KiB
+// of each for the log and notes, and the first MaxSourceBytes of each
+// stream a target source reads.
+type captured struct {
+	stdout, stderr *tailBuffer
+	full           map[string]*capBuffer
+}
+
+// capture makes the stream buffers: full copies only of the streams a
+// target source reads.
+func capture(m *dotlab.Manifest) (*captured, sandbox.IO) {
+	c := &captured{stdout: &tailBuffer{max: 64 << 10}, stderr: &tailBuffer{max: 64 << 10}, full: map[string]*capBuffer{}}
+	for _, t := range m.Targets {
+		if t.Source != nil && t.Source.Stream != "" && c.full[t.Source.Stream] == nil {
+			c.full[t.Source.Stream] = &capBuffer{max: MaxSourceBytes}
+		}
+	}
+	io := sandbox.IO{Stdout: c.stdout, Stderr: c.stderr}
+	if b := c.full["stdout"]; b != nil {
+		io.Stdout = ioMulti(c.stdout, b)
+	}
+	if b := c.full["stderr"]; b != nil {
+		io.Stderr = ioMulti(c.stderr, b)
+	}
+	return c, io
+}
+
+func ioMulti(a, b io.Writer) io.Writer { return io.MultiWriter(a, b) }
+
+// sandboxSpec is the sandbox's view of m in workspace w: mounts, argv,
+// environment and limits; Keep lists the scratch files target sources read.
+func (r *Runner) sandboxSpec(m *dotlab.Manifest, w *workspace) sandbox.Spec {
 	lim := m.Limits.WithDefaults()
 	spec := sandbox.Spec{
-		Rootfs: rootfs, CodeDir: codeDir, DataDir: dataDir,
-		Args: m.Entrypoint, ImageEnv: img.Config.Config.Env, Seed: m.Seed, WorkingDir: m.Dir(),
+		Rootfs: w.rootfs, CodeDir: w.codeDir, DataDir: w.dataDir, HelpersDir: w.helpersDir, Scratch: m.Scratch,
+		Args: m.Entrypoint, ImageEnv: w.img.Config.Config.Env, Seed: m.Seed, WorkingDir: m.Dir(),
 		Limits: sandbox.Limits{
 			TimeoutSeconds: lim.TimeoutSeconds,
 			MemoryBytes:    int64(lim.MemoryMB) << 20,
@@ -537,31 +607,45 @@ func (r *Runner) execute(ctx context.Context, log *Log, m *dotlab.Manifest, img 
 			OutputBytes:    r.OutputBytes,
 		},
 	}
+	for _, t := range m.Targets {
+		if t.Source == nil || !m.Scratch {
+			continue
+		}
+		if rel, ok := strings.CutPrefix(t.Source.File, dotlab.SourceScratchDir); ok {
+			spec.Keep = append(spec.Keep, rel)
+		}
+	}
+	return spec
+}
+
+// execute runs the entrypoint and logs the command and how it ended.
+func (r *Runner) execute(ctx context.Context, log *Log, m *dotlab.Manifest, w *workspace, outDir string) (*sandbox.Result, *captured, error) {
+	lim := m.Limits.WithDefaults()
+	spec := r.sandboxSpec(m, w)
 	log.Info("execute", "command: "+strings.Join(m.Entrypoint, " "), map[string]any{"argv": m.Entrypoint, "cwd": m.Dir(), "env": spec.Env(),
-		"runtime": r.runtimeName(), "timeout_seconds": lim.TimeoutSeconds, "memory_mb": lim.MemoryMB, "cpus": lim.CPUs})
-	stdout := &tailBuffer{max: 64 << 10}
-	stderr := &tailBuffer{max: 64 << 10}
-	res, err := r.Runtime.Run(ctx, spec, outDir, sandbox.IO{Stdout: stdout, Stderr: stderr})
+		"runtime": r.runtimeName(), "timeout_seconds": lim.TimeoutSeconds, "memory_mb": lim.MemoryMB, "cpus": lim.CPUs, "scratch": m.Scratch})
+	cap, stdio := capture(m)
+	res, err := r.Runtime.Run(ctx, spec, outDir, stdio)
 	if err != nil {
-		return nil, "", "", err
+		return nil, nil, err
 	}
 	data := map[string]any{"container": res.ID, "exit_code": res.ExitCode, "timed_out": res.TimedOut, "oom_killed": res.OOMKilled,
-		"seconds": res.Duration.Seconds(), "output_full": res.OutputFull, "stdout": stdout.String(), "stderr": stderr.String()}
+		"seconds": res.Duration.Seconds(), "output_full": res.OutputFull, "stdout": cap.stdout.String(), "stderr": cap.stderr.String()}
 	if left := r.Runtime.Leftovers(res.ID); len(left) > 0 {
 		data["leftovers"] = left
 		log.Error("execute", "the sandbox left things behind", data)
-		return nil, "", "", fmt.Errorf("sandbox %s left %s", res.ID, strings.Join(left, ", "))
+		return nil, nil, fmt.Errorf("sandbox %s left %s", res.ID, strings.Join(left, ", "))
 	}
 	level := log.Info
 	if res.ExitCode != 0 || res.TimedOut || res.OOMKilled {
 		level = log.Warn
 	}
 	level("execute", fmt.Sprintf("command exited with status %d", res.ExitCode), data)
-	return res, stdout.String(), stderr.String(), nil
+	return res, cap, nil
 }
 
 // runProblems turns how the command ended into a spec_issue, if it should be one.
-func runProblems(m *dotlab.Manifest, res *sandbox.Result, stdout, stderr string) error {
+func runProblems(m *dotlab.Manifest, res *sandbox.Result, stderr string) error {
 	lim := m.Limits.WithDefaults()
 	var notes []string
 	switch {
@@ -570,7 +654,7 @@ func runProblems(m *dotlab.Manifest, res *sandbox.Result, stdout, stderr string)
 	case res.OOMKilled:
 		notes = append(notes, fmt.Sprintf("the entrypoint was killed for exceeding limits.memory_mb=%d (out of memory; exit status %d)", lim.MemoryMB, res.ExitCode))
 	case res.ExitCode != 0:
-		notes = append(notes, fmt.Sprintf("the entrypoint exited with status %d; last stderr: %s", res.ExitCode, lastLine(stderr)))
+		notes = append(notes, fmt.Sprintf("the entrypoint exited with status %d; last stderr lines: %s", res.ExitCode, lastLines(stderr)))
 	}
 	if res.OutputFull {
 		notes = append(notes, "the output directory reached its size or file cap")
@@ -587,30 +671,27 @@ func runProblems(m *dotlab.Manifest, res *sandbox.Result, stdout, stderr string)
 	return nil
 }
 
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	if s == "" {
-		return "(empty)"
-	}
-	return s
-}
-
 // maxResultsBytes bounds results.json.
 const maxResultsBytes = 1 << 20
 
 // readResults reads out/results.json (opened with O_NOFOLLOW) strictly: a
 // JSON object whose target keys hold finite numbers, kept as decimal text.
-// Keys that are not targets are returned in extra.
+// Keys that are not targets are returned in extra. A target with a source
+// may be absent from results.json, and results.json itself may be absent
+// when every target has a source (the sources then give every value).
 func readResults(outDir string, targets []dotlab.Target) (map[string]dotlab.Decimal, []string, error) {
 	f, err := os.OpenFile(filepath.Join(outDir, "results.json"), os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, issuef("results.json is missing from the output directory")
+		var need []string
+		for _, t := range targets {
+			if t.Source == nil {
+				need = append(need, t.Name)
+			}
+		}
+		if len(need) > 0 {
+			return nil, nil, issuef("results.json is missing from the output directory (targets without a source read their value from it: %s)", strings.Join(need, ", "))
+		}
+		return map[string]dotlab.Decimal{}, nil, nil
 	}
 	if err != nil {
 		return nil, nil, issuef("results.json cannot be opened: %v", err)
@@ -640,6 +721,9 @@ func readResults(outDir string, targets []dotlab.Target) (map[string]dotlab.Deci
 	for _, t := range targets {
 		known[t.Name] = true
 		v, ok := obj[t.Name]
+		if !ok && t.Source != nil {
+			continue // the source gives it
+		}
 		if !ok {
 			probs = append(probs, fmt.Sprintf("$.%s: missing (target %s needs a number)", t.Name, t.Name))
 			continue

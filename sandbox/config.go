@@ -1,8 +1,10 @@
 // Package sandbox runs one command in an OCI container (runc, or gVisor's
 // runsc) under the DotLab execution contract (docs/threat-model.md "Hostile
 // analysis code", "The execution contract"): read-only root,
-// code read-only at /work/code, data read-only and noexec at /work/data, a
-// size-capped writable /work/out (noexec), tmpfs /tmp, its own network
+// code read-only at /work/code, data read-only and noexec at /work/data,
+// helpers read-only at /work/helpers, a size-capped writable /work/out
+// (noexec), an opt-in writable overlay copy of the code at /work/scratch
+// (scratch.go), tmpfs /tmp, its own network
 // namespace with loopback only, no capabilities, no-new-privileges, a
 // non-root uid, a seccomp profile, cgroup limits, a hard timeout enforced by
 // `runc kill` + `runc delete`, and no host environment. docs/sandbox.md
@@ -21,9 +23,11 @@ import (
 
 // Paths inside the sandbox (docs/sandbox.md "Isolation settings").
 const (
-	CodeDir = "/work/code"
-	DataDir = "/work/data"
-	OutDir  = "/work/out"
+	CodeDir    = "/work/code"
+	DataDir    = "/work/data"
+	OutDir     = "/work/out"
+	HelpersDir = "/work/helpers"
+	ScratchDir = "/work/scratch"
 )
 
 // UID and GID the analysis runs as: not root, and far above the range host
@@ -46,6 +50,18 @@ type Spec struct {
 	// CodeDir and DataDir are host directories bound read-only at /work/code
 	// and /work/data (data also noexec).
 	CodeDir, DataDir string
+	// HelpersDir, when set, is a host directory bound read-only at
+	// /work/helpers (ro, nosuid, nodev).
+	HelpersDir string
+	// Scratch gives the analysis a writable copy of the code at
+	// /work/scratch: an overlay whose lower layer is CodeDir (left
+	// unchanged) and whose upper layer is a tmpfs of Limits.ScratchBytes,
+	// discarded after the run (scratch.go).
+	Scratch bool
+	// Keep lists files of /work/scratch (clean relative paths) to read
+	// after the run from what the run wrote (Result.Kept); nothing else of
+	// the scratch copy leaves the sandbox.
+	Keep []string
 	// Args is the entrypoint argv (no shell is added).
 	Args []string
 	// ImageEnv is the image config's environment (PATH etc.); DOTLAB_* are
@@ -73,6 +89,9 @@ type Limits struct {
 	OutputBytes int64
 	// OutputFiles caps the number of inodes in /work/out.
 	OutputFiles int64
+	// ScratchBytes and ScratchFiles cap what the run may write into its
+	// scratch copy (the overlay's upper tmpfs); defaults: the output caps.
+	ScratchBytes, ScratchFiles int64
 }
 
 // WithDefaults fills zero fields: 600 s, 1 GiB, 1 CPU, 512 pids, 1 GiB and
@@ -97,6 +116,12 @@ func (l Limits) WithDefaults() Limits {
 	if l.OutputFiles <= 0 {
 		l.OutputFiles = DefaultOutputFiles
 	}
+	if l.ScratchBytes <= 0 {
+		l.ScratchBytes = DefaultOutputBytes
+	}
+	if l.ScratchFiles <= 0 {
+		l.ScratchFiles = DefaultOutputFiles
+	}
 	return l
 }
 
@@ -108,14 +133,27 @@ const (
 	DefaultOutputFiles = 100_000 // entries of /work/out
 )
 
+// envOrder is the order of the variables Env sets over the image's.
+var envOrder = []string{"HOME", "TMPDIR", "LANG", "DOTLAB_DATA_DIR", "DOTLAB_OUT_DIR", "DOTLAB_HELPERS_DIR", "DOTLAB_SCRATCH_DIR", "DOTLAB_SEED"}
+
 // Env is the complete environment of the analysis: the image's variables,
-// then HOME=/tmp, DOTLAB_DATA_DIR, DOTLAB_OUT_DIR and DOTLAB_SEED (when set),
-// which override any image variable of the same name.
+// then HOME=/tmp, TMPDIR=/tmp, LANG=C.UTF-8, DOTLAB_DATA_DIR,
+// DOTLAB_OUT_DIR, DOTLAB_HELPERS_DIR and DOTLAB_SCRATCH_DIR (when those
+// exist) and DOTLAB_SEED (when set), which override any image variable of
+// the same name.
 func (s Spec) Env() []string {
 	override := map[string]string{
 		"HOME":            "/tmp",
+		"TMPDIR":          "/tmp",
+		"LANG":            "C.UTF-8",
 		"DOTLAB_DATA_DIR": DataDir,
 		"DOTLAB_OUT_DIR":  OutDir,
+	}
+	if s.HelpersDir != "" {
+		override["DOTLAB_HELPERS_DIR"] = HelpersDir
+	}
+	if s.Scratch {
+		override["DOTLAB_SCRATCH_DIR"] = ScratchDir
 	}
 	if s.Seed != nil {
 		override["DOTLAB_SEED"] = strconv.FormatInt(*s.Seed, 10)
@@ -141,7 +179,7 @@ func (s Spec) Env() []string {
 	if !hasPath {
 		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	}
-	for _, k := range []string{"HOME", "DOTLAB_DATA_DIR", "DOTLAB_OUT_DIR", "DOTLAB_SEED"} {
+	for _, k := range envOrder {
 		if v, ok := override[k]; ok {
 			env = append(env, k+"="+v)
 		}
@@ -150,9 +188,10 @@ func (s Spec) Env() []string {
 }
 
 // ociConfig builds the runtime-spec config for one run. outHost is the host
-// directory (a size-capped tmpfs) bound at /work/out; cgroupsPath places the
+// directory (a size-capped tmpfs) bound at /work/out, scratchHost the
+// overlay bound at /work/scratch (when s.Scratch); cgroupsPath places the
 // container's cgroups (cgroupfs driver: "/dotlab/<id>").
-func ociConfig(s Spec, outHost, cgroupsPath string, runsc bool) *specs.Spec {
+func ociConfig(s Spec, outHost, scratchHost, cgroupsPath string, runsc bool) *specs.Spec {
 	l := s.Limits.WithDefaults()
 	mem := l.MemoryBytes
 	return &specs.Spec{
@@ -164,7 +203,7 @@ func ociConfig(s Spec, outHost, cgroupsPath string, runsc bool) *specs.Spec {
 		},
 		Root:     &specs.Root{Path: s.Rootfs, Readonly: true},
 		Hostname: "sandbox",
-		Mounts:   ociMounts(s, outHost, mem),
+		Mounts:   ociMounts(s, outHost, scratchHost, mem),
 		Linux:    ociLinux(l, cgroupsPath, runsc),
 	}
 }
@@ -200,10 +239,11 @@ func ociProcess(s Spec, l Limits) *specs.Process {
 }
 
 // ociMounts are the container's mounts: the kernel file systems, a /tmp
-// tmpfs of mem bytes, the code and data read-only and outHost at /work/out.
-func ociMounts(s Spec, outHost string, mem int64) []specs.Mount {
+// tmpfs of mem bytes, the code and data read-only and outHost at /work/out,
+// then the helpers read-only and the scratch copy writable when the spec has them.
+func ociMounts(s Spec, outHost, scratchHost string, mem int64) []specs.Mount {
 	ro := []string{"nosuid", "nodev", "noexec", "ro"}
-	return []specs.Mount{
+	mounts := []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
@@ -216,6 +256,13 @@ func ociMounts(s Spec, outHost string, mem int64) []specs.Mount {
 		{Destination: DataDir, Type: "bind", Source: s.DataDir, Options: append([]string{"rbind"}, ro...)},
 		{Destination: OutDir, Type: "bind", Source: outHost, Options: []string{"rbind", "nosuid", "nodev", "noexec", "rw"}},
 	}
+	if s.HelpersDir != "" {
+		mounts = append(mounts, specs.Mount{Destination: HelpersDir, Type: "bind", Source: s.HelpersDir, Options: []string{"rbind", "nosuid", "nodev", "ro"}})
+	}
+	if s.Scratch {
+		mounts = append(mounts, specs.Mount{Destination: ScratchDir, Type: "bind", Source: scratchHost, Options: []string{"rbind", "nosuid", "nodev", "rw"}})
+	}
+	return mounts
 }
 
 // ociLinux is the Linux section: namespaces, the device, pids and CPU
@@ -307,5 +354,5 @@ func cgroupsParent(id string) string { return fmt.Sprintf("/dotlab/%s", id) }
 // /work/out bound from outHost, for container id (runsc: gVisor's pids floor).
 // Exposed for documentation and benchmarks (bench/ runs it with bare runc).
 func Config(spec Spec, outHost, id string, runsc bool) *specs.Spec {
-	return ociConfig(spec, outHost, cgroupsPathFor(id), runsc)
+	return ociConfig(spec, outHost, "", cgroupsPathFor(id), runsc)
 }

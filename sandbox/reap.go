@@ -94,7 +94,7 @@ func (r Runtime) Reap() []string {
 			continue // try again at the next run
 		}
 		if o.Bundle != "" && filepath.IsAbs(o.Bundle) && strings.Contains(filepath.Base(o.Bundle), id) {
-			if err := cleanupBundle(o.Bundle, filepath.Join(o.Bundle, "out")); err != nil {
+			if err := cleanupBundle(o.Bundle); err != nil {
 				continue
 			}
 		}

@@ -72,6 +72,8 @@ type Result struct {
 	// CheckVersion before the run (record it as the run's
 	// environment.runtime: dotlab.RuntimeInfo(res.Runtime)).
 	Runtime RuntimeVersion
+	// Kept holds the Spec.Keep files of the scratch copy, by path.
+	Kept map[string]KeptFile
 	// OverLimit, when not empty, says which copy-out limit /work/out broke
 	// (apparent bytes, files, depth; see Limits and docs/sandbox.md
 	// "After the run"): nothing was copied to the host and the run is a
@@ -180,11 +182,12 @@ func newID() string {
 // the analysis did (non-zero exit, timeout, OOM, symlinks in out) is in Result.
 //
 // Order: bundle dir → size-capped tmpfs for out (host mount, nosuid, nodev,
-// noexec) → config.json → `runtime run` with a timer that runs `runtime
+// noexec) and, for a scratch run, the scratch overlay → config.json → `runtime run` with a timer that runs `runtime
 // kill ID KILL` → OOM read from the memory cgroup → `runtime delete -f ID`
 // if the runtime still knows the container → cgroups removed → lstat walk of out (symlinks and other non-regular entries are
 // rejected, never followed) → copy + sha256 of regular files opened with
-// O_NOFOLLOW → unmount and remove the bundle. Cleanup runs on every path.
+// O_NOFOLLOW → the Spec.Keep files read from the scratch copy → unmount
+// and remove the bundle. Cleanup runs on every path.
 func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (res *Result, err error) {
 	if err := r.Check(); err != nil {
 		return nil, err
@@ -220,9 +223,8 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	if err := os.Chmod(bundle, 0o700); err != nil {
 		return nil, err
 	}
-	outMnt := filepath.Join(bundle, "out")
 	defer func() {
-		cerr := cleanupBundle(bundle, outMnt)
+		cerr := cleanupBundle(bundle)
 		if cerr != nil && err == nil {
 			err = cerr
 		}
@@ -230,14 +232,11 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 			release() // everything is gone: the record can go too
 		}
 	}()
-	if err := os.Mkdir(outMnt, 0o755); err != nil {
+	outMnt, scratchMnt, err := mountWork(bundle, spec, limits)
+	if err != nil {
 		return nil, err
 	}
-	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755,uid=%d,gid=%d", limits.OutputBytes, limits.OutputFiles, UID, GID)
-	if err := unix.Mount("tmpfs", outMnt, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
-		return nil, fmt.Errorf("sandbox: mount out tmpfs: %w", err)
-	}
-	cfg := ociConfig(spec, outMnt, cgroupsPathFor(id), r.name() == "runsc")
+	cfg := ociConfig(spec, outMnt, scratchMnt, cgroupsPathFor(id), r.name() == "runsc")
 	if err := checkBundle(cfg); err != nil {
 		return nil, err
 	}
@@ -256,6 +255,9 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 		return nil, err
 	}
 	if err := collectOut(outMnt, outDir, limits, res); err != nil {
+		return nil, err
+	}
+	if res.Kept, err = readKept(bundle, spec.Keep); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -551,14 +553,4 @@ func cgroupDirs(id string) []string {
 		}
 	}
 	return out
-}
-
-// cleanupBundle unmounts the out tmpfs (lazily if busy) and removes the bundle.
-func cleanupBundle(bundle, outMnt string) error {
-	if err := unix.Unmount(outMnt, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		if err := unix.Unmount(outMnt, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("sandbox: unmount %s: %w", outMnt, err)
-		}
-	}
-	return os.RemoveAll(bundle)
 }

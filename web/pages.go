@@ -216,7 +216,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) error {
 	v := runView{Run: run, Claim: c, F: logFilter{Level: q.Get("level"), Step: q.Get("step"), Text: q.Get("q")},
 		From: 1, Levels: logLevels, Steps: logSteps, PageSize: logPage,
 		LogsURL: "/api/v1/jobs/" + url.PathEscape(c.ID) + "/logs"}
-	v.Inputs, v.Outputs = hashRows(c.Manifest.Datasets, run.Body.InputHashes, run.Body.OutputHashes)
+	v.Inputs, v.Outputs = hashRows(c.Manifest, run.Body.InputHashes, run.Body.OutputHashes)
 	if s := q.Get("from"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -237,19 +237,22 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// hashRows puts each dataset's pinned hash beside the observed one (and
-// observed inputs the manifest does not name after them), and lists the
-// output hashes by name.
-func hashRows(datasets []dotlab.Dataset, in, out map[string]string) (inputs, outputs []hashRow) {
-	for _, d := range datasets {
+// hashRows puts each dataset's and helper's pinned hash beside the observed
+// one (helpers under "helper:<name>", as runs record them; observed inputs
+// the manifest does not name after them), and lists the output hashes by name.
+func hashRows(m *dotlab.Manifest, in, out map[string]string) (inputs, outputs []hashRow) {
+	pinned := map[string]bool{}
+	for _, d := range m.Datasets {
 		inputs = append(inputs, hashRow{Name: d.Name, Pinned: d.SHA256, Observed: in[d.Name]})
+		pinned[d.Name] = true
+	}
+	for _, h := range m.Helpers {
+		key := dotlab.HelperInputKey(h.Name)
+		inputs = append(inputs, hashRow{Name: key, Pinned: h.SHA256, Observed: in[key]})
+		pinned[key] = true
 	}
 	for _, name := range dotlab.SortedKeys(in) {
-		known := false
-		for _, d := range datasets {
-			known = known || d.Name == name
-		}
-		if !known {
+		if !pinned[name] {
 			inputs = append(inputs, hashRow{Name: name, Observed: in[name]})
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 )
 
 // CleanName turns an archive entry name into a clean relative path ("" for
@@ -148,4 +149,55 @@ func NoSymlinkParents(root *os.Root, name string) error {
 		}
 	}
 	return nil
+}
+
+// ReadProblem says why ReadNoFollow refused a file; Error is one phrase for
+// a note ("does not exist", "is a symbolic link", …).
+type ReadProblem struct{ Phrase string }
+
+func (e *ReadProblem) Error() string { return e.Phrase }
+
+// ReadNoFollow reads the regular file name (a clean relative path) of root
+// without following any symbolic link on the way (each directory is
+// checked with Lstat, the file is opened with O_NOFOLLOW and O_NONBLOCK),
+// at most max bytes. A missing file, a symlink anywhere on the path, a file
+// that is not regular and one over max bytes are *ReadProblem errors.
+func ReadNoFollow(root *os.Root, name string, max int64) ([]byte, error) {
+	parts := strings.Split(name, "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		fi, err := root.Lstat(p)
+		switch {
+		case os.IsNotExist(err):
+			return nil, &ReadProblem{"does not exist"}
+		case err != nil:
+			return nil, &ReadProblem{"cannot be read: " + err.Error()}
+		case fi.Mode()&os.ModeSymlink != 0 && i == len(parts)-1:
+			return nil, &ReadProblem{"is a symbolic link (not followed)"}
+		case fi.Mode()&os.ModeSymlink != 0:
+			return nil, &ReadProblem{"is reached through the symbolic link " + p + " (not followed)"}
+		case i < len(parts)-1 && !fi.IsDir():
+			return nil, &ReadProblem{"does not exist (" + p + " is a " + FileKind(fi.Mode()) + ")"}
+		case i == len(parts)-1 && !fi.Mode().IsRegular():
+			return nil, &ReadProblem{"is a " + FileKind(fi.Mode()) + ", not a regular file"}
+		case i == len(parts)-1 && fi.Size() > max:
+			return nil, &ReadProblem{fmt.Sprintf("is %d bytes, over the %d-byte bound", fi.Size(), max)}
+		}
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &ReadProblem{"cannot be opened: " + err.Error()}
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, &ReadProblem{"is not a regular file"}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, &ReadProblem{"cannot be read: " + err.Error()}
+	}
+	if int64(len(data)) > max {
+		return nil, &ReadProblem{fmt.Sprintf("is over the %d-byte bound", max)}
+	}
+	return data, nil
 }
