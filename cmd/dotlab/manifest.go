@@ -7,14 +7,47 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/scaffold"
 	"github.com/spf13/cobra"
 )
+
+func newManifestInitCmd() *cobra.Command {
+	var o scaffold.Options
+	var out string
+	cmd := &cobra.Command{
+		Use:   "init DIR|GIT-URL",
+		Short: "Scaffold a manifest from a package directory or git URL; placeholders are listed on stderr",
+		Long: `Propose a manifest (docs/manifest-spec.md "Scaffolding a manifest") and validate it. Every
+field left for you is printed on stderr by JSON path. Exit status: 0 written (placeholders only),
+1 written but invalid beyond its placeholders, 2 nothing written.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Source = args[0]
+			return cli.Scaffold(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), out, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Commit, "commit", "", "with a git URL: the full commit to pin (default: the default branch's)")
+	f.StringVar(&o.Archive, "archive", "", "pin the code as this archive (tar.gz or zip) by its SHA-256")
+	f.StringVar(&o.DataDir, "data", "", "hash the data files under DIR (default: the package's data/)")
+	f.StringVar(&o.DataURL, "data-url", "", "the https URL prefix the data files are published under")
+	f.StringVar(&o.Image, "image", "", "the image NAME@sha256:… (default: a placeholder and the recipe to build)")
+	f.StringVar(&o.Entrypoint, "entrypoint", "", `the command, split like a shell would ("Rscript main.R"); no shell runs`)
+	f.StringVar(&o.Title, "title", "", "the claim's title")
+	f.StringVar(&o.Citation, "citation", "", "the publication's citation")
+	f.StringArrayVar(&o.Targets, "target", nil, "NAME=VALUE as the paper prints it (repeatable)")
+	f.StringArrayVar(&o.Sources, "source", nil, "NAME=stdout|stderr|FILE:regex|json|csv:RULE (repeatable)")
+	f.StringVar(&out, "out", "", "write the manifest to this new file instead of stdout")
+	f.BoolVar(&o.Policy.AllowPrivate, "allow-private-urls", false, "fetch a git URL over http or from private addresses")
+	return cmd
+}
 
 func newManifestCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manifest",
-		Short: "Validate a replication manifest or print its canonical identity",
+		Short: "Scaffold or validate a replication manifest, or print its canonical identity",
 	}
+	cmd.AddCommand(newManifestInitCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "validate FILE",
 		Short: "Validate FILE against manifest spec v0.1 (exit 0 valid, 1 invalid)",

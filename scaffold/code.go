@@ -1,0 +1,159 @@
+package scaffold
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+
+	"github.com/dotlab/dotlab/runner"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// localGit pins the HEAD commit of the repository at dir and proposes its
+// origin remote as code.repository when the fetch policy accepts it (an
+// https URL to a public host, without credentials). It returns the files
+// tracked at that commit.
+func (b *builder) localGit(dir string) (map[string]bool, error) {
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: false})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return nil, fmt.Errorf("%s: no commit to pin (HEAD: %v): commit the package first", dir, err)
+	}
+	b.m.Code.Commit = head.Hash().String()
+	c, err := repo.CommitObject(head.Hash())
+	if err != nil {
+		return nil, err
+	}
+	tracked, err := treeFiles(c)
+	if err != nil {
+		return nil, err
+	}
+	b.origin(repo)
+	if wt, err := repo.Worktree(); err == nil {
+		if st, err := wt.Status(); err == nil && !st.IsClean() && hasChanges(st) {
+			b.check("$.code.commit", "the worktree has uncommitted changes to tracked files: the pinned commit %s does not hold them; commit, push and run init again", b.m.Code.Commit)
+		}
+	}
+	return tracked, nil
+}
+
+// hasChanges: a tracked file was modified, added or deleted (untracked
+// files, such as unpublished data, do not count).
+func hasChanges(st git.Status) bool {
+	for _, s := range st {
+		if s.Worktree != git.Untracked && (s.Worktree != git.Unmodified || s.Staging != git.Unmodified) {
+			return true
+		}
+	}
+	return false
+}
+
+var scpLike = regexp.MustCompile(`^[A-Za-z0-9_.-]+@([A-Za-z0-9.-]+):(.+)$`)
+
+// origin proposes the origin remote's URL, or a placeholder saying why not.
+func (b *builder) origin(repo *git.Repository) {
+	b.m.Code.Repository = "REPLACE-with-the-https-URL-of-the-repository"
+	const standIn = "https://standin.invalid/repo.git"
+	rem, err := repo.Remote("origin")
+	if err != nil || len(rem.Config().URLs) == 0 {
+		b.placeholder("$.code.repository", standIn, "the repository has no origin remote: push it to a public forge and give its https URL; commit %s must be there", b.m.Code.Commit)
+		return
+	}
+	u := rem.Config().URLs[0]
+	if _, err := b.opts.Policy.CheckURL("code.repository", u); err != nil {
+		hint := ""
+		if m := scpLike.FindStringSubmatch(u); m != nil {
+			hint = fmt.Sprintf(" (for an ssh remote usually https://%s/%s)", m[1], m[2])
+		}
+		// The URL is not copied: it may carry credentials.
+		b.placeholder("$.code.repository", standIn, "the origin remote is not a URL a runner fetches (%v): give its public https URL%s", err, hint)
+		return
+	}
+	b.m.Code.Repository = u
+	b.check("$.code.repository", "the origin remote: check that commit %s is pushed there", b.m.Code.Commit)
+}
+
+// treeFiles lists the files of a commit's tree.
+func treeFiles(c *object.Commit) (map[string]bool, error) {
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]bool{}
+	err = tree.Files().ForEach(func(f *object.File) error {
+		if len(files) >= MaxTreeEntries {
+			return fmt.Errorf("more than %d files at the commit", MaxTreeEntries)
+		}
+		files[f.Name] = true
+		return nil
+	})
+	return files, err
+}
+
+// remoteCode checks out a git URL at --commit or its default branch's
+// commit, under the fetch policy, and lists its files. A data directory is
+// hashed only with --data: the checkout's own data/ is pinned by the commit.
+func (b *builder) remoteCode(ctx context.Context) ([]string, error) {
+	tmp, err := os.MkdirTemp("", "dotlab-init-code-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	commit, err := runner.CheckoutRemote(ctx, b.opts.Policy, b.opts.Source, b.opts.Commit, tmp)
+	if err != nil {
+		return nil, err
+	}
+	b.m.Code.Repository, b.m.Code.Commit = b.opts.Source, commit
+	if b.opts.Commit == "" {
+		b.check("$.code.commit", "the commit of the default branch now: pin the commit the paper's results were produced with (--commit)")
+	}
+	files, err := walkNames(tmp)
+	if err != nil {
+		return nil, err
+	}
+	inCode := map[string]bool{}
+	for _, f := range files {
+		inCode[f] = true
+	}
+	return files, b.data(filepath.Join(tmp, "data"), func(p string) bool { return inCode[p] })
+}
+
+// walkNames lists the regular files under dir (slash-separated, relative),
+// skipping .git and not following symbolic links, at most MaxTreeEntries.
+func walkNames(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		if len(files) > MaxTreeEntries {
+			return fmt.Errorf("%s: more than %d files", dir, MaxTreeEntries)
+		}
+		return nil
+	})
+	return files, err
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
