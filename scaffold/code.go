@@ -78,7 +78,7 @@ func (b *builder) origin(repo *git.Repository) {
 		return
 	}
 	b.m.Code.Repository = u
-	b.check("$.code.repository", "the origin remote: check that commit %s is pushed there", b.m.Code.Commit)
+	b.check("$.code.repository", "the origin remote: commit %s must be pushed there", b.m.Code.Commit)
 }
 
 // treeFiles lists the files of a commit's tree.

@@ -167,7 +167,7 @@ func (b *builder) proposeDatasets(dir, codePrefix string, inCode func(string) bo
 			d.URL = "REPLACE-with-the-https-URL-of-" + nameUnsafe.ReplaceAllString(f.rel, "_")
 			b.placeholder(at, "https://standin.invalid/"+d.Name, "replace with the https URL where %s is published (its bytes must hash to the sha256 given; a file:// URL works for dotlab rerun --allow-local but is not listable)", f.rel)
 		} else {
-			b.check(at, "check that %s serves exactly these bytes", d.URL)
+			b.check(at, "%s must serve exactly these bytes", d.URL)
 		}
 		b.m.Datasets = append(b.m.Datasets, d)
 	}
