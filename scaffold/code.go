@@ -11,6 +11,7 @@ import (
 
 	"github.com/dotlab/dotlab/runner"
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
@@ -27,10 +28,17 @@ func (b *builder) localGit(dir string) (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: no commit to pin (HEAD: %v): commit the package first", dir, err)
 	}
-	b.m.Code.Commit = head.Hash().String()
-	c, err := repo.CommitObject(head.Hash())
+	h := head.Hash()
+	if b.opts.Commit != "" {
+		if !plumbing.IsHash(b.opts.Commit) || len(b.opts.Commit) != 40 {
+			return nil, fmt.Errorf("--commit %q: want a full 40-hex commit id", b.opts.Commit)
+		}
+		h = plumbing.NewHash(b.opts.Commit)
+	}
+	b.m.Code.Commit = h.String()
+	c, err := repo.CommitObject(h)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--commit %s: %w", h, err)
 	}
 	tracked, err := treeFiles(c)
 	if err != nil {
@@ -38,7 +46,7 @@ func (b *builder) localGit(dir string) (map[string]bool, error) {
 	}
 	b.origin(repo)
 	if wt, err := repo.Worktree(); err == nil {
-		if st, err := wt.Status(); err == nil && !st.IsClean() && hasChanges(st) {
+		if st, err := wt.Status(); err == nil && b.opts.Commit == "" && hasChanges(st) {
 			b.check("$.code.commit", "the worktree has uncommitted changes to tracked files: the pinned commit %s does not hold them; commit, push and run init again", b.m.Code.Commit)
 		}
 	}

@@ -163,6 +163,9 @@ func (b *builder) localCode() ([]string, error) {
 // data hashes --data DIR, else the package's data folder.
 func (b *builder) data(pkgData string, inCode func(string) bool) error {
 	if b.opts.DataDir != "" {
+		if _, err := os.Lstat(b.opts.DataDir); err != nil {
+			return fmt.Errorf("--data: %w", err)
+		}
 		return b.proposeDatasets(b.opts.DataDir, "", nil)
 	}
 	return b.proposeDatasets(pkgData, "data", inCode)

@@ -182,6 +182,18 @@ func TestLocalGitPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// --commit pins an earlier commit of a local repository; a missing one is an error.
+	later := commit(t, r, dir, map[string]string{"notes.txt": "n\n"})
+	res, err = Init(context.Background(), Options{Source: dir, Commit: head, Targets: []string{"did=2.76"}})
+	if err != nil || res.Manifest.Code.Commit != head || later == head {
+		t.Fatalf("--commit: %v %s", err, res.JSON)
+	}
+	if _, err := Init(context.Background(), Options{Source: dir, Commit: strings.Repeat("cd", 20)}); err == nil {
+		t.Fatal("a missing --commit is accepted")
+	}
+	if _, err := Init(context.Background(), Options{Source: dir, DataDir: filepath.Join(dir, "nope")}); err == nil {
+		t.Fatal("a missing --data is accepted")
+	}
 	// An uncommitted change to a tracked file is said.
 	writeFile(t, filepath.Join(dir, "analysis.R"), "changed\n")
 	res, err = Init(context.Background(), Options{Source: dir, Targets: []string{"did=2.76"}})

@@ -27,7 +27,7 @@ field left for you is printed on stderr by JSON path. Exit status: 0 written (pl
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Commit, "commit", "", "with a git URL: the full commit to pin (default: the default branch's)")
+	f.StringVar(&o.Commit, "commit", "", "the full commit to pin (default: a local HEAD, a git URL's default branch)")
 	f.StringVar(&o.Archive, "archive", "", "pin the code as this archive (tar.gz or zip) by its SHA-256")
 	f.StringVar(&o.DataDir, "data", "", "hash the data files under DIR (default: the package's data/)")
 	f.StringVar(&o.DataURL, "data-url", "", "the https URL prefix the data files are published under")
