@@ -171,19 +171,6 @@ func buildEnv(extra []string) ([]string, error) {
 	return env, nil
 }
 
-// Packages returns the installed package list an image records under
-// PackagesLabel ("package=version" entries), or nil when it records none.
-func (img *Image) Packages() []string {
-	if img == nil || img.Config == nil {
-		return nil
-	}
-	list := strings.TrimSpace(img.Config.Config.Labels[PackagesLabel])
-	if list == "" {
-		return nil
-	}
-	return strings.Split(list, "\n")
-}
-
 // putJSON stores v marshalled as JSON and returns its descriptor.
 func (s *Store) putJSON(v any, mt types.MediaType, what string) (v1.Descriptor, error) {
 	raw, err := json.Marshal(v)

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"sort"
-	"strings"
 
 	"github.com/dotlab/dotlab"
 
@@ -66,20 +64,14 @@ in a manifest as NAME@DIGEST.`,
 }
 
 func newImageBuildCmd(cacheDir *string) *cobra.Command {
-	var ref string
-	var gz bool
-	var env, labels []string
+	var ref, env, labels, gz = "", []string{}, []string{}, false
 	cmd := &cobra.Command{
 		Use:   "build ROOTFS_DIR --ref NAME",
 		Short: "Pack a directory into a deterministic single-layer image; print the digest",
 		Long: `Pack ROOTFS_DIR into a single-layer OCI image and import it. The packing is
 deterministic (sorted entries, mtimes at the Unix epoch, owner 0:0,
-uncompressed layer), so the same tree gives the same digest on any machine.
---gzip compresses the layer deterministically (compress/gzip at a fixed level,
-no name or mtime in the header): the same tree gives the same digest with the
-same dotlab. --env KEY=VALUE adds to the config's Env after PATH; --label
-KEY=VALUE sets a config label (the recipes in examples/images record their
-installed packages as org.dotlab.packages; see dotlab image show).
+uncompressed layer), so the same tree gives the same digest on any machine;
+--gzip compresses it deterministically too (fixed level, bare header).
 Prints DIGEST and NAME@DIGEST, the reference to put in environment.image.
 Make /tmp in the tree mode 1777.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -92,18 +84,11 @@ Make /tmp in the tree mode 1777.`,
 			return nil
 		},
 		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
-			o := imagestore.BuildOptions{Gzip: gz, Env: env}
-			for _, l := range labels {
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--label %q: want KEY=VALUE", l)
-				}
-				if o.Labels == nil {
-					o.Labels = map[string]string{}
-				}
-				o.Labels[k] = v
+			lbl, err := imagestore.ParseLabels(labels)
+			if err != nil {
+				return err
 			}
-			d, err := s.BuildWith(args[0], ref, o)
+			d, err := s.BuildWith(args[0], ref, imagestore.BuildOptions{Gzip: gz, Env: env, Labels: lbl})
 			if err != nil {
 				return err
 			}
@@ -173,111 +158,24 @@ func newImageListCmd(cacheDir *string) *cobra.Command {
 	return cmd
 }
 
-// imageInfo is what dotlab image show prints.
-type imageInfo struct {
-	Digest         string            `json:"digest"`
-	ManifestDigest string            `json:"manifest_digest,omitempty"`
-	Refs           []string          `json:"refs,omitempty"`
-	OS             string            `json:"os"`
-	Architecture   string            `json:"architecture"`
-	Env            []string          `json:"env,omitempty"`
-	Layers         []layerInfo       `json:"layers"`
-	CompressedSize int64             `json:"compressed_size"`
-	Labels         map[string]string `json:"labels,omitempty"`
-	Packages       []string          `json:"packages,omitempty"`
-}
-
-type layerInfo struct {
-	Digest    string `json:"digest"`
-	DiffID    string `json:"diff_id"`
-	MediaType string `json:"media_type"`
-	Size      int64  `json:"size"`
-}
-
 func newImageShowCmd(cacheDir *string) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show NAME@sha256:DIGEST | sha256:DIGEST",
 		Short: "Show an image in the local store: config, layers and installed packages",
-		Long: `Print an image of the local store: its digest, names, platform, Env, layers
-(digest, diff_id, media type, compressed size) and labels, and the installed
-package list ("package=version" a line) when the image records one under the
-label org.dotlab.packages, as the recipes in examples/images do (the same list
-is in the image as /usr/share/dotlab/packages.txt). With --json, one object
-whose "packages" field is that list and whose "labels" omit it.`,
+		Long: `Print an image's digest, names, platform, Env, layers, labels and the installed
+packages ("package=version") it records under the label org.dotlab.packages, as
+the examples/images recipes do (also in the image: /usr/share/dotlab/packages.txt).`,
 		Args: cobra.ExactArgs(1),
 		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
-			ref := args[0]
-			dig := ref
-			if i := strings.LastIndex(ref, "@"); i >= 0 {
-				dig = ref[i+1:]
-			}
-			d, err := imagestore.ParseDigest(dig)
+			info, err := s.Describe(args[0])
 			if err != nil {
 				return err
-			}
-			img, err := s.Image(d)
-			if err != nil {
-				return err
-			}
-			info := imageInfo{Digest: img.Digest.String(), OS: img.Config.OS, Architecture: img.Config.Architecture,
-				Env: img.Config.Config.Env, Packages: img.Packages()}
-			if img.ManifestDigest != img.Digest {
-				info.ManifestDigest = img.ManifestDigest.String()
-			}
-			entries, err := s.List()
-			if err != nil {
-				return err
-			}
-			for _, e := range entries {
-				if e.Digest == info.Digest && e.Ref != "" {
-					info.Refs = append(info.Refs, e.Ref)
-				}
-			}
-			for i, l := range img.Manifest.Layers {
-				info.Layers = append(info.Layers, layerInfo{Digest: l.Digest.String(), DiffID: img.Config.RootFS.DiffIDs[i].String(),
-					MediaType: string(l.MediaType), Size: l.Size})
-				info.CompressedSize += l.Size
-			}
-			for k, v := range img.Config.Config.Labels {
-				if k == imagestore.PackagesLabel {
-					continue
-				}
-				if info.Labels == nil {
-					info.Labels = map[string]string{}
-				}
-				info.Labels[k] = v
 			}
 			if asJSON {
 				return cli.PrintJSON(cmd.OutOrStdout(), info)
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "digest\t%s\n", info.Digest)
-			if info.ManifestDigest != "" {
-				fmt.Fprintf(w, "manifest\t%s\n", info.ManifestDigest)
-			}
-			for _, r := range info.Refs {
-				fmt.Fprintf(w, "name\t%s\n", r)
-			}
-			fmt.Fprintf(w, "platform\t%s/%s\n", info.OS, info.Architecture)
-			for _, e := range info.Env {
-				fmt.Fprintf(w, "env\t%s\n", e)
-			}
-			for _, l := range info.Layers {
-				fmt.Fprintf(w, "layer\t%s\t%s\t%d bytes\n", l.Digest, l.MediaType, l.Size)
-			}
-			keys := make([]string, 0, len(info.Labels))
-			for k := range info.Labels {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				fmt.Fprintf(w, "label\t%s=%s\n", k, info.Labels[k])
-			}
-			for _, p := range info.Packages {
-				fmt.Fprintf(w, "package\t%s\n", p)
-			}
-			return nil
+			return info.WriteText(cmd.OutOrStdout())
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

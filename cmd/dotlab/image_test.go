@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/testfix"
 )
 
@@ -31,7 +32,7 @@ func TestImageBuildGzipAndShow(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("image show: %d %s", code, errOut)
 	}
-	var info imageInfo
+	var info imagestore.Info
 	if err := json.Unmarshal([]byte(js), &info); err != nil {
 		t.Fatal(err)
 	}
