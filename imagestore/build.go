@@ -2,16 +2,20 @@ package imagestore
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,8 +30,35 @@ var buildEpoch = time.Unix(0, 0).UTC()
 // DefaultPath is the PATH a built image's config declares.
 const DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// BuildGzipLevel is the compression level of a gzip layer written by
+// BuildWith: fixed, so the same tree always compresses to the same bytes.
+const BuildGzipLevel = gzip.DefaultCompression
+
+// PackagesLabel is the config label under which an image built by the
+// recipes in examples/images records its installed Debian packages, one
+// "package=version" a line (dpkg-query order, sorted), as in the image's
+// /usr/share/dotlab/packages.txt.
+const PackagesLabel = "org.dotlab.packages"
+
+// BuildOptions are BuildWith's choices. The zero value is Build's packing.
+type BuildOptions struct {
+	// Gzip compresses the layer with gzip (media type tar+gzip), written
+	// deterministically: compress/gzip at BuildGzipLevel, a header with no
+	// name, comment, extra field or mtime, one stream. The diff_id (the
+	// uncompressed tar's digest) is the same as without Gzip; the layer
+	// digest depends only on the tree and on Go's compress/flate, which has
+	// produced the same bytes for a given level for many releases.
+	Gzip bool
+	// Env entries (KEY=VALUE) are added to the config's Env after PATH
+	// (DefaultPath); a PATH entry replaces DefaultPath.
+	Env []string
+	// Labels go into the config's Labels (see PackagesLabel).
+	Labels map[string]string
+}
+
 // Build packs the directory rootfs into a single-layer OCI image, stores it
-// under ref (may be empty) and returns the manifest digest.
+// under ref (may be empty) and returns the manifest digest. It is BuildWith
+// with the zero BuildOptions: an uncompressed layer, PATH only.
 //
 // The packing is deterministic, so the same tree gives the same digest on any
 // machine: entries in lexical order, directories before their contents, every
@@ -38,21 +69,55 @@ const DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // Devices, FIFOs and sockets are refused. The config names linux and this
 // machine's architecture and sets PATH only.
 func (s *Store) Build(rootfs, ref string) (v1.Hash, error) {
+	return s.BuildWith(rootfs, ref, BuildOptions{})
+}
+
+// BuildWith is Build with options: a deterministic gzip layer, config Env
+// entries and labels.
+func (s *Store) BuildWith(rootfs, ref string, o BuildOptions) (v1.Hash, error) {
+	env, err := buildEnv(o.Env)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	for k := range o.Labels {
+		if k == "" {
+			return v1.Hash{}, errors.New("build: empty label key")
+		}
+	}
 	tmp, err := os.CreateTemp(s.tmpDir(), "build-*.tar")
 	if err != nil {
 		return v1.Hash{}, err
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	h := sha256.New()
-	if err := writeTree(io.MultiWriter(tmp, h), rootfs); err != nil {
+	layerHash, diffHash := sha256.New(), sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(tmp, layerHash), 1<<20)
+	mediaType := types.OCIUncompressedLayer
+	if o.Gzip {
+		mediaType = types.OCILayer
+		zw, err := gzip.NewWriterLevel(bw, BuildGzipLevel)
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		zw.Header = gzip.Header{OS: 255} // no name, comment or mtime; OS "unknown"
+		if err := writeTree(io.MultiWriter(zw, diffHash), rootfs); err != nil {
+			return v1.Hash{}, fmt.Errorf("build %s: %w", rootfs, err)
+		}
+		if err := zw.Close(); err != nil {
+			return v1.Hash{}, err
+		}
+	} else if err := writeTree(io.MultiWriter(bw, diffHash), rootfs); err != nil {
 		return v1.Hash{}, fmt.Errorf("build %s: %w", rootfs, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return v1.Hash{}, err
 	}
 	size, err := tmp.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	layerDigest := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}
+	layerDigest := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(layerHash.Sum(nil))}
+	diffID := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(diffHash.Sum(nil))}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return v1.Hash{}, err
 	}
@@ -63,8 +128,11 @@ func (s *Store) Build(rootfs, ref string) (v1.Hash, error) {
 		Architecture: runtime.GOARCH,
 		OS:           "linux",
 		Created:      v1.Time{Time: buildEpoch},
-		Config:       v1.Config{Env: []string{DefaultPath}},
-		RootFS:       v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{layerDigest}},
+		Config:       v1.Config{Env: env, Labels: o.Labels},
+		RootFS:       v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{diffID}},
+	}
+	if len(o.Labels) == 0 {
+		cfg.Config.Labels = nil
 	}
 	cfgDesc, err := s.putJSON(cfg, types.OCIConfigJSON, "built config")
 	if err != nil {
@@ -74,13 +142,33 @@ func (s *Store) Build(rootfs, ref string) (v1.Hash, error) {
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
 		Config:        cfgDesc,
-		Layers:        []v1.Descriptor{{MediaType: types.OCIUncompressedLayer, Size: size, Digest: layerDigest}},
+		Layers:        []v1.Descriptor{{MediaType: mediaType, Size: size, Digest: layerDigest}},
 	}
 	mDesc, err := s.putJSON(m, types.OCIManifestSchema1, "built manifest")
 	if err != nil {
 		return v1.Hash{}, err
 	}
 	return mDesc.Digest, s.addRef(mDesc, ref)
+}
+
+// buildEnv is DefaultPath followed by extra (KEY=VALUE each); a PATH entry
+// replaces DefaultPath, and a later entry replaces an earlier one of the same key.
+func buildEnv(extra []string) ([]string, error) {
+	env := []string{DefaultPath}
+	index := map[string]int{"PATH": 0}
+	for _, e := range extra {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "\x00") {
+			return nil, fmt.Errorf("build: env %q is not KEY=VALUE", e)
+		}
+		if i, dup := index[k]; dup {
+			env[i] = e
+			continue
+		}
+		index[k] = len(env)
+		env = append(env, e)
+	}
+	return env, nil
 }
 
 // putJSON stores v marshalled as JSON and returns its descriptor.

@@ -2,8 +2,9 @@ package main
 
 import (
 	"fmt"
-	"github.com/dotlab/dotlab"
 	"os"
+
+	"github.com/dotlab/dotlab"
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/cli"
@@ -15,13 +16,13 @@ func newImageCmd() *cobra.Command {
 	var cacheDir string
 	cmd := &cobra.Command{
 		Use:   "image",
-		Short: "Manage the local OCI image store (import, build, pull, list)",
+		Short: "Manage the local OCI image store (import, build, pull, list, show)",
 		Long: `The local image store keeps OCI images by digest under CACHE/images (an OCI
 image layout) and their unpacked root filesystems under CACHE/images/rootfs.
 dotlab rerun resolves environment.image there first, by digest only.`,
 	}
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache", cli.DefaultCacheDir(), "cache directory (images and downloads)")
-	cmd.AddCommand(newImageImportCmd(&cacheDir), newImageBuildCmd(&cacheDir), newImagePullCmd(&cacheDir), newImageListCmd(&cacheDir))
+	cmd.AddCommand(newImageImportCmd(&cacheDir), newImageBuildCmd(&cacheDir), newImagePullCmd(&cacheDir), newImageListCmd(&cacheDir), newImageShowCmd(&cacheDir))
 	return cmd
 }
 
@@ -63,13 +64,14 @@ in a manifest as NAME@DIGEST.`,
 }
 
 func newImageBuildCmd(cacheDir *string) *cobra.Command {
-	var ref string
+	var ref, env, labels, gz = "", []string{}, []string{}, false
 	cmd := &cobra.Command{
 		Use:   "build ROOTFS_DIR --ref NAME",
 		Short: "Pack a directory into a deterministic single-layer image; print the digest",
 		Long: `Pack ROOTFS_DIR into a single-layer OCI image and import it. The packing is
 deterministic (sorted entries, mtimes at the Unix epoch, owner 0:0,
-uncompressed layer), so the same tree gives the same digest on any machine.
+uncompressed layer), so the same tree gives the same digest on any machine;
+--gzip compresses it deterministically too (fixed level, bare header).
 Prints DIGEST and NAME@DIGEST, the reference to put in environment.image.
 Make /tmp in the tree mode 1777.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -82,7 +84,11 @@ Make /tmp in the tree mode 1777.`,
 			return nil
 		},
 		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
-			d, err := s.Build(args[0], ref)
+			lbl, err := imagestore.ParseLabels(labels)
+			if err != nil {
+				return err
+			}
+			d, err := s.BuildWith(args[0], ref, imagestore.BuildOptions{Gzip: gz, Env: env, Labels: lbl})
 			if err != nil {
 				return err
 			}
@@ -91,6 +97,9 @@ Make /tmp in the tree mode 1777.`,
 		}),
 	}
 	cmd.Flags().StringVar(&ref, "ref", "", "image name, e.g. localhost/lab/python (required)")
+	cmd.Flags().BoolVar(&gz, "gzip", false, "gzip-compress the layer (deterministic)")
+	cmd.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE to add to the image config's Env (repeatable)")
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "KEY=VALUE image config label (repeatable)")
 	cmd.MarkFlagRequired("ref")
 	return cmd
 }
@@ -143,6 +152,30 @@ func newImageListCmd(cacheDir *string) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", e.Digest, e.Ref)
 			}
 			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newImageShowCmd(cacheDir *string) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show NAME@sha256:DIGEST | sha256:DIGEST",
+		Short: "Show an image in the local store: config, layers and installed packages",
+		Long: `Print an image's digest, names, platform, Env, layers, labels and the installed
+packages ("package=version") it records under the label org.dotlab.packages, as
+the examples/images recipes do (also in the image: /usr/share/dotlab/packages.txt).`,
+		Args: cobra.ExactArgs(1),
+		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
+			info, err := s.Describe(args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return cli.PrintJSON(cmd.OutOrStdout(), info)
+			}
+			return info.WriteText(cmd.OutOrStdout())
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -1,0 +1,121 @@
+# Shared steps of the image recipes under examples/images (sourced, not run).
+#
+# A recipe sets a few variables and calls two functions:
+#
+#   RECIPE=name           rootfs cached in $var/images/$RECIPE-rootfs
+#   RECIPE_VERSION=N      bump when the recipe changes: a cached rootfs built by
+#                         another version is rebuilt
+#   INCLUDE=a,b           packages for debootstrap --include (optional)
+#   PACKAGES="a b c"      packages for apt-get install --no-install-recommends
+#                         in a chroot after debootstrap (optional; resolves
+#                         dependencies that --include cannot, e.g. r-cran-hmisc)
+#   recipe_customize()    optional function run on the tree ($1) after
+#                         installation (in the chroot session) and before trimming
+#   recipe_finish()       optional function run on the tree ($1) after trimming
+#                         (e.g. compiling byte code that the trim removed)
+#   dotlab_rootfs         builds (or reuses) the rootfs; sets $rootfs
+#   dotlab_pack REF ARGS  packs it with `dotlab image build` (ARGS are extra
+#                         flags such as --gzip or --env) and prints the last
+#                         line: DIGEST<TAB>REF@DIGEST
+#
+# and reads $dotlab (the dotlab binary) and $var (the var directory).
+#
+# What every recipe gets: Debian bookworm, debootstrap --variant=minbase; apt in
+# a chroot with /proc mounted only for the installation (unmounted by a trap,
+# also on error or interruption) and a policy-rc.d that keeps services from
+# starting; zoneinfo (/usr/share/zoneinfo, tzdata) and the C.UTF-8 locale
+# (/usr/lib/locale/C.utf8) kept; the installed package list written to
+# /usr/share/dotlab/packages.txt (one "package=version" a line, sorted), which
+# dotlab_pack also records as the image label org.dotlab.packages; a
+# deterministic trim (apt lists and caches, logs, machine-id, hostname,
+# resolv.conf, *-old and *- backups, documentation, man pages, message
+# translations, dpkg md5sums, __pycache__); /tmp 1777; /work/{code,data,out};
+# no device nodes. Needs root and debootstrap.
+
+dotlab_mirror() {
+  local m
+  m=$(grep -hoE '^(deb|URIs:)\s+https?://[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null \
+    | awk '{print $2}' | grep -v -- '-security' | head -1 || true)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# dotlab_chroot_apt ROOT PACKAGE... installs packages inside ROOT with apt-get.
+dotlab_chroot_apt() {
+  local root=$1
+  shift
+  (
+    cleanup() {
+      if mountpoint -q "$root/proc"; then umount "$root/proc" || umount -l "$root/proc"; fi
+      rm -f "$root/usr/sbin/policy-rc.d" "$root/etc/resolv.conf"
+    }
+    trap cleanup EXIT
+    trap 'exit 130' INT TERM HUP
+    printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+    chmod 755 "$root/usr/sbin/policy-rc.d"
+    cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+    mount -t proc proc "$root/proc"
+    local env=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 HOME=/root)
+    chroot "$root" "${env[@]}" apt-get update -qq
+    chroot "$root" "${env[@]}" apt-get install -y -qq --no-install-recommends \
+      -o Dpkg::Use-Pty=0 -o APT::Install-Suggests=false "$@"
+    chroot "$root" "${env[@]}" apt-get clean
+    if declare -F recipe_customize >/dev/null; then recipe_customize "$root"; fi
+  )
+}
+
+# dotlab_trim ROOT removes what an analysis never needs and what varies between builds.
+dotlab_trim() {
+  local r=$1
+  mkdir -p "$r/usr/share/dotlab"
+  chroot "$r" dpkg-query -W -f='${Package}=${Version}\n' | LC_ALL=C sort >"$r/usr/share/dotlab/packages.txt"
+  rm -rf "$r"/var/lib/apt/lists/* "$r"/var/cache/apt/* \
+         "$r"/var/cache/debconf/*-old "$r"/var/cache/ldconfig/* \
+         "$r"/usr/share/doc/* "$r"/usr/share/man/* "$r"/usr/share/info/* \
+         "$r"/usr/share/locale/* \
+         "$r"/var/log/* "$r"/var/lib/dpkg/*-old "$r"/var/lib/dpkg/info/*.md5sums \
+         "$r"/etc/machine-id "$r"/etc/hostname "$r"/etc/resolv.conf \
+         "$r"/etc/*- "$r"/var/lib/systemd/* "$r"/debootstrap \
+         "$r"/root/.cache "$r"/root/.bash_history
+  find "$r" -xdev -name '__pycache__' -type d -prune -exec rm -rf {} +
+  # Device nodes cannot go into an image; the runtime provides /dev.
+  find "$r/dev" -mindepth 1 -delete
+  chmod 1777 "$r/tmp"
+  find "$r/tmp" "$r/var/tmp" -mindepth 1 -delete
+  mkdir -p "$r/work/code" "$r/work/data" "$r/work/out"
+}
+
+# dotlab_rootfs builds $var/images/$RECIPE-rootfs unless a complete one of
+# this RECIPE_VERSION is cached, and sets rootfs to it.
+dotlab_rootfs() {
+  rootfs="$var/images/$RECIPE-rootfs"
+  local stamp="$RECIPE $RECIPE_VERSION"
+  mkdir -p "$var/images"
+  if [ -f "$rootfs/.dotlab-complete" ] && [ "$(cat "$rootfs/.dotlab-complete")" = "$stamp" ]; then
+    return 0
+  fi
+  local mirror tmp="$rootfs.tmp"
+  mirror=$(dotlab_mirror)
+  echo "building the $RECIPE rootfs with debootstrap from $mirror…" >&2
+  for d in "$rootfs" "$tmp"; do
+    if mountpoint -q "$d/proc" 2>/dev/null; then umount "$d/proc" || umount -l "$d/proc"; fi
+    rm -rf --one-file-system "$d"
+  done
+  debootstrap --variant=minbase ${INCLUDE:+--include="$INCLUDE"} bookworm "$tmp" "$mirror" >&2
+  if [ -n "${PACKAGES:-}" ]; then
+    # shellcheck disable=SC2086 # PACKAGES is a word list
+    dotlab_chroot_apt "$tmp" $PACKAGES >&2
+  fi
+  dotlab_trim "$tmp"
+  if declare -F recipe_finish >/dev/null; then recipe_finish "$tmp" >&2; fi
+  echo "$stamp" >"$tmp/.dotlab-complete"
+  mv "$tmp" "$rootfs"
+}
+
+# dotlab_pack REF [FLAG...] packs $rootfs into the store under $var/cache.
+dotlab_pack() {
+  local ref=$1
+  shift
+  find "$rootfs/dev" -mindepth 1 -delete 2>/dev/null || true
+  "$dotlab" image build "$rootfs" --ref "$ref" --cache "$var/cache" \
+    --label "org.dotlab.packages=$(cat "$rootfs/usr/share/dotlab/packages.txt")" "$@" | tail -1
+}
