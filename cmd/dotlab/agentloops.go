@@ -75,21 +75,13 @@ func loopCmd(use, short, long string, step func(*agent.Agent) agent.Step) *cobra
 
 func newRunnerCmd() *cobra.Command {
 	return loopCmd("runner", "Take jobs from a server: draw, accept, rerun in the sandbox, publish",
-		`Work as a runner: GET /jobs/next; decline with capability_mismatch when the
-manifest needs what this agent lacks; accept; join the lab room as runner and
-post progress (a note at each stage, a finding when a value is outside
-tolerance, a blocker when stuck); rerun with the sandbox engine; upload the
-JSON-lines log; publish the run within the window. Needs root (runc).`,
+		help("runner"),
 		func(a *agent.Agent) agent.Step { return a.RunOnce })
 }
 
 func newChallengerCmd() *cobra.Command {
 	return loopCmd("challenger", "Rerun published runs in their challenge window and post challenges",
-		`Work as a challenger: pick a run in its challenge window, rerun the manifest
-independently (the runner's record and logs are read only after the rerun),
-then POST /challenges with agrees and, on disagreement, notes naming each
-differing comparison and by how much. Runs this agent holds a role on are
-skipped (the server refuses them). Needs root (runc).`,
+		help("challenger"),
 		func(a *agent.Agent) agent.Step { return a.ChallengeOnce })
 }
 
@@ -102,14 +94,8 @@ func newReviewCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "review",
 		Short: "Review the next dispute: show the evidence, optionally rerun, vote",
-		Long: `Review a dispute: GET /disputes/next draws one at random among disputes this
-agent holds no role on, and shows the manifest's targets with the run's and
-the challenges' values side by side. Then either:
-  --rerun                             rerun locally and vote for the side the
-                                      rerun reproduces, citing the comparisons
-  --vote runner|challenger --rationale TEXT   vote by hand (20-2000 characters)
-Without either, only shows the evidence (the dispute stays assigned to you).`,
-		Args: cobra.NoArgs,
+		Long:  help("review"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rerun && vote != "" {
 				return errors.New("give --rerun or --vote, not both")

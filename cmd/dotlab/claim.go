@@ -17,13 +17,8 @@ func newClaimCmd() *cobra.Command {
 	submit := &cobra.Command{
 		Use:   "submit MANIFEST",
 		Short: "List a claim: validate MANIFEST locally, then POST /claims",
-		Long: `List a claim: validate MANIFEST locally (the spec and the listing rules:
-every URL must be one a strict runner fetches, as the server checks too),
-then POST /claims. Each problem is printed as MANIFEST: <JSON path>: <fix>.
---allow-private-urls skips the local refusal of private and loopback
-addresses, plain http and git:// for a server that lists them (dotlab serve
---allow-private-urls); the server still decides.`,
-		Args: cobra.ExactArgs(1),
+		Long:  help("claim-submit"),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, data, err := cli.LoadManifest(cmd.ErrOrStderr(), args[0], ": not submitted")
 			if err != nil {

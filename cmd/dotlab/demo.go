@@ -13,17 +13,8 @@ func newDemoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run DotLab on real published claims end to end (the main job)",
-		Long: `Start a server on SQLite, list the example claims of examples/claims (Student
-1908, Fisher 1935, NIST Michelso, Bickel 1975, and two labelled
-demonstrations: altered data and crashing code), register a submitter, two
-runners, a challenger and three reviewers, and let them work through every
-lifecycle path, including one dispute decided by votes. Prints the final
-table and leaves the server running for a look (Ctrl-C stops it) unless
---exit.
-
-Everything the demo writes lives under --var (default ./var). Needs root,
-runc, git and debootstrap (the README's set-up command installs them).`,
-		Args: cobra.NoArgs,
+		Long:  help("demo"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			self, err := os.Executable()
 			if err != nil {

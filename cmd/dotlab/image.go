@@ -17,9 +17,7 @@ func newImageCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Manage the local OCI image store (import, build, pull, list, show)",
-		Long: `The local image store keeps OCI images by digest under CACHE/images (an OCI
-image layout) and their unpacked root filesystems under CACHE/images/rootfs.
-dotlab rerun resolves environment.image there first, by digest only.`,
+		Long:  help("image"),
 	}
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache", cli.DefaultCacheDir(), "cache directory (images and downloads)")
 	cmd.AddCommand(newImageImportCmd(&cacheDir), newImageBuildCmd(&cacheDir), newImagePullCmd(&cacheDir), newImageListCmd(&cacheDir), newImageShowCmd(&cacheDir))
@@ -42,12 +40,8 @@ func newImageImportCmd(cacheDir *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import PATH",
 		Short: "Load an OCI layout directory, OCI archive or docker-save tarball; print the digest",
-		Long: `Load the image(s) at PATH into the local store, verifying every blob, and
-print one line per image: DIGEST and its name. PATH may be an OCI image layout
-directory, an OCI archive (tar or tar.gz of such a directory; docker save of
-Docker 25 and later writes one) or a classic docker-save tarball. Pin the image
-in a manifest as NAME@DIGEST.`,
-		Args: cobra.ExactArgs(1),
+		Long:  help("image-import"),
+		Args:  cobra.ExactArgs(1),
 		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
 			imported, err := s.Import(args[0], ref)
 			if err != nil {
@@ -68,12 +62,7 @@ func newImageBuildCmd(cacheDir *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build ROOTFS_DIR --ref NAME",
 		Short: "Pack a directory into a deterministic single-layer image; print the digest",
-		Long: `Pack ROOTFS_DIR into a single-layer OCI image and import it. The packing is
-deterministic (sorted entries, mtimes at the Unix epoch, owner 0:0,
-uncompressed layer), so the same tree gives the same digest on any machine;
---gzip compresses it deterministically too (fixed level, bare header).
-Prints DIGEST and NAME@DIGEST, the reference to put in environment.image.
-Make /tmp in the tree mode 1777.`,
+		Long:  help("image-build"),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
 				return err
@@ -163,10 +152,8 @@ func newImageShowCmd(cacheDir *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show NAME@sha256:DIGEST | sha256:DIGEST",
 		Short: "Show an image in the local store: config, layers and installed packages",
-		Long: `Print an image's digest, names, platform, Env, layers, labels and the installed
-packages ("package=version") it records under the label org.dotlab.packages, as
-the examples/images recipes do (also in the image: /usr/share/dotlab/packages.txt).`,
-		Args: cobra.ExactArgs(1),
+		Long:  help("image-show"),
+		Args:  cobra.ExactArgs(1),
 		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
 			info, err := s.Describe(args[0])
 			if err != nil {

@@ -17,10 +17,8 @@ func newManifestInitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init DIR|GIT-URL",
 		Short: "Scaffold a manifest from a package directory or git URL; placeholders are listed on stderr",
-		Long: `Propose a manifest (docs/manifest-spec.md "Scaffolding a manifest") and validate it. Every
-field left for you is printed on stderr by JSON path. Exit status: 0 written (placeholders only),
-1 written but invalid beyond its placeholders, 2 nothing written.`,
-		Args: cobra.ExactArgs(1),
+		Long:  help("manifest-init"),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Source = args[0]
 			return cli.Scaffold(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), out, o)
@@ -51,16 +49,8 @@ func newManifestCmd() *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "validate FILE",
 		Short: "Validate FILE against manifest spec v0.1 (exit 0 valid, 1 invalid)",
-		Long: `Validate FILE against manifest spec v0.1: strict JSON, the JSON Schema
-spec/manifest.schema.json and the semantic rules of docs/manifest-spec.md.
-Every problem is printed on its own line as FILE: <JSON path>: <what to fix>.
-A valid manifest naming what a public server refuses at listing (file://,
-local paths, plain http, private addresses, credentials in URLs) is valid for
-a local rerun: each such field is printed as a warning
-(FILE: warning: not listable: <JSON path>: <why>) and the exit status stays 0;
-dotlab claim submit refuses it.
-Exit status: 0 valid, 1 invalid, 2 the file could not be read.`,
-		Args: cobra.ExactArgs(1),
+		Long:  help("manifest-validate"),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, _, err := cli.LoadManifest(cmd.ErrOrStderr(), args[0], "")
 			if err != nil {
@@ -79,10 +69,8 @@ Exit status: 0 valid, 1 invalid, 2 the file could not be read.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "hash FILE",
 		Short: "Print the manifest's canonical identity (SHA-256 of its RFC 8785 form)",
-		Long: `Print the SHA-256 of FILE's RFC 8785 (JSON Canonicalization Scheme) form:
-the identity under which a manifest can be listed only once. Whitespace, key
-order and number spelling (1.50 vs 1.5) do not change it.`,
-		Args: cobra.ExactArgs(1),
+		Long:  help("manifest-hash"),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := cli.ReadManifestFile(args[0])
 			if err != nil {

@@ -20,28 +20,8 @@ func newRerunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rerun MANIFEST",
 		Short: "Rerun a manifest in a sandbox and record the outcome (no server needed)",
-		Long: `Rerun MANIFEST locally: verify every input hash, resolve the image by digest
-(local store first, then its registry), check out the code at the pinned
-commit, run the entrypoint in an OCI sandbox (runc, or runsc with --runtime
-runsc), compare each target exactly and record the outcome.
-
-Writes into --out: run.json (the POST /runs body, job_id empty), logs.jsonl
-(one JSON object per line) and out/ (the files the analysis wrote). Prints the
-comparison table and the outcome, or run.json with --json.
-
-Exit status: 0 whenever an outcome was recorded, whatever it is (reproduced,
-not_reproduced, spec_issue, input_mismatch); 1 for an invalid manifest; 2 when
-no outcome could be made (network or sandbox failure).
-
-Fetching: this command reruns a manifest you chose, so by default it may
-reach plain http, loopback and private addresses. It reads local files
-(file:// URLs, local paths, local repositories) only with --allow-local DIR,
-and then only inside DIR (no '..' or symlink out of it). Agents that take
-work from a server use the strict policy instead (https only, public
-addresses only, checked after DNS and on every redirect; never local files);
---strict-fetch applies it here too. Needs root (runc creates namespaces and
-cgroups).`,
-		Args: cobra.ExactArgs(1),
+		Long:  help("rerun"),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, _, err := cli.LoadManifest(cmd.ErrOrStderr(), args[0], fmt.Sprintf("; fix the problems above (dotlab manifest validate %s)", args[0]))
 			if err != nil {

@@ -17,23 +17,8 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the DotLab server: the /api/v1 JSON API and the settlement clock",
-		Long: `Run the DotLab protocol server.
-
-Storage is a SQLite file by default (--db sqlite:PATH) or PostgreSQL
-(--db postgres://user@host:5432/dbname) for several server processes sharing
-one database. Migrations are embedded and applied at start.
-
-The windows and the review quorum are flags so that tests and demos can run a
-whole lifecycle in seconds.
-
-Claims are listed only when every URL they name is one a strict runner
-fetches (https, public hosts, no file:// or local path, no credentials in
-URLs); --allow-private-urls also admits private and loopback addresses,
-plain http and git:// for a private deployment or the demo.
-
-SIGINT or SIGTERM shut down gracefully: in-flight requests finish, then the
-database closes.`,
-		Args: cobra.NoArgs,
+		Long:  help("serve"),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if w.Accept <= 0 || w.Publish <= 0 || w.Challenge <= 0 {
 				return errors.New("--accept-window, --publish-window and --challenge-window must be positive durations (e.g. 60m, 24h)")
