@@ -8,15 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dotlab/dotlab/internal/testfix"
 	"io"
 	"log"
 	mrand "math/rand"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,24 +48,6 @@ func commitFiles(t *testing.T, r *git.Repository, dir string, files map[string]s
 	return h.String()
 }
 
-// gitHTTP serves the repositories under root with git's own smart-HTTP CGI
-// (git http-backend), as a forge would.
-func gitHTTP(t *testing.T, root string) string {
-	t.Helper()
-	gitBin, err := exec.LookPath("git")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI must provide git")
-		}
-		t.Skip("needs git")
-	}
-	h := &cgi.Handler{Path: gitBin, Args: []string{"http-backend"},
-		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}, Stderr: io.Discard}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 func TestCheckoutOverHTTPAndLocal(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "lab")
@@ -76,7 +57,7 @@ func TestCheckoutOverHTTPAndLocal(t *testing.T) {
 	}
 	old := commitFiles(t, r, dir, map[string]string{"analysis.sh": "v1", "lib/util.sh": "u"})
 	tip := commitFiles(t, r, dir, map[string]string{"analysis.sh": "v2"})
-	base := gitHTTP(t, root)
+	base := testfix.GitHTTP(t, root)
 	p := LocalPolicy("/")
 	for _, repoURL := range []string{base + "/lab/.git", dir, "file://" + dir} {
 		for commit, want := range map[string]string{old: "v1", tip: "v2"} {

@@ -5,11 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"io"
-	"net/http/cgi"
-	"net/http/httptest"
+	"github.com/dotlab/dotlab/internal/testfix"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -318,23 +315,6 @@ func TestRealProblemsAndRefusals(t *testing.T) {
 	}
 }
 
-// gitHTTP serves the repositories under root with git's smart-HTTP CGI on loopback.
-func gitHTTP(t *testing.T, root string) string {
-	t.Helper()
-	gitBin, err := exec.LookPath("git")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI must provide git")
-		}
-		t.Skip("needs git")
-	}
-	h := &cgi.Handler{Path: gitBin, Args: []string{"http-backend"},
-		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}, Stderr: io.Discard}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 func TestGitURL(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "pkg")
@@ -344,7 +324,7 @@ func TestGitURL(t *testing.T) {
 	}
 	old := commit(t, r, dir, map[string]string{"main.py": "print(1)\n", "data/in.csv": "a\n"})
 	tip := commit(t, r, dir, map[string]string{"main.py": "print(2)\n", "requirements.txt": "pandas==2.1.4\n"})
-	url := gitHTTP(t, root) + "/pkg/.git"
+	url := testfix.GitHTTP(t, root) + "/pkg/.git"
 	p := runner.Policy{AllowPrivate: true}
 	res, err := Init(context.Background(), Options{Source: url, Policy: p, Targets: []string{"x=1.0"}})
 	if err != nil {

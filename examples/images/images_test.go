@@ -55,14 +55,7 @@ func TestScientificImages(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("builds two Debian images (-short)")
 	}
-	varDir := os.Getenv("DOTLAB_IMAGES_VAR")
-	if varDir == "" {
-		varDir = filepath.Join("..", "..", "var")
-	}
-	varDir, err := filepath.Abs(varDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	varDir := imagesVar(t)
 	bin := filepath.Join(t.TempDir(), "dotlab")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/dotlab").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

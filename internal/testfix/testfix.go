@@ -5,6 +5,8 @@ package testfix
 
 import (
 	"io"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,4 +104,23 @@ func copyFile(t testing.TB, src, dst string, mode os.FileMode) {
 	if err := os.Chmod(dst, mode); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// GitHTTP serves the git repositories under root with git's own smart-HTTP
+// CGI (git http-backend) on loopback, as a forge would, until the test ends,
+// and returns the base URL. Without git it skips, or fails under CI.
+func GitHTTP(t testing.TB, root string) string {
+	t.Helper()
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI must provide git")
+		}
+		t.Skip("needs git")
+	}
+	h := &cgi.Handler{Path: gitBin, Args: []string{"http-backend"},
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}, Stderr: io.Discard}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
