@@ -364,3 +364,22 @@ func TestClaimViewCarriesTheManifest(t *testing.T) {
 		}
 	}
 }
+
+// publishAndRead posts a run body as the agent with key, expects 201, and
+// returns the run as GET /runs/{id} reads it back.
+func (e *env) publishAndRead(key string, body *dotlab.RunBody) dotlab.Run {
+	e.t.Helper()
+	r := e.do("POST", "/api/v1/runs", key, body)
+	expect(e.t, r, 201, "")
+	var created dotlab.Run
+	if err := json.Unmarshal(r.body, &created); err != nil {
+		e.t.Fatal(err)
+	}
+	r = e.do("GET", "/api/v1/runs/"+created.ID, "", nil)
+	expect(e.t, r, 200, "")
+	var got dotlab.Run
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/dotlab/dotlab"
@@ -30,20 +29,9 @@ func TestRunEnvironmentCodeStored(t *testing.T) {
 
 		body.Environment.CodeArchiveSHA256 = ""
 		body.Environment.CodeCommit = commit
-		r := e.do("POST", "/api/v1/runs", runnerKey, body)
-		expect(t, r, 201, "")
-		var created dotlab.Run
-		if err := json.Unmarshal(r.body, &created); err != nil {
-			t.Fatal(err)
-		}
-		r = e.do("GET", "/api/v1/runs/"+created.ID, "", nil)
-		expect(t, r, 200, "")
-		var got dotlab.Run
-		if err := json.Unmarshal(r.body, &got); err != nil {
-			t.Fatal(err)
-		}
+		got := e.publishAndRead(runnerKey, body)
 		if got.Body.Environment.CodeCommit != commit || got.Body.Environment.CodeArchiveSHA256 != "" {
-			t.Fatalf("environment stored as %+v\n%s", got.Body.Environment, r.body)
+			t.Fatalf("environment stored as %+v", got.Body.Environment)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -27,20 +26,9 @@ func TestRunEnvironmentRuntimeStored(t *testing.T) {
 			Package: "runc", PackageVersion: "1.1.5+ds1-1+deb12u1", Fixes: []string{"CVE-2024-21626"},
 		}
 		body.Environment.Runtime = want
-		r := e.do("POST", "/api/v1/runs", runnerKey, body)
-		expect(t, r, 201, "")
-		var created dotlab.Run
-		if err := json.Unmarshal(r.body, &created); err != nil {
-			t.Fatal(err)
-		}
-		r = e.do("GET", "/api/v1/runs/"+created.ID, "", nil)
-		expect(t, r, 200, "")
-		var got dotlab.Run
-		if err := json.Unmarshal(r.body, &got); err != nil {
-			t.Fatal(err)
-		}
+		got := e.publishAndRead(runnerKey, body)
 		if !reflect.DeepEqual(got.Body.Environment.Runtime, want) {
-			t.Fatalf("runtime stored as %+v, want %+v\n%s", got.Body.Environment.Runtime, want, r.body)
+			t.Fatalf("runtime stored as %+v, want %+v", got.Body.Environment.Runtime, want)
 		}
 	})
 }

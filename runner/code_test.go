@@ -19,34 +19,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/safefs"
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
-
-func commitFiles(t *testing.T, r *git.Repository, dir string, files map[string]string) string {
-	t.Helper()
-	wt, _ := r.Worktree()
-	for name, body := range files {
-		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
-		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
-		if _, err := wt.Add(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, err := wt.Commit("c", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.org", When: time.Unix(1e9, 0)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h.String()
-}
 
 func TestCheckoutOverHTTPAndLocal(t *testing.T) {
 	root := t.TempDir()
@@ -55,8 +36,8 @@ func TestCheckoutOverHTTPAndLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := commitFiles(t, r, dir, map[string]string{"analysis.sh": "v1", "lib/util.sh": "u"})
-	tip := commitFiles(t, r, dir, map[string]string{"analysis.sh": "v2"})
+	old := testfix.Commit(t, r, dir, map[string]string{"analysis.sh": "v1", "lib/util.sh": "u"})
+	tip := testfix.Commit(t, r, dir, map[string]string{"analysis.sh": "v2"})
 	base := testfix.GitHTTP(t, root)
 	p := LocalPolicy("/")
 	for _, repoURL := range []string{base + "/lab/.git", dir, "file://" + dir} {

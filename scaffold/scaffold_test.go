@@ -11,13 +11,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/runner"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
-	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 func TestHalfUnit(t *testing.T) {
@@ -72,23 +70,6 @@ func TestSplitCommand(t *testing.T) {
 	}
 }
 
-// commit writes files into the worktree at dir and commits them.
-func commit(t *testing.T, r *git.Repository, dir string, files map[string]string) string {
-	t.Helper()
-	wt, _ := r.Worktree()
-	for name, body := range files {
-		writeFile(t, filepath.Join(dir, name), body)
-		if _, err := wt.Add(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, err := wt.Commit("c", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.org", When: time.Unix(1e9, 0)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h.String()
-}
-
 func writeFile(t *testing.T, p, body string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -120,7 +101,7 @@ func TestLocalGitPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := commit(t, r, dir, map[string]string{"analysis.R": "source('helpers.R')\n", "helpers.R": "f <- 1\n", "data/codebook.csv": "var,desc\n", ".gitignore": "data/raw/\n"})
+	head := testfix.Commit(t, r, dir, map[string]string{"analysis.R": "source('helpers.R')\n", "helpers.R": "f <- 1\n", "data/codebook.csv": "var,desc\n", ".gitignore": "data/raw/\n"})
 	if _, err := r.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{"https://github.com/lab/did-replication.git"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +161,7 @@ func TestLocalGitPackage(t *testing.T) {
 	}
 
 	// --commit pins an earlier commit of a local repository; a missing one is an error.
-	later := commit(t, r, dir, map[string]string{"notes.txt": "n\n"})
+	later := testfix.Commit(t, r, dir, map[string]string{"notes.txt": "n\n"})
 	res, err = Init(context.Background(), Options{Source: dir, Commit: head, Targets: []string{"did=2.76"}})
 	if err != nil || res.Manifest.Code.Commit != head || later == head {
 		t.Fatalf("--commit: %v %s", err, res.JSON)
@@ -208,7 +189,7 @@ func TestOriginNotProposed(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		r, _ := git.PlainInit(dir, false)
-		commit(t, r, dir, map[string]string{"main.py": "print(1)\n"})
+		testfix.Commit(t, r, dir, map[string]string{"main.py": "print(1)\n"})
 		if origin != "" {
 			r.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{origin}})
 		}
@@ -322,8 +303,8 @@ func TestGitURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := commit(t, r, dir, map[string]string{"main.py": "print(1)\n", "data/in.csv": "a\n"})
-	tip := commit(t, r, dir, map[string]string{"main.py": "print(2)\n", "requirements.txt": "pandas==2.1.4\n"})
+	old := testfix.Commit(t, r, dir, map[string]string{"main.py": "print(1)\n", "data/in.csv": "a\n"})
+	tip := testfix.Commit(t, r, dir, map[string]string{"main.py": "print(2)\n", "requirements.txt": "pandas==2.1.4\n"})
 	url := testfix.GitHTTP(t, root) + "/pkg/.git"
 	p := runner.Policy{AllowPrivate: true}
 	res, err := Init(context.Background(), Options{Source: url, Policy: p, Targets: []string{"x=1.0"}})

@@ -4,6 +4,8 @@
 package testfix
 
 import (
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"io"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -11,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Applets are the busybox applets linked into the fixture rootfs.
@@ -123,4 +126,32 @@ func GitHTTP(t testing.TB, root string) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// Commit writes files (name → content, parent directories created) into
+// the worktree of r at dir, adds them and commits them with a fixed author
+// and time, returning the commit id.
+func Commit(t testing.TB, r *git.Repository, dir string, files map[string]string) string {
+	t.Helper()
+	wt, err := r.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wt.Add(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := wt.Commit("c", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.org", When: time.Unix(1e9, 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.String()
 }
