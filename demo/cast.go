@@ -11,8 +11,12 @@ import (
 	"github.com/dotlab/dotlab/client"
 )
 
+// capabilities are what the demo's agents declare: the example images have
+// Python (the claims written for DotLab, the Python package) and R.
+func capabilities() []string { return []string{"python", "r"} }
+
 // cast is the demo's agents: a submitter, two runners, a challenger and
-// three reviewers, all registered with the python capability.
+// three reviewers, all registered with the python and r capabilities.
 type cast struct {
 	submitter   *client.Client
 	ada, bo, cy *agent.Agent
@@ -21,7 +25,7 @@ type cast struct {
 
 // register registers one agent and returns its authenticated client.
 func (s *session) register(ctx context.Context, name string) (*client.Client, error) {
-	a, err := s.pub.Register(ctx, dotlab.NewAgent{Name: name, Operator: "dotlab demo", Capabilities: []string{"python"}})
+	a, err := s.pub.Register(ctx, dotlab.NewAgent{Name: name, Operator: "dotlab demo", Capabilities: capabilities()})
 	if err != nil {
 		return nil, err
 	}
@@ -35,8 +39,8 @@ func (s *session) newAgent(ctx context.Context, name string) (*agent.Agent, erro
 	if err != nil {
 		return nil, err
 	}
-	return agent.New(c, agent.Config{CacheDir: filepath.Join(s.varDir, "cache"), WorkDir: filepath.Join(s.varDir, "runs", name), Runtime: "runc",
-		AllowPrivate: true, Capabilities: []string{"python"}, Clock: s.o.Clock,
+	return agent.New(c, agent.Config{CacheDir: filepath.Join(s.imagesVar, "cache"), WorkDir: filepath.Join(s.varDir, "runs", name), Runtime: "runc",
+		AllowPrivate: true, Capabilities: capabilities(), Clock: s.o.Clock,
 		Logf: func(format string, args ...any) { s.logf("%-14s %s", name, fmt.Sprintf(format, args...)) }})
 }
 

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,12 @@ import (
 
 // Options configure Run (the flags of `dotlab demo`).
 type Options struct {
-	VarDir      string // everything the demo writes goes here
+	VarDir string // everything the demo writes goes here
+	// ImagesVar is where the example images are built and stored (the
+	// recipes' rootfs cache under images/, the image store and the agents'
+	// download cache under cache/). Default VarDir; the tests share one
+	// with the image recipes' tests.
+	ImagesVar   string
 	ExamplesDir string // the repository's examples directory
 	Addr        string // the demo server's address
 	ArchiveAddr string // address serving the examples' data and git repositories
@@ -48,6 +54,7 @@ type Result struct {
 type session struct {
 	o         Options
 	varDir    string
+	imagesVar string // Options.ImagesVar, absolute
 	exs       []Example
 	manifests map[string][]byte // by Example.Dir
 	ids       map[string]string // claim id by Example.Dir
@@ -114,6 +121,12 @@ func (s *session) prepare() (closeArchive func() error, err error) {
 	if s.varDir, err = filepath.Abs(s.o.VarDir); err != nil {
 		return nil, err
 	}
+	s.imagesVar = s.varDir
+	if s.o.ImagesVar != "" {
+		if s.imagesVar, err = filepath.Abs(s.o.ImagesVar); err != nil {
+			return nil, err
+		}
+	}
 	s.logf("DotLab demo: everything it writes goes under %s", s.varDir)
 	for _, d := range []string{"manifests", "archive", "runs"} {
 		if err := os.MkdirAll(filepath.Join(s.varDir, d), 0o755); err != nil {
@@ -126,29 +139,75 @@ func (s *session) prepare() (closeArchive func() error, err error) {
 	if err := (sandbox.Runtime{Name: "runc"}).Check(); err != nil {
 		return nil, fmt.Errorf("the sandbox is not usable here: %w (the README's set-up command installs runc; run as root)", err)
 	}
-	imageRef, pyVersion, err := BuildImage(s.o.ExamplesDir, s.varDir, s.o.Binary, s.logf)
-	if err != nil {
-		return nil, err
+	images := map[string]Image{}
+	for _, recipe := range s.recipes() {
+		img, err := BuildImage(s.o.ExamplesDir, s.imagesVar, s.o.Binary, recipe, s.logf)
+		if err != nil {
+			return nil, err
+		}
+		images[recipe] = img
+		s.logf("example image %s", img.Ref)
 	}
-	s.logf("example image %s (python3.11-minimal %s)", imageRef, pyVersion)
 	archive, err := StartArchive(filepath.Join(s.varDir, "archive"), s.o.ArchiveAddr)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.pin(archive, imageRef, pyVersion); err != nil {
+	if err := s.pin(archive, images); err != nil {
 		archive.Close()
 		return nil, err
 	}
 	return archive.Close, nil
 }
 
-// pin writes each example's manifest, pinned to this machine's image and
-// archive, to <var>/manifests, noting where it differs from the committed one.
-func (s *session) pin(archive *Archive, imageRef, pyVersion string) error {
+// recipes lists the examples/images recipes the examples run in: "python"
+// for the claims written for DotLab, and the recipe each package-shaped
+// example's own manifest names (an unreadable one is reported by pin).
+func (s *session) recipes() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(r string) {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
 	for _, ex := range s.exs {
-		raw, err := archive.Prepare(s.o.ExamplesDir, ex, imageRef, pyVersion)
+		if ex.Manifest == "" {
+			add("python")
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(s.o.ExamplesDir, "claims", ex.Dir, ex.Manifest))
+		if err != nil {
+			continue
+		}
+		var m struct {
+			Environment struct {
+				Image string `json:"image"`
+			} `json:"environment"`
+		}
+		if json.Unmarshal(raw, &m) == nil {
+			if r, ok := recipeOf(m.Environment.Image); ok {
+				add(r)
+			}
+		}
+	}
+	return out
+}
+
+// pin writes each example's manifest, pinned to this machine's images and
+// archive, to <var>/manifests, noting where it differs from the committed one.
+func (s *session) pin(archive *Archive, images map[string]Image) error {
+	for i, ex := range s.exs {
+		raw, err := archive.Prepare(s.o.ExamplesDir, ex, images)
 		if err != nil {
 			return err
+		}
+		if ex.Title == "" {
+			var m dotlab.Manifest
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return err
+			}
+			s.exs[i].Title = m.Title
 		}
 		s.manifests[ex.Dir] = raw
 		out := filepath.Join(s.varDir, "manifests", ex.Dir+".json")

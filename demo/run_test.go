@@ -15,7 +15,7 @@ import (
 // TestDemoEndToEnd runs the README's main job (Run, as `dotlab demo --exit`) on the
 // real example claims with real runc containers and checks every verdict
 // against what the published numbers lead to. It needs root, runc, git,
-// debootstrap and Debian's mirror (it builds the example image); outside CI
+// debootstrap and Debian's mirror (it builds the example images); outside CI
 // it skips when one is missing.
 func TestDemoEndToEnd(t *testing.T) {
 	for _, tool := range []string{"runc", "git", "debootstrap"} {
@@ -31,20 +31,26 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	// The demo needs the dotlab binary itself (it calls `dotlab image build`).
 	bin := buildDotlab(t)
-	varDir := os.Getenv("DOTLAB_DEMO_VAR") // reuse a var dir (image cache) when set
+	varDir := os.Getenv("DOTLAB_DEMO_VAR") // keep the demo's state when set
 	if varDir == "" {
 		varDir = t.TempDir()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// The images are built (once, under a lock) in the var dir the image
+	// recipes' tests use: $DOTLAB_IMAGES_VAR, else the repository's var/.
+	imagesVar := os.Getenv("DOTLAB_IMAGES_VAR")
+	if imagesVar == "" {
+		imagesVar = "../var"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	var log strings.Builder
-	results, err := Run(ctx, Options{VarDir: varDir, ExamplesDir: "../examples", Addr: "127.0.0.1:0", ArchiveAddr: "127.0.0.1:0",
+	results, err := Run(ctx, Options{VarDir: varDir, ImagesVar: imagesVar, ExamplesDir: "../examples", Addr: "127.0.0.1:0", ArchiveAddr: "127.0.0.1:0",
 		Exit: true, ChallengeWindow: 30 * time.Second, Binary: bin, Version: "test", Out: io.MultiWriter(&log, testWriter{t})})
 	if err != nil {
 		t.Fatalf("demo: %v", err)
 	}
-	if len(results) != 6 {
-		t.Fatalf("%d claims, want 6", len(results))
+	if len(results) != 8 {
+		t.Fatalf("%d claims, want 8", len(results))
 	}
 	disputes := 0
 	for _, r := range results {

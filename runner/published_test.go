@@ -152,6 +152,15 @@ ln -s tables/t2.csv link.csv
 	if _, err := os.Stat(filepath.Join(out, runner.OutSub, "figure.eps")); err == nil {
 		t.Fatalf("the scratch copy was copied out")
 	}
+	// The file the source read is recorded among the outputs by its hash;
+	// scratch files no source read are not.
+	sum := sha256.Sum256([]byte("term,estimate\ndid,2.760\n"))
+	if got := rec.Body.OutputHashes["/work/scratch/tables/t2.csv"]; got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("output_hashes[/work/scratch/tables/t2.csv] = %q, want %x (all: %v)", got, sum, rec.Body.OutputHashes)
+	}
+	if _, ok := rec.Body.OutputHashes["/work/scratch/figure.eps"]; ok {
+		t.Fatalf("a scratch file no source read is among the outputs: %v", rec.Body.OutputHashes)
+	}
 	checkServer(t, m, rec)
 
 	t.Run("shipped file not rewritten", func(t *testing.T) {

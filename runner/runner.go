@@ -8,13 +8,17 @@ package runner
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -322,6 +326,17 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 	for _, of := range res.Files {
 		rec.Body.OutputHashes[of.Path] = of.SHA256
 		log.Info("outputs", "output "+of.Path, map[string]any{"path": of.Path, "bytes": of.Size, "sha256": of.SHA256})
+	}
+	// The scratch files that target sources read are outputs too: their
+	// hashes, keyed by their path in the sandbox (/work/scratch/…), let a
+	// challenger compare what it read with what the runner read.
+	for _, rel := range slices.Sorted(maps.Keys(res.Kept)) {
+		if k := res.Kept[rel]; k.Problem == "" {
+			sum := sha256.Sum256(k.Data)
+			path := dotlab.SourceScratchDir + rel
+			rec.Body.OutputHashes[path] = hex.EncodeToString(sum[:])
+			log.Info("outputs", "output "+path+" (scratch, read by a target source)", map[string]any{"path": path, "bytes": len(k.Data), "sha256": rec.Body.OutputHashes[path]})
+		}
 	}
 	for _, rj := range res.Rejected {
 		log.Warn("outputs", "rejected "+rj.Type+" "+rj.Path+" (not followed, not copied)", map[string]any{"path": rj.Path, "type": rj.Type})

@@ -27,6 +27,7 @@ func newDemoCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.VarDir, "var", "var", "directory for everything the demo writes")
+	f.StringVar(&o.ImagesVar, "images-var", "", "directory the example images are built and stored in (default: --var)")
 	f.StringVar(&o.ExamplesDir, "examples", "examples", "the repository's examples directory")
 	f.StringVar(&o.Addr, "addr", "127.0.0.1:8080", "server address")
 	f.StringVar(&o.ArchiveAddr, "archive-addr", "127.0.0.1:8090", "address serving the examples' data and git repositories")

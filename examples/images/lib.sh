@@ -90,6 +90,12 @@ dotlab_rootfs() {
   rootfs="$var/images/$RECIPE-rootfs"
   local stamp="$RECIPE $RECIPE_VERSION"
   mkdir -p "$var/images"
+  # One build of a recipe at a time per var dir (the demo and the image tests
+  # may start the same recipe at once): the lock is held on fd 9 until the
+  # script exits, through the packing, and the second caller then finds the
+  # finished rootfs.
+  exec 9>"$var/images/.$RECIPE.lock"
+  flock 9
   if [ -f "$rootfs/.dotlab-complete" ] && [ "$(cat "$rootfs/.dotlab-complete")" = "$stamp" ]; then
     return 0
   fi
