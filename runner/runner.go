@@ -14,11 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -330,7 +328,7 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 	// The scratch files that target sources read are outputs too: their
 	// hashes, keyed by their path in the sandbox (/work/scratch/…), let a
 	// challenger compare what it read with what the runner read.
-	for _, rel := range slices.Sorted(maps.Keys(res.Kept)) {
+	for _, rel := range dotlab.SortedKeys(res.Kept) {
 		if k := res.Kept[rel]; k.Problem == "" {
 			sum := sha256.Sum256(k.Data)
 			path := dotlab.SourceScratchDir + rel

@@ -64,6 +64,16 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"has": func(t any) bool { _, ok := asTime(t); return ok },
+	// hasSources says whether any target reads its number from a source
+	// (a stream or a file) rather than results.json.
+	"hasSources": func(ts []dotlab.Target) bool {
+		for _, t := range ts {
+			if t.Source != nil {
+				return true
+			}
+		}
+		return false
+	},
 	// relative says "in 3 h 20 min" or "2 d ago" from now to t.
 	"relative": func(now time.Time, t any) string {
 		tt, ok := asTime(t)
