@@ -30,6 +30,19 @@ func PrintRecord(w io.Writer, rec *runner.Record, outDir string) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "outcome: %s\n", rec.Body.Outcome)
+	env := rec.Body.Environment
+	if env.ImageDigest != "" {
+		fmt.Fprintf(w, "image: %s\n", env.ImageDigest)
+	}
+	switch {
+	case env.CodeCommit != "":
+		fmt.Fprintf(w, "code: commit %s\n", env.CodeCommit)
+	case env.CodeArchiveSHA256 != "":
+		fmt.Fprintf(w, "code: archive sha256:%s\n", env.CodeArchiveSHA256)
+	}
+	if rt := env.Runtime; rt != nil && rt.Name != "" {
+		fmt.Fprintf(w, "runtime: %s %s\n", rt.Name, rt.Version)
+	}
 	if rec.Body.Notes != "" {
 		fmt.Fprintf(w, "notes: %s\n", rec.Body.Notes)
 	}
