@@ -24,7 +24,7 @@ import (
 const module = "github.com/dotlab/dotlab"
 
 // serverPackages hold server code: no agent-side package may link them.
-var serverPackages = []string{module + "/httpapi", module + "/sqlstore", module + "/web", module + "/leakcheck", module + "/server"}
+var serverPackages = []string{module + "/httpapi", module + "/sqlstore", module + "/web", module + "/leakcheck", module + "/server", module + "/translog"}
 
 type listedPackage struct {
 	ImportPath string
@@ -71,7 +71,7 @@ func isServer(path string) bool {
 // server code.
 func TestAgentSideLinksNoServerCode(t *testing.T) {
 	pkgs := listPackages(t)
-	for _, name := range []string{module + "/client", module + "/agent", module + "/apiv1", module + "/runner"} {
+	for _, name := range []string{module + "/client", module + "/agent", module + "/apiv1", module + "/runner", module + "/tlogfmt"} {
 		p, ok := pkgs[name]
 		if !ok {
 			t.Errorf("package %s not found", name)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/dotlab/dotlab/tlogfmt"
 	"golang.org/x/mod/sumdb/tlog"
@@ -25,42 +23,28 @@ func (l *Log) Append(ctx context.Context, tx *sql.Tx, e tlogfmt.Entry) (int64, e
 	if err != nil {
 		return 0, err
 	}
-	return appendData(ctx, tx, e.Type, e.ClaimID, e.ID, data)
-}
-
-func appendData(ctx context.Context, q querier, typ tlogfmt.EntryType, claimID, recordID string, data []byte) (int64, error) {
+	typ, claimID, recordID := e.Type, e.ClaimID, e.ID
 	var size int64
-	if err := q.QueryRowContext(ctx, `UPDATE log_head SET size = size + 1 WHERE id = 1 RETURNING size`).Scan(&size); err != nil {
+	if err := tx.StmtContext(ctx, l.bumpHead).QueryRowContext(ctx).Scan(&size); err != nil {
 		return 0, fmt.Errorf("log head: %w", err)
 	}
 	n := size - 1
-	hashes, err := tlog.StoredHashes(n, data, hashReader{ctx, q})
+	hashes, err := tlog.StoredHashes(n, data, hashReader{ctx, tx})
 	if err != nil {
 		return 0, fmt.Errorf("log entry %d: %w", n, err)
 	}
-	if _, err := q.ExecContext(ctx, `INSERT INTO log_entries (idx, type, claim_id, record_id, body) VALUES ($1, $2, $3, $4, $5)`,
-		n, string(typ), claimID, recordID, data); err != nil {
-		return 0, fmt.Errorf("log entry %s %s (a record is logged once): %w", typ, recordID, err)
+	packed := make([]byte, 0, len(hashes)*tlog.HashSize)
+	for _, h := range hashes {
+		packed = append(packed, h[:]...)
 	}
-	if err := insertHashes(ctx, q, tlog.StoredHashIndex(0, n), hashes); err != nil {
-		return 0, fmt.Errorf("log entry %d: %w", n, err)
+	if _, err := tx.StmtContext(ctx, l.insertEntry).ExecContext(ctx, n, string(typ), claimID, recordID, data, packed); err != nil {
+		return 0, fmt.Errorf("log entry %s %s (a record is logged once): %w", typ, recordID, err)
 	}
 	return n, nil
 }
 
-// insertHashes stores hashes at consecutive stored-hash indexes from first,
-// in one statement.
-func insertHashes(ctx context.Context, q querier, first int64, hashes []tlog.Hash) error {
-	var sb strings.Builder
-	sb.WriteString(`INSERT INTO log_hashes (idx, hash) VALUES `)
-	args := make([]any, 0, 2*len(hashes))
-	for i, h := range hashes {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString("($" + strconv.Itoa(2*i+1) + ", $" + strconv.Itoa(2*i+2) + ")")
-		args = append(args, first+int64(i), h[:])
-	}
-	_, err := q.ExecContext(ctx, sb.String(), args...)
-	return err
-}
+// The two statements of every append, prepared once on the write pool.
+const (
+	bumpHeadSQL    = `UPDATE log_head SET size = size + 1 WHERE id = 1 RETURNING size`
+	insertEntrySQL = `INSERT INTO log_entries (idx, type, claim_id, record_id, body, hashes) VALUES ($1, $2, $3, $4, $5, $6)`
+)

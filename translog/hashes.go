@@ -17,11 +17,19 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// hashReader reads stored hashes (tlog.HashReader) from log_hashes through
-// q, in one query per call.
+// hashReader reads stored hashes (tlog.HashReader) from log_entries.hashes
+// through q, in one query per call.
 type hashReader struct {
 	ctx context.Context
 	q   querier
+}
+
+// storedAt is where the stored hash at tlog index x lives: the hash of
+// level L, number m is made by appending entry ((m+1) << L) - 1, the last
+// leaf of its subtree, as that entry's hash number L.
+func storedAt(x int64) (entry int64, offset int) {
+	level, m := tlog.SplitStoredHashIndex(x)
+	return (m+1)<<level - 1, level
 }
 
 // ReadHashes returns the stored hashes at indexes, in their order, or an
@@ -31,14 +39,20 @@ func (h hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		return nil, nil
 	}
 	var sb strings.Builder
-	sb.WriteString(`SELECT idx, hash FROM log_hashes WHERE idx IN (`)
-	args := make([]any, len(indexes))
-	for i, x := range indexes {
-		if i > 0 {
+	sb.WriteString(`SELECT idx, hashes FROM log_entries WHERE idx IN (`)
+	args := make([]any, 0, len(indexes))
+	seen := make(map[int64]bool, len(indexes))
+	for _, x := range indexes {
+		e, _ := storedAt(x)
+		if seen[e] {
+			continue
+		}
+		seen[e] = true
+		if len(args) > 0 {
 			sb.WriteByte(',')
 		}
-		sb.WriteString("$" + strconv.Itoa(i+1))
-		args[i] = x
+		args = append(args, e)
+		sb.WriteString("$" + strconv.Itoa(len(args)))
 	}
 	sb.WriteByte(')')
 	rows, err := h.q.QueryContext(h.ctx, sb.String(), args...)
@@ -46,28 +60,26 @@ func (h hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	found := make(map[int64]tlog.Hash, len(indexes))
+	found := make(map[int64][]byte, len(args))
 	for rows.Next() {
 		var idx int64
 		var b []byte
 		if err := rows.Scan(&idx, &b); err != nil {
 			return nil, err
 		}
-		if len(b) != tlog.HashSize {
-			return nil, fmt.Errorf("log hash %d is %d bytes", idx, len(b))
-		}
-		found[idx] = tlog.Hash(b)
+		found[idx] = b
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	out := make([]tlog.Hash, len(indexes))
 	for i, x := range indexes {
-		hash, ok := found[x]
-		if !ok {
-			return nil, fmt.Errorf("log hash %d is missing", x)
+		e, off := storedAt(x)
+		b := found[e]
+		if len(b) < (off+1)*tlog.HashSize {
+			return nil, fmt.Errorf("log hash %d (entry %d, level %d) is missing", x, e, off)
 		}
-		out[i] = hash
+		out[i] = tlog.Hash(b[off*tlog.HashSize : (off+1)*tlog.HashSize])
 	}
 	return out, nil
 }

@@ -68,6 +68,7 @@ func (d testDB) open(t testing.TB, opt translog.Options) *translog.Log {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() })
 	return l
 }
 
@@ -75,15 +76,24 @@ func (d testDB) open(t testing.TB, opt translog.Options) *translog.Log {
 // from first.
 func appendN(t testing.TB, d testDB, l *translog.Log, first, n int) {
 	t.Helper()
+	appendBatches(t, d, l, first, n, 1)
+}
+
+// appendBatches appends n test entries numbered from first, per entries in
+// each transaction.
+func appendBatches(t testing.TB, d testDB, l *translog.Log, first, n, per int) {
+	t.Helper()
 	ctx := context.Background()
-	for i := first; i < first+n; i++ {
+	for i := first; i < first+n; i += per {
 		tx, err := d.w.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Append(ctx, tx, testEntry(i)); err != nil {
-			tx.Rollback()
-			t.Fatal(err)
+		for j := i; j < min(i+per, first+n); j++ {
+			if _, err := l.Append(ctx, tx, testEntry(j)); err != nil {
+				tx.Rollback()
+				t.Fatal(err)
+			}
 		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)

@@ -63,6 +63,8 @@ type Log struct {
 	latest signedCheckpoint // the last checkpoint signed by this process
 
 	tiles *bytecache.Cache[[]byte] // full tiles and bundles by path (immutable)
+
+	bumpHead, insertEntry *sql.Stmt // Append's statements, prepared on w
 }
 
 type signedCheckpoint struct {
@@ -92,7 +94,15 @@ func Open(ctx context.Context, w, r *sql.DB, dialect string, opt Options) (*Log,
 	if l.verifier, err = note.NewVerifier(vkey); err != nil {
 		return nil, fmt.Errorf("log verifier key: %w", err)
 	}
+	if l.bumpHead, err = w.PrepareContext(ctx, bumpHeadSQL); err != nil {
+		return nil, err
+	}
+	if l.insertEntry, err = w.PrepareContext(ctx, insertEntrySQL); err != nil {
+		l.bumpHead.Close()
+		return nil, err
+	}
 	if opt.Origin != "" && opt.Origin != l.signer.Name() {
+		l.Close()
 		return nil, fmt.Errorf("--log-origin %q: this database's log was made with origin %q, which cannot change (its checkpoints are signed under that name)", opt.Origin, l.signer.Name())
 	}
 	return l, nil
@@ -152,6 +162,12 @@ func loadKey(ctx context.Context, db *sql.DB, origin string) (skey, vkey string,
 		return "", "", err
 	}
 	return skey, vkey, read()
+}
+
+// Close releases the log's prepared statements (the pools stay open: they
+// are the caller's).
+func (l *Log) Close() error {
+	return errors.Join(l.bumpHead.Close(), l.insertEntry.Close())
 }
 
 // Origin is the log's checkpoint origin (and its key name).

@@ -12,23 +12,20 @@ CREATE TABLE log_head (
 );
 INSERT INTO log_head (id, size) VALUES (1, 0);
 
--- log_entries: entry idx (0-based) as logged (tlogfmt canonical JSON).
+-- log_entries: entry idx (0-based) as logged (tlogfmt canonical JSON), and
+-- the stored hashes that appending it made (golang.org/x/mod/sumdb/tlog
+-- StoredHashes: its leaf hash, then the hash of every subtree it completed,
+-- 32 bytes each, lowest level first), so that one row is written per entry.
 CREATE TABLE log_entries (
     idx       BIGINT PRIMARY KEY,
     type      TEXT NOT NULL,
     claim_id  TEXT NOT NULL,
     record_id TEXT NOT NULL,
     body      BYTEA NOT NULL,
+    hashes    BYTEA NOT NULL,
     UNIQUE (type, record_id)
 );
 CREATE INDEX log_entries_claim ON log_entries (claim_id, idx);
-
--- log_hashes: the tree's stored hashes, keyed by golang.org/x/mod/sumdb/tlog
--- StoredHashIndex (every complete subtree's RFC 6962 hash, leaves included).
-CREATE TABLE log_hashes (
-    idx  BIGINT PRIMARY KEY,
-    hash BYTEA NOT NULL
-);
 
 -- log_signer: the log's Ed25519 note key (golang.org/x/mod/sumdb/note
 -- encoding), made at the first start and shared by every server process.
@@ -40,6 +37,5 @@ CREATE TABLE log_signer (
 
 -- +goose Down
 DROP TABLE log_signer;
-DROP TABLE log_hashes;
 DROP TABLE log_entries;
 DROP TABLE log_head;
