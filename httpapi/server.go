@@ -21,6 +21,7 @@ import (
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/internal/bytecache"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/translog"
 )
 
 // errPanic stands for a recovered panic: answered 500 internal, its text
@@ -75,6 +76,9 @@ type Config struct {
 	// pages); nil answers them 404. A page URL asked for with Accept:
 	// application/json is answered from its API route instead (pageJSON).
 	Pages http.Handler
+	// Log is the transparency log whose API and tiles the server serves
+	// (logRoutes); nil serves neither.
+	Log *translog.Log
 }
 
 // LeakChecker finds keys and tokens in text (leakcheck.Checker).
@@ -103,6 +107,7 @@ type Server struct {
 	maxStream int64
 
 	manifests *bytecache.Cache[[]byte] // manifest JSON by canonical hash
+	log       *translog.Log
 }
 
 // New builds the API server.
@@ -114,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("httpapi: Config.Leaks is required (leakcheck.New())")
 	}
 	s := &Server{store: cfg.Store, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
-		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes)}
+		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes), log: cfg.Log}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()
 		if err != nil {
@@ -221,6 +226,7 @@ func (s *Server) routes() {
 	api("GET /api/v1/labs/{id}/messages", s.handleLabMessages)
 	key("POST /api/v1/labs/{id}/messages", s.handlePostLabMessage)
 	api("GET /api/v1/labs/{id}/events", s.handleLabEvents)
+	s.logRoutes(api)
 	api("/api/", s.handleNotFound)
 	if s.pages != nil {
 		s.mux.Handle("/", s.pages)

@@ -1,0 +1,290 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/tlogfmt"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+)
+
+// Report is what a verification found: the checkpoint it checked against,
+// every check that passed and every failure, each naming its record.
+type Report struct {
+	Subject    string
+	Checkpoint tlogfmt.Checkpoint
+	OK         []string
+	Failures   []string
+}
+
+// Passed reports whether nothing failed.
+func (r *Report) Passed() bool { return len(r.Failures) == 0 }
+
+func (r *Report) ok(format string, args ...any)   { r.OK = append(r.OK, fmt.Sprintf(format, args...)) }
+func (r *Report) fail(format string, args ...any) { r.Failures = append(r.Failures, fmt.Sprintf(format, args...)) }
+
+// Verifier checks one server's records.
+type Verifier struct {
+	Client  *client.Client
+	Witness Witness
+}
+
+// Claim verifies every record of claim id (docs/verification.md "dotlab
+// verify"). The error is for what stopped the check (the server
+// unreachable, the claim unknown); what did not check is in the report.
+func (v Verifier) Claim(ctx context.Context, id string) (*Report, error) {
+	return v.check(ctx, id, "claim "+id, nil)
+}
+
+// Run verifies run id: its claim's listing, the run's entry and its
+// comparisons recomputed from the manifest.
+func (v Verifier) Run(ctx context.Context, id string) (*Report, error) {
+	run, err := v.Client.Run(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	only := map[tlogfmt.Key]bool{{Type: tlogfmt.TypeClaim, ID: run.ClaimID}: true, {Type: tlogfmt.TypeRun, ID: id}: true}
+	return v.check(ctx, run.ClaimID, "run "+id, only)
+}
+
+// check verifies claim id's records, limited to the keys in only when it
+// is not nil. Records are read before the checkpoint, so that every record
+// read is in the tree the checkpoint signs (a record commits with its
+// entry).
+func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfmt.Key]bool) (*Report, error) {
+	rs, err := fetchRecords(ctx, v.Client, id)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Subject: subject}
+	seen, err := v.Witness.Check(ctx, v.Client)
+	if err != nil {
+		rep.fail("%v", err)
+		return rep, nil
+	}
+	rep.Checkpoint = seen.Checkpoint
+	rep.OK = append(rep.OK, seen.Notes...)
+	rep.ok("checkpoint %s size %d root %s: signature verified", seen.Checkpoint.Origin, seen.Checkpoint.Size, b64(seen.Checkpoint.Root[:]))
+	lc, err := v.Client.LogClaim(ctx, id, seen.Checkpoint.Size)
+	if err != nil {
+		rep.fail("log entries of %s: %v", id, err)
+		return rep, nil
+	}
+	logged := checkInclusion(rep, seen.Checkpoint, id, lc)
+	if unread(rs, logged, only) {
+		// A record made after the records were read is in the log but was
+		// not read: read again before calling it deleted.
+		if again, err := fetchRecords(ctx, v.Client, id); err == nil {
+			rs = again
+		}
+	}
+	matchRecords(rep, rs, logged, only)
+	checkManifest(rep, rs)
+	if rs.run != nil {
+		checkComparisons(rep, rs)
+	}
+	return rep, nil
+}
+
+// checkInclusion verifies each entry's inclusion proof against cp and
+// returns the entries that verified, decoded, by key.
+func checkInclusion(rep *Report, cp tlogfmt.Checkpoint, claimID string, lc *apiv1.LogClaim) map[tlogfmt.Key]loggedEntry {
+	out := map[tlogfmt.Key]loggedEntry{}
+	if lc.TreeSize != cp.Size {
+		rep.fail("log entries of %s: proofs for tree size %d, asked for %d", claimID, lc.TreeSize, cp.Size)
+		return out
+	}
+	for _, e := range lc.Entries {
+		data := []byte(e.Entry)
+		l, err := tlogfmt.Decode(data)
+		if err != nil {
+			rep.fail("log entry %d: %v", e.Index, err)
+			continue
+		}
+		if l.ClaimID != claimID {
+			rep.fail("log entry %d (%s) belongs to %s, not %s", e.Index, l.Key(), l.ClaimID, claimID)
+			continue
+		}
+		hashes, err := decodeHashes(e.InclusionProof)
+		if err == nil {
+			leaf := rfc6962.DefaultHasher.HashLeaf(data)
+			err = proof.VerifyInclusion(rfc6962.DefaultHasher, uint64(e.Index), uint64(cp.Size), leaf, hashes, cp.Root[:])
+		}
+		if err != nil {
+			rep.fail("log entry %d (%s): inclusion proof does not lead to the checkpoint's root: %v", e.Index, l.Key(), err)
+			continue
+		}
+		out[l.Key()] = loggedEntry{index: e.Index, data: data, logged: l}
+	}
+	return out
+}
+
+type loggedEntry struct {
+	index  int64
+	data   []byte
+	logged *tlogfmt.Logged
+}
+
+// matchRecords checks that every record has its entry, equal to the
+// record, and that every entry (but offers and envelopes, which the API
+// shows no record of) has its record.
+func matchRecords(rep *Report, rs *records, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Key]bool) {
+	want := map[tlogfmt.Key]bool{}
+	for _, x := range rs.expectations() {
+		k := x.entry.Key()
+		if only != nil && !only[k] {
+			continue
+		}
+		want[k] = true
+		l, ok := logged[k]
+		if !ok {
+			rep.fail("%s is not in the log (no entry with a valid proof in the tree of size %d)", x.label, rep.Checkpoint.Size)
+			continue
+		}
+		data, err := x.entry.Encode()
+		if err != nil {
+			rep.fail("%s: %v", x.label, err)
+			continue
+		}
+		if !bytes.Equal(data, l.data) {
+			rep.fail("%s differs from its log entry %d: %s changed since it was logged", x.label, l.index, changedFields(data, l.data))
+			continue
+		}
+		rep.ok("%s: log entry %d, included", x.label, l.index)
+	}
+	for _, k := range sortedKeys(logged) {
+		l := logged[k]
+		if want[k] || (only != nil && !only[k]) {
+			continue
+		}
+		switch k.Type {
+		case tlogfmt.TypeOffer, tlogfmt.TypeEnvelope:
+			rep.ok("%s: log entry %d, included", k, l.index)
+		default:
+			rep.fail("%s (log entry %d) is missing from the server's records: deleted or hidden after it was logged", describe(k), l.index)
+		}
+	}
+}
+
+// unread reports whether an entry that needs a record has none in rs.
+func unread(rs *records, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Key]bool) bool {
+	have := map[tlogfmt.Key]bool{}
+	for _, x := range rs.expectations() {
+		have[x.entry.Key()] = true
+	}
+	for k := range logged {
+		if !have[k] && (only == nil || only[k]) && k.Type != tlogfmt.TypeOffer && k.Type != tlogfmt.TypeEnvelope {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(k tlogfmt.Key) string {
+	if k.Type == tlogfmt.TypeMessage {
+		return "lab message " + k.ID
+	}
+	return k.String()
+}
+
+func sortedKeys(m map[tlogfmt.Key]loggedEntry) []tlogfmt.Key {
+	keys := make([]tlogfmt.Key, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]].index < m[keys[j]].index })
+	return keys
+}
+
+// changedFields names the record fields whose values differ between the
+// entry built from the served record and the logged one.
+func changedFields(served, logged []byte) string {
+	var a, b struct {
+		Record map[string]json.RawMessage `json:"record"`
+	}
+	if json.Unmarshal(served, &a) != nil || json.Unmarshal(logged, &b) != nil {
+		return "the record"
+	}
+	var diff []string
+	for k, v := range a.Record {
+		if w, ok := b.Record[k]; !ok || !bytes.Equal(v, w) {
+			diff = append(diff, fmt.Sprintf("%s (logged %s, served %s)", k, clip(b.Record[k]), clip(v)))
+		}
+	}
+	for k := range b.Record {
+		if _, ok := a.Record[k]; !ok {
+			diff = append(diff, k+" (logged, not served)")
+		}
+	}
+	sort.Strings(diff)
+	if len(diff) == 0 {
+		return "the entry's type, claim or id"
+	}
+	return strings.Join(diff, ", ")
+}
+
+func clip(b []byte) string {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	if len(b) > 80 {
+		return string(b[:77]) + "…"
+	}
+	return string(b)
+}
+
+// checkManifest recomputes the manifest's RFC 8785 identity.
+func checkManifest(rep *Report, rs *records) {
+	h, err := manifest.Hash(rs.manifest)
+	switch {
+	case err != nil:
+		rep.fail("claim %s: the served manifest does not parse: %v", rs.claim.ID, err)
+	case h != rs.claim.ManifestHash:
+		rep.fail("claim %s: the served manifest hashes to %s, the claim says %s", rs.claim.ID, h, rs.claim.ManifestHash)
+	default:
+		rep.ok("claim %s: manifest identity %s recomputed", rs.claim.ID, h)
+	}
+}
+
+// checkComparisons recomputes the run's comparisons and outcome from the
+// manifest and the run's submitted body (dotlab.EvaluateRun, Decide).
+func checkComparisons(rep *Report, rs *records) {
+	r := rs.run
+	m, err := manifest.Parse(rs.manifest)
+	if err != nil {
+		rep.fail("run %s: cannot recompute: %v", r.ID, err)
+		return
+	}
+	body := r.Body
+	cs, err := dotlab.EvaluateRun(m, &body)
+	if err != nil {
+		rep.fail("run %s: the manifest refuses the run as published: %s", r.ID, strings.Join(dotlab.ErrorDetail(err), "; "))
+		return
+	}
+	if r.Outcome != body.Outcome {
+		rep.fail("run %s: outcome %s, but its body declares %s", r.ID, r.Outcome, body.Outcome)
+		return
+	}
+	if len(cs) != len(r.Comparisons) {
+		rep.fail("run %s: %d comparisons recomputed, the run shows %d", r.ID, len(cs), len(r.Comparisons))
+		return
+	}
+	for i, c := range cs {
+		if c != r.Comparisons[i] {
+			rep.fail("run %s: comparison %s recomputed as rerun %s, difference %s, allowed %s, match %t; the run shows rerun %s, difference %s, allowed %s, match %t",
+				r.ID, c.Name, c.Rerun, c.Difference, c.Allowed, c.Match, r.Comparisons[i].Rerun, r.Comparisons[i].Difference, r.Comparisons[i].Allowed, r.Comparisons[i].Match)
+			return
+		}
+	}
+	rep.ok("run %s: %d comparisons and outcome %s recomputed from the manifest", r.ID, len(cs), r.Outcome)
+}
+
