@@ -23,6 +23,18 @@ type Status struct {
 	SpecVersions    []string        `json:"manifest_spec_versions"`
 	Features        map[string]bool `json:"features"`
 	Time            string          `json:"time"`
+	// Log is the transparency log every record is written to
+	// (docs/verification.md); absent when the server keeps none.
+	Log *StatusLog `json:"log,omitempty"`
+}
+
+// StatusLog names the transparency log in GET /status: its checkpoint
+// origin, its note verifier key, and where its checkpoint and JSON API are.
+type StatusLog struct {
+	Origin        string `json:"origin"`
+	VerifierKey   string `json:"verifier_key"`
+	CheckpointURL string `json:"checkpoint_url"` // "/log/checkpoint"
+	APIURL        string `json:"api_url"`        // "/api/v1/log"
 }
 
 // AgentCreated is the 201 body of POST /agents. APIKey is shown this once.

@@ -143,3 +143,11 @@ func (s *Server) handleLogConsistency(w http.ResponseWriter, r *http.Request) er
 	s.writeJSON(w, http.StatusOK, apiv1.LogConsistency{From: from, To: to, Proof: b64s(p)})
 	return nil
 }
+
+// statusLog is the log's entry in GET /status, nil without a log.
+func (s *Server) statusLog() *apiv1.StatusLog {
+	if s.log == nil {
+		return nil
+	}
+	return &apiv1.StatusLog{Origin: s.log.Origin(), VerifierKey: s.log.VerifierKey(), CheckpointURL: translog.Prefix + "checkpoint", APIURL: "/api/v1/log"}
+}

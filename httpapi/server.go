@@ -291,9 +291,10 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 		Features: map[string]bool{
 			"bounties": false, "stakes": false, "markets": false,
 			"agents": true, "claims": true, "jobs": true, "runs": true,
-			"challenges": true, "disputes": true, "labs": true, "events": true,
+			"challenges": true, "disputes": true, "labs": true, "events": true, "log": s.log != nil,
 		},
 		Time: s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
+		Log:  s.statusLog(),
 	})
 	return nil
 }

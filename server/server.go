@@ -38,6 +38,9 @@ type Config struct {
 	// AllowPrivateURLs lists manifests naming loopback or private addresses,
 	// plain http or git:// (httpapi.Config.AllowPrivateURLs).
 	AllowPrivateURLs bool
+	// LogOrigin is the transparency log's origin, fixed at the first start
+	// (sqlstore.Options.LogOrigin).
+	LogOrigin string
 	Version          string       // reported by GET /api/v1/status
 	Logger           *slog.Logger // required
 	Clock            dotlab.Clock // default dotlab.SystemClock
@@ -63,7 +66,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Clock == nil {
 		cfg.Clock = dotlab.SystemClock{}
 	}
-	db, err := sqlstore.Open(ctx, cfg.DB, sqlstore.Options{Clock: cfg.Clock, Windows: cfg.Windows})
+	db, err := sqlstore.Open(ctx, cfg.DB, sqlstore.Options{Clock: cfg.Clock, Windows: cfg.Windows, LogOrigin: cfg.LogOrigin})
 	if err != nil {
 		return err
 	}
@@ -111,7 +114,7 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 		return nil, err
 	}
 	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks,
-		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages})
+		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages, Log: db.Log()})
 }
 
 // shutdown closes the live streams, then lets in-flight requests finish.

@@ -125,17 +125,18 @@ func (db *DB) insertChallenge(ctx context.Context, ch *dotlab.Challenge, raw []b
 			string(compJSON), string(diffJSON), ms(now)); err != nil {
 			return err
 		}
-		if !t.Moves() {
-			return nil
+		if t.Moves() {
+			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = $3, updated_at = $1 WHERE id = $2 AND state = $4`, ms(now), ch.ClaimID, t.To, t.From)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				if err := addHistory(ctx, tx, ch.ClaimID, t, now, "challenge "+ch.ID+" disagrees: "+string(ch.Outcome)); err != nil {
+					return err
+				}
+			}
 		}
-		res, err = tx.ExecContext(ctx, `UPDATE claims SET state = $3, updated_at = $1 WHERE id = $2 AND state = $4`, ms(now), ch.ClaimID, t.To, t.From)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			return addHistory(ctx, tx, ch.ClaimID, t, now, "challenge "+ch.ID+" disagrees: "+string(ch.Outcome))
-		}
-		return nil
+		return db.logChallenge(ctx, tx, ch.ID)
 	})
 	if isUniqueViolation(err) {
 		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim", ch.ClaimID)

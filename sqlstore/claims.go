@@ -128,7 +128,11 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 			id, submitterID, dotlab.RoleSubmitter, ms(now)); err != nil {
 			return err
 		}
-		return addHistory(ctx, tx, id, t, now, "listed", "funded at once: bounties are not live (minimum bounty 0)")
+		if err := addHistory(ctx, tx, id, t, now, "listed", "funded at once: bounties are not live (minimum bounty 0)"); err != nil {
+			return err
+		}
+		return db.logClaim(ctx, tx, &dotlab.Claim{ID: id, Title: nc.Manifest.Title, Field: strings.TrimSpace(nc.Field), SubmitterID: submitterID,
+			ManifestHash: nc.ManifestHash, CreatedAt: fromMS(ms(now))})
 	})
 	if isUniqueViolation(err) {
 		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed", nc.ManifestHash)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/bytecache"
+	"github.com/dotlab/dotlab/translog"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
@@ -50,6 +51,12 @@ const (
 type Options struct {
 	Clock   dotlab.Clock   // time source; default dotlab.SystemClock
 	Windows dotlab.Windows // protocol windows; default dotlab.DefaultWindows
+	// LogOrigin is the transparency log's origin, fixed at the first start
+	// (translog.Options.Origin; empty: as stored, or a random one).
+	LogOrigin string
+	// NoLog switches the transparency log off: records are written without
+	// entries (benchmarks compare the two; a server always logs).
+	NoLog bool
 }
 
 // DB is an open store. It is safe for concurrent use.
@@ -68,6 +75,8 @@ type DB struct {
 	auth      map[string]authEntry               // key hash → agent, for authTTL
 
 	findClaimStmt *sql.Stmt // prepared on the read pool
+
+	log *translog.Log // nil when Options.NoLog
 }
 
 // Open opens the database named by dbURL — "sqlite:PATH" (e.g.
@@ -97,6 +106,10 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 		return nil, err
 	}
 	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := db.openLog(ctx, opt); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -200,6 +213,9 @@ func (db *DB) Dialect() Dialect { return db.dialect }
 // Close closes the database (after in-flight queries finish).
 func (db *DB) Close() error {
 	var errs []error
+	if db.log != nil {
+		errs = append(errs, db.log.Close())
+	}
 	if db.findClaimStmt != nil {
 		errs = append(errs, db.findClaimStmt.Close())
 	}

@@ -159,6 +159,10 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 			claimID, agentID, v.Vote, strings.TrimSpace(v.Rationale), ms(now)); err != nil {
 			return err
 		}
+		vote := dotlab.Vote{ClaimID: claimID, ReviewerID: agentID, Vote: v.Vote, Rationale: strings.TrimSpace(v.Rationale), CreatedAt: now}
+		if err := db.logVote(ctx, tx, vote); err != nil {
+			return err
+		}
 		return db.tally(ctx, tx, claimID, now)
 	})
 	if isUniqueViolation(err) {
@@ -207,6 +211,9 @@ func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, now time.Ti
 		WHERE id = $3 AND state = $5`, final, ms(now), claimID, tr.To, tr.From); err != nil {
 		return err
 	}
-	return addHistory(ctx, tx, claimID, tr, now,
-		"quorum reached: "+t.String()+"; majority sides with the "+side, "settled by review: "+string(final))
+	if err := addHistory(ctx, tx, claimID, tr, now,
+		"quorum reached: "+t.String()+"; majority sides with the "+side, "settled by review: "+string(final)); err != nil {
+		return err
+	}
+	return db.logSettlement(ctx, tx, claimID)
 }

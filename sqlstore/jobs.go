@@ -214,7 +214,10 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 			claimID, agentID, ms(now)); err != nil {
 			return err
 		}
-		return addHistory(ctx, tx, claimID, t, now, "runner "+agentID+" accepted")
+		if err := addHistory(ctx, tx, claimID, t, now, "runner "+agentID+" accepted"); err != nil {
+			return err
+		}
+		return db.logOffer(ctx, tx, claimID, agentID, now, deadline)
 	})
 	if isUniqueViolation(err) {
 		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold another role on %s: decline the offer", claimID)

@@ -159,7 +159,10 @@ func (db *DB) PostLabMessage(ctx context.Context, agentID, claimID string, b dot
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO lab_messages (id, claim_id, seq, agent_id, type, to_agent, body, refs, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, m.ID, claimID, m.Seq, agentID, b.Type, b.To, b.Body, string(refs), ms(now))
-		return err
+		if err != nil {
+			return err
+		}
+		return db.logMessage(ctx, tx, m)
 	})
 	if err != nil {
 		return nil, err

@@ -110,7 +110,16 @@ func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID strin
 		if ev == dotlab.EventPublishFinal {
 			then = "settled at once: " + string(outcome)
 		}
-		return addHistory(ctx, tx, c.ID, t, now, "run "+runID+" published: "+string(outcome), then)
+		if err := addHistory(ctx, tx, c.ID, t, now, "run "+runID+" published: "+string(outcome), then); err != nil {
+			return err
+		}
+		if err := db.logRun(ctx, tx, runID); err != nil {
+			return err
+		}
+		if ev == dotlab.EventPublishFinal {
+			return db.logSettlement(ctx, tx, c.ID)
+		}
+		return nil
 	})
 	return applied, err
 }

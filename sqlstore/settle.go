@@ -172,6 +172,9 @@ func (db *DB) settleWindows(ctx context.Context, now time.Time) ([]string, int, 
 		if c, _ := res.RowsAffected(); c != 1 {
 			return false, nil
 		}
-		return true, addHistory(ctx, tx, d.claim, t, now, "challenge window closed without disagreement")
+		if err := addHistory(ctx, tx, d.claim, t, now, "challenge window closed without disagreement"); err != nil {
+			return false, err
+		}
+		return true, db.logSettlement(ctx, tx, d.claim)
 	})
 }

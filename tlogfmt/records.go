@@ -49,15 +49,22 @@ func ClaimEntry(c *dotlab.Claim) Entry {
 }
 
 // OfferRecord is an offer taken: the runner drawn accepted the job
-// (TypeOffer; id: the job id).
+// (TypeOffer; id: OfferID).
 type OfferRecord struct {
-	RunnerID   string `json:"runner_id"`
-	AcceptedAt string `json:"accepted_at"`
+	RunnerID        string `json:"runner_id"`
+	AcceptedAt      string `json:"accepted_at"`
+	PublishDeadline string `json:"publish_deadline"`
 }
 
-// OfferEntry is the entry of job jobID of claimID accepted by runnerID at at.
-func OfferEntry(claimID, jobID, runnerID string, at time.Time) Entry {
-	return Entry{Type: TypeOffer, ClaimID: claimID, ID: jobID, Record: OfferRecord{RunnerID: runnerID, AcceptedAt: Time(at)}}
+// OfferID is an offer's id in the log: "DL-0001:ag_…" (a runner takes a
+// claim's job at most once).
+func OfferID(claimID, runnerID string) string { return claimID + ":" + runnerID }
+
+// OfferEntry is the entry of claimID's job accepted by runnerID at at, to be
+// published by deadline.
+func OfferEntry(claimID, runnerID string, at, deadline time.Time) Entry {
+	return Entry{Type: TypeOffer, ClaimID: claimID, ID: OfferID(claimID, runnerID), Record: OfferRecord{
+		RunnerID: runnerID, AcceptedAt: Time(at), PublishDeadline: Time(deadline)}}
 }
 
 // Comparison is one target's comparison with its numbers as the exact

@@ -1,0 +1,104 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/tlogfmt"
+	"github.com/dotlab/dotlab/translog"
+)
+
+// Every protocol record is logged in the transaction that writes it
+// (docs/verification.md "Entries"): the entry is built from the record as
+// the read path returns it (read back inside the transaction where the
+// stored form differs from the written one), so that a verifier rebuilding
+// the entry from the API gets the same bytes. The log append comes last in
+// each transaction: on PostgreSQL it takes the log's row lock, which then
+// is held only until the commit.
+
+// Log is the store's transparency log, or nil when logging is off
+// (Options.NoLog).
+func (db *DB) Log() *translog.Log { return db.log }
+
+func (db *DB) openLog(ctx context.Context, opt Options) error {
+	if opt.NoLog {
+		return nil
+	}
+	l, err := translog.Open(ctx, db.w, db.r, string(db.dialect), translog.Options{Origin: opt.LogOrigin})
+	if err != nil {
+		return err
+	}
+	db.log = l
+	return nil
+}
+
+// logEntry appends e in tx (nothing when logging is off).
+func (db *DB) logEntry(ctx context.Context, tx *sql.Tx, e tlogfmt.Entry) error {
+	if db.log == nil {
+		return nil
+	}
+	_, err := db.log.Append(ctx, tx, e)
+	return err
+}
+
+// logClaim logs claim c's listing (the fields CreateClaim wrote).
+func (db *DB) logClaim(ctx context.Context, tx *sql.Tx, c *dotlab.Claim) error {
+	return db.logEntry(ctx, tx, tlogfmt.ClaimEntry(c))
+}
+
+// logSettlement logs claim id's settlement, as written in tx.
+func (db *DB) logSettlement(ctx context.Context, tx *sql.Tx, id string) error {
+	if db.log == nil {
+		return nil
+	}
+	c := &dotlab.Claim{ID: id}
+	var runID sql.NullString
+	var settled sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT outcome, run_id, settled_at FROM claims WHERE id = $1`, id).Scan(&c.Outcome, &runID, &settled); err != nil {
+		return err
+	}
+	c.RunID, c.SettledAt = runID.String, fromNullMS(settled)
+	return db.logEntry(ctx, tx, tlogfmt.SettlementEntry(c))
+}
+
+// logOffer logs runnerID's acceptance of claimID's job.
+func (db *DB) logOffer(ctx context.Context, tx *sql.Tx, claimID, runnerID string, at, deadline time.Time) error {
+	return db.logEntry(ctx, tx, tlogfmt.OfferEntry(claimID, runnerID, at, deadline))
+}
+
+// logRun logs run id, as written in tx.
+func (db *DB) logRun(ctx context.Context, tx *sql.Tx, id string) error {
+	if db.log == nil {
+		return nil
+	}
+	r, err := db.findRun(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	return db.logEntry(ctx, tx, tlogfmt.RunEntry(r, ""))
+}
+
+// logChallenge logs challenge id, as written in tx.
+func (db *DB) logChallenge(ctx context.Context, tx *sql.Tx, id string) error {
+	if db.log == nil {
+		return nil
+	}
+	ch, err := scanChallenge(tx.QueryRowContext(ctx, `SELECT `+challengeColumns+` FROM challenges WHERE id = $1`, id))
+	if err != nil {
+		return err
+	}
+	return db.logEntry(ctx, tx, tlogfmt.ChallengeEntry(ch))
+}
+
+// logVote logs a vote as written (the rationale trimmed, the time in ms).
+func (db *DB) logVote(ctx context.Context, tx *sql.Tx, v dotlab.Vote) error {
+	v.CreatedAt = fromMS(ms(v.CreatedAt))
+	return db.logEntry(ctx, tx, tlogfmt.VoteEntry(&v))
+}
+
+// logMessage logs lab message m's digest.
+func (db *DB) logMessage(ctx context.Context, tx *sql.Tx, m *dotlab.LabMessage) error {
+	return db.logEntry(ctx, tx, tlogfmt.MessageEntry(m))
+}
