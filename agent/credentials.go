@@ -19,18 +19,36 @@ type Credentials struct {
 	APIKey  string `json:"api_key"`
 }
 
-// CredentialsPath is <config dir>/agents.json, where the config dir is
-// $DOTLAB_CONFIG_DIR when set, else <the user's config dir>/dotlab.
+// ConfigDir is $DOTLAB_CONFIG_DIR when set, else <the user's config
+// dir>/dotlab: where the credentials and the logs' last checkpoints live.
+func ConfigDir() (string, error) {
+	if dir := os.Getenv("DOTLAB_CONFIG_DIR"); dir != "" {
+		return dir, nil
+	}
+	base, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("no config dir: set DOTLAB_CONFIG_DIR (%w)", err)
+	}
+	return filepath.Join(base, "dotlab"), nil
+}
+
+// CredentialsPath is <config dir>/agents.json (ConfigDir).
 func CredentialsPath() (string, error) {
-	dir := os.Getenv("DOTLAB_CONFIG_DIR")
-	if dir == "" {
-		base, err := os.UserConfigDir()
-		if err != nil {
-			return "", fmt.Errorf("no config dir: set DOTLAB_CONFIG_DIR (%w)", err)
-		}
-		dir = filepath.Join(base, "dotlab")
+	dir, err := ConfigDir()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(dir, "agents.json"), nil
+}
+
+// LogsPath is <config dir>/logs.json (ConfigDir): each server's log key and
+// the last checkpoint this machine verified (verify.Witness).
+func LogsPath() (string, error) {
+	dir, err := ConfigDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "logs.json"), nil
 }
 
 // LoadCredentials reads the credentials file at path, keyed by server; a

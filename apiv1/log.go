@@ -11,7 +11,7 @@ type LogInfo struct {
 	VerifierKey string `json:"verifier_key"` // golang.org/x/mod/sumdb/note verifier key
 	Size        int64  `json:"size"`
 	RootHash    string `json:"root_hash"`
-	Checkpoint  string `json:"checkpoint"`  // the signed note, as served at TilesPrefix + "checkpoint"
+	Checkpoint  string `json:"checkpoint"`   // the signed note, as served at TilesPrefix + "checkpoint"
 	TilesPrefix string `json:"tiles_prefix"` // "/log/"
 }
 

@@ -41,9 +41,9 @@ type Config struct {
 	// LogOrigin is the transparency log's origin, fixed at the first start
 	// (sqlstore.Options.LogOrigin).
 	LogOrigin string
-	Version          string       // reported by GET /api/v1/status
-	Logger           *slog.Logger // required
-	Clock            dotlab.Clock // default dotlab.SystemClock
+	Version   string       // reported by GET /api/v1/status
+	Logger    *slog.Logger // required
+	Clock     dotlab.Clock // default dotlab.SystemClock
 	// Ready, when not nil, receives the bound address once listening.
 	Ready chan<- string
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -29,8 +30,10 @@ type Report struct {
 // Passed reports whether nothing failed.
 func (r *Report) Passed() bool { return len(r.Failures) == 0 }
 
-func (r *Report) ok(format string, args ...any)   { r.OK = append(r.OK, fmt.Sprintf(format, args...)) }
-func (r *Report) fail(format string, args ...any) { r.Failures = append(r.Failures, fmt.Sprintf(format, args...)) }
+func (r *Report) ok(format string, args ...any) { r.OK = append(r.OK, fmt.Sprintf(format, args...)) }
+func (r *Report) fail(format string, args ...any) {
+	r.Failures = append(r.Failures, fmt.Sprintf(format, args...))
+}
 
 // Verifier checks one server's records.
 type Verifier struct {
@@ -288,3 +291,41 @@ func checkComparisons(rep *Report, rs *records) {
 	rep.ok("run %s: %d comparisons and outcome %s recomputed from the manifest", r.ID, len(cs), r.Outcome)
 }
 
+// Print writes the report: one "ok" line per check that passed (when
+// verbose), one "FAIL" line per failure, and a last line with the verdict.
+func (r *Report) Print(w io.Writer, verbose bool) {
+	if verbose {
+		for _, l := range r.OK {
+			fmt.Fprintln(w, "ok    "+l)
+		}
+	}
+	for _, l := range r.Failures {
+		fmt.Fprintln(w, "FAIL  "+l)
+	}
+	if r.Passed() {
+		fmt.Fprintf(w, "%s verified: %d checks passed against checkpoint %s size %d\n", r.Subject, len(r.OK), r.Checkpoint.Origin, r.Checkpoint.Size)
+		return
+	}
+	fmt.Fprintf(w, "%s does NOT verify: %d failure(s), %d checks passed\n", r.Subject, len(r.Failures), len(r.OK))
+}
+
+// Target verifies target — a claim id (DL-0001) or else a run id — on the
+// server c, keeping the log's checkpoint in the witness file at path (and
+// requiring the verifier key key when set), and prints the report to w. It
+// returns an error when anything failed, naming how many checks.
+func Target(ctx context.Context, c *client.Client, path, key, target string, w io.Writer, verbose bool) error {
+	v := Verifier{Client: c, Witness: Witness{Path: path, Key: key}}
+	check := v.Run
+	if dotlab.ValidClaimID(target) {
+		check = v.Claim
+	}
+	rep, err := check(ctx, target)
+	if err != nil {
+		return err
+	}
+	rep.Print(w, verbose)
+	if !rep.Passed() {
+		return fmt.Errorf("%s: %d check(s) failed", rep.Subject, len(rep.Failures))
+	}
+	return nil
+}

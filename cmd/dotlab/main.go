@@ -50,6 +50,7 @@ func newRootCmd() *cobra.Command {
 		newImageCmd(),
 		newRerunCmd(),
 		newDemoCmd(),
+		newVerifyCmd(),
 	)
 	return root
 }

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"github.com/dotlab/dotlab/agent"
+	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/verify"
+	"github.com/spf13/cobra"
+)
+
+func newVerifyCmd() *cobra.Command {
+	var server, key string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "verify CLAIM|RUN",
+		Short: "Check a claim's or a run's records against the server's transparency log",
+		Long:  help("verify"),
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := publicClient(server)
+			if err != nil {
+				return err
+			}
+			path, err := agent.LogsPath()
+			if err != nil {
+				return err
+			}
+			return cli.APIErr(verify.Target(cmd.Context(), c, path, key, args[0], cmd.OutOrStdout(), verbose))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&server, "server", "http://127.0.0.1:8080", "server base URL")
+	f.StringVar(&key, "log-key", "", "the log's verifier key to require (default: the key pinned at first use, kept in the config dir)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "print every check that passed, not only failures")
+	return cmd
+}

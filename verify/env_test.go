@@ -1,0 +1,155 @@
+package verify_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/verify"
+)
+
+var (
+	leakOnce sync.Once
+	leaks    *leakcheck.Checker
+	leakErr  error
+)
+
+// env is a real server (store, API, log) on one database that a test can
+// stop and start again, as an operator restarting it would.
+type env struct {
+	t     *testing.T
+	url   string
+	clock *sqlstoretest.Clock
+	db    *sqlstore.DB
+	api   *httpapi.Server
+	srv   *httptest.Server
+	c     *client.Client
+	path  string // the witness file (this machine's config dir)
+	addr  string // where the server listens, kept across restarts
+}
+
+func newEnv(t *testing.T, engine sqlstore.Dialect) *env {
+	e := &env{t: t, url: sqlstoretest.URL(t, engine), clock: sqlstoretest.NewClock(), path: filepath.Join(t.TempDir(), "logs.json")}
+	e.start()
+	t.Cleanup(e.stop)
+	return e
+}
+
+func (e *env) start() {
+	leakOnce.Do(func() { leaks, leakErr = leakcheck.New() })
+	if leakErr != nil {
+		e.t.Fatal(leakErr)
+	}
+	db, err := sqlstore.Open(context.Background(), e.url, sqlstore.Options{Clock: e.clock})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	api, err := httpapi.New(httpapi.Config{Store: db, Clock: e.clock, Version: "test", Leaks: leaks, Log: db.Log()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.db, e.api, e.srv = db, api, httptest.NewUnstartedServer(api)
+	if e.addr != "" { // a restart listens where the server was
+		ln, err := net.Listen("tcp", e.addr)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.srv.Listener.Close()
+		e.srv.Listener = ln
+	}
+	e.srv.Start()
+	e.addr = e.srv.Listener.Addr().String()
+	if e.c, err = client.New(e.srv.URL, ""); err != nil {
+		e.t.Fatal(err)
+	}
+	e.c.Retries = 0
+}
+
+func (e *env) stop() {
+	if e.srv == nil {
+		return
+	}
+	e.api.Close()
+	e.srv.Close()
+	e.db.Close()
+	e.srv = nil
+}
+
+// verify runs `dotlab verify` for target against the server.
+func (e *env) verify(target string) *verify.Report {
+	e.t.Helper()
+	v := verify.Verifier{Client: e.c, Witness: verify.Witness{Path: e.path}}
+	check := v.Run
+	if dotlab.ValidClaimID(target) {
+		check = v.Claim
+	}
+	rep, err := check(context.Background(), target)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rep
+}
+
+func (e *env) agent(name string) *client.Client {
+	e.t.Helper()
+	a, err := e.c.Register(context.Background(), dotlab.NewAgent{Name: name, Operator: "tests", Capabilities: []string{}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.c.WithKey(a.APIKey)
+}
+
+// must returns v, or panics (failing the test) on a protocol step's error.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// lifecycle runs a claim through every kind of record: listing, an offer
+// taken, lab messages, a run, an agreeing and a disagreeing challenge,
+// three votes and the settlement. It returns the claim and run ids.
+func (e *env) lifecycle(title string) (claimID, runID string) {
+	t, ctx := e.t, context.Background()
+	sub, runner, helper := e.agent("submitter "+title), e.agent("runner "+title), e.agent("helper "+title)
+	c := must(sub.SubmitClaim(ctx, sqlstoretest.ManifestJSON(title), "statistics"))
+	must(runner.NextJob(ctx))
+	must(runner.Accept(ctx, c.ID))
+	must(runner.JoinLab(ctx, c.ID, "runner"))
+	must(helper.JoinLab(ctx, c.ID, "collaborator"))
+	for i := range 3 {
+		must(helper.Post(ctx, c.ID, dotlab.LabMessageBody{Type: "note", To: "all", Body: fmt.Sprintf("note %d on %s", i, title)}))
+	}
+	run := must(runner.PublishRun(ctx, sqlstoretest.RunBody(c.ID, "1.58", "1.2299", dotlab.OutcomeNotReproduced)))
+	agree, disagree := true, false
+	for i, agrees := range []*bool{&agree, &disagree} {
+		b := sqlstoretest.RunBody("", "1.58", "1.2299", dotlab.OutcomeNotReproduced)
+		notes := ""
+		if !*agrees {
+			b = sqlstoretest.RunBody("", "1.58", "1.17", dotlab.OutcomeReproduced)
+			notes = "sd_diff: 1.17 (divide by n) vs the run's 1.2299, difference 0.0599"
+		}
+		b.Notes = notes
+		must(e.agent(fmt.Sprintf("challenger%d %s", i, title)).Challenge(ctx, &dotlab.ChallengeBody{RunBody: *b, ClaimID: c.ID, Agrees: agrees}))
+	}
+	for i, side := range []string{"challenger", "challenger", "runner"} {
+		r := e.agent(fmt.Sprintf("reviewer%d %s", i, title))
+		d := must(r.NextDispute(ctx))
+		must(r.Vote(ctx, d.ID, dotlab.VoteBody{Vote: side, Rationale: "sd_diff: Student divides by n, so 1.17 is the published quantity"}))
+	}
+	if got := must(e.c.Claim(ctx, c.ID)); got.State != dotlab.StateSettled {
+		t.Fatalf("claim %s is %s, want settled", c.ID, got.State)
+	}
+	return c.ID, run.ID
+}
