@@ -70,6 +70,9 @@ func TestDemoEndToEnd(t *testing.T) {
 			}
 			continue
 		}
+		if r.Example.Manifest != "" {
+			checkPackage(t, r)
+		}
 		// Deterministic claims: the challenger's rerun produced the very
 		// same output files as the runner's.
 		if r.Run != nil && r.Run.Outcome.Compared() {
@@ -88,6 +91,38 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "Every claim settled with the verdict its published numbers lead to.") {
 		t.Errorf("final line missing")
+	}
+}
+
+// checkPackage: a replication package as published ran as it is — its own
+// entrypoint, no datasets, no helper files, a scratch copy — with every
+// target read from what it printed or wrote (recorded in the run's log),
+// and the scratch files read are among the run's output hashes.
+func checkPackage(t *testing.T, r Result) {
+	t.Helper()
+	m := r.Claim.Manifest
+	if len(m.Datasets) != 0 || len(m.Helpers) != 0 || !m.Scratch {
+		t.Errorf("%s: datasets %v, helpers %v, scratch %v: want the package as published", r.Example.Dir, m.Datasets, m.Helpers, m.Scratch)
+	}
+	if e := strings.Join(m.Entrypoint, " "); e != "python3 analysis.py" && e != "Rscript analysis.R" {
+		t.Errorf("%s: entrypoint %q is not the package's own", r.Example.Dir, e)
+	}
+	files := 0
+	for _, tg := range m.Targets {
+		if tg.Source == nil {
+			t.Errorf("%s: target %s has no source (the package writes no results.json)", r.Example.Dir, tg.Name)
+		} else if tg.Source.File != "" {
+			files++
+			if _, ok := r.Run.Body.OutputHashes[tg.Source.File]; !ok {
+				t.Errorf("%s: the run's output hashes %v lack %s, which target %s read", r.Example.Dir, r.Run.Body.OutputHashes, tg.Source.File, tg.Name)
+			}
+		}
+	}
+	if files == 0 {
+		t.Errorf("%s: no target reads a file the package writes", r.Example.Dir)
+	}
+	if r.Run.Body.Environment.CodeCommit != m.Code.Commit {
+		t.Errorf("%s: the run records code commit %q, the manifest pins %s", r.Example.Dir, r.Run.Body.Environment.CodeCommit, m.Code.Commit)
 	}
 }
 

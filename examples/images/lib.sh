@@ -29,7 +29,7 @@
 # dotlab_pack also records as the image label org.dotlab.packages; a
 # deterministic trim (apt lists and caches, logs, machine-id, hostname,
 # resolv.conf, *-old and *- backups, documentation, man pages, message
-# translations, dpkg md5sums, __pycache__); /tmp 1777; /work/{code,data,out};
+# translations, dpkg md5sums, fontconfig caches, __pycache__); /tmp 1777; /work/{code,data,out};
 # no device nodes. Needs root and debootstrap.
 
 dotlab_mirror() {
@@ -75,7 +75,7 @@ dotlab_trim() {
          "$r"/var/log/* "$r"/var/lib/dpkg/*-old "$r"/var/lib/dpkg/info/*.md5sums \
          "$r"/etc/machine-id "$r"/etc/hostname "$r"/etc/resolv.conf \
          "$r"/etc/*- "$r"/var/lib/systemd/* "$r"/debootstrap \
-         "$r"/root/.cache "$r"/root/.bash_history
+         "$r"/root/.cache "$r"/root/.bash_history "$r"/var/cache/fontconfig/*
   find "$r" -xdev -name '__pycache__' -type d -prune -exec rm -rf {} +
   # Device nodes cannot go into an image; the runtime provides /dev.
   find "$r/dev" -mindepth 1 -delete
