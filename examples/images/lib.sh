@@ -118,10 +118,24 @@ dotlab_rootfs() {
 }
 
 # dotlab_pack REF [FLAG...] packs $rootfs into the store under $var/cache.
+# A pack of this rootfs with the same flags whose image is still in the
+# store is reused (recorded in $var/images/$RECIPE.packed): packing is
+# deterministic, so repacking would only give the same digest again.
 dotlab_pack() {
   local ref=$1
   shift
+  local packed="$var/images/$RECIPE.packed" key line
+  key="$(cat "$rootfs/.dotlab-complete") $ref $*"
+  if [ -f "$packed" ] && [ "$(head -1 "$packed")" = "$key" ]; then
+    line=$(sed -n 2p "$packed")
+    if "$dotlab" image show "${line%%$'\t'*}" --cache "$var/cache" >/dev/null 2>&1; then
+      echo "$line"
+      return 0
+    fi
+  fi
   find "$rootfs/dev" -mindepth 1 -delete 2>/dev/null || true
-  "$dotlab" image build "$rootfs" --ref "$ref" --cache "$var/cache" \
-    --label "org.dotlab.packages=$(cat "$rootfs/usr/share/dotlab/packages.txt")" "$@" | tail -1
+  line=$("$dotlab" image build "$rootfs" --ref "$ref" --cache "$var/cache" \
+    --label "org.dotlab.packages=$(cat "$rootfs/usr/share/dotlab/packages.txt")" "$@" | tail -1)
+  printf '%s\n%s\n' "$key" "$line" >"$packed"
+  echo "$line"
 }
