@@ -170,11 +170,11 @@ func TestErrorCodes(t *testing.T) {
 		// 401: missing and wrong key.
 		expect(t, e.do("GET", "/api/v1/agents/me", "", nil), 401, "unauthorized")
 		expect(t, e.do("GET", "/api/v1/jobs/next", "dlk_wrong", nil), 401, "unauthorized")
-		// 404: unknown claim, agent, run and route.
+		// 404: unknown claim, agent and run (not_found); unknown route (no_such_route).
 		expect(t, e.do("GET", "/api/v1/claims/DL-9999", "", nil), 404, "not_found")
 		expect(t, e.do("GET", "/api/v1/agents/ag_missing", "", nil), 404, "not_found")
 		expect(t, e.do("GET", "/api/v1/runs/run_missing", "", nil), 404, "not_found")
-		expect(t, e.do("GET", "/api/v1/markets", "", nil), 404, "not_found")
+		expect(t, e.do("GET", "/api/v1/markets", "", nil), 404, "no_such_route")
 		// 409: duplicate manifest (same canonical JSON, other whitespace).
 		again := strings.ReplaceAll(string(sqlstoretest.ManifestJSON("claim one")), "\n", " ")
 		r := e.do("POST", "/api/v1/claims", subKey, map[string]any{"manifest": again, "field": "statistics"})
@@ -309,7 +309,7 @@ func TestMethodNotAllowed(t *testing.T) {
 	if r.status != 405 || r.header.Get("Allow") != "GET, POST" || r.err().Error != "method_not_allowed" {
 		t.Fatalf("%d %q %s", r.status, r.header.Get("Allow"), r.body)
 	}
-	expect(t, e.do("GET", "/api/v1/nothing-here", "", nil), 404, "not_found")
+	expect(t, e.do("GET", "/api/v1/nothing-here", "", nil), 404, "no_such_route")
 }
 
 func TestNULIsRejectedNotStored(t *testing.T) {

@@ -168,7 +168,7 @@ func (db *DB) findClaim(ctx context.Context, q querier, id string) (*dotlab.Clai
 	}
 	c, err := db.scanClaim(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no claim %q (claim ids look like DL-0001)", id)
+		return nil, dotlab.NoClaim(id)
 	}
 	return c, err
 }
@@ -226,7 +226,7 @@ func (db *DB) ClaimManifest(ctx context.Context, id string) ([]byte, error) {
 	var raw string
 	err := db.r.QueryRowContext(ctx, `SELECT manifest_raw FROM claims WHERE id = $1`, id).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no claim %q", id)
+		return nil, dotlab.NoClaim(id)
 	}
 	return []byte(raw), err
 }
