@@ -28,10 +28,17 @@ type env struct {
 	db    *sqlstore.DB
 }
 
-func newEnv(t *testing.T, engine sqlstore.Dialect) *env {
+func newEnv(t *testing.T, engine sqlstore.Dialect) *env { return newEnvWith(t, engine, nil) }
+
+// newEnvWith is newEnv with the server's Config changed by edit (when not nil).
+func newEnvWith(t *testing.T, engine sqlstore.Dialect, edit func(*httpapi.Config)) *env {
 	clock := sqlstoretest.NewClock()
 	db := sqlstoretest.Open(t, engine, sqlstore.Options{Clock: clock})
-	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Version: "test", MaxBodyBytes: 64 << 10, Leaks: leaks(t)})
+	cfg := httpapi.Config{Store: db, Clock: clock, Version: "test", MaxBodyBytes: 64 << 10, Leaks: leaks(t)}
+	if edit != nil {
+		edit(&cfg)
+	}
+	api, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
