@@ -68,8 +68,10 @@ type Config struct {
 	// whose URLs name loopback or private addresses, plain http or git://,
 	// for a private deployment or the demo; off, POST /claims refuses them
 	// (422 invalid) as every strict runner would (manifest.CheckListing).
-	// Link-local and cloud-metadata addresses, file:// and local paths are
-	// refused either way.
+	// It also lets a run's or challenge's logs_uri be plain http or name
+	// such a host (checkLogsURI); off, logs_uri must be https on a public
+	// host. Link-local and cloud-metadata addresses, file:// and local
+	// paths are refused either way.
 	AllowPrivateURLs bool
 	// Pages serves every path outside /api/ (the web package's public
 	// pages); nil answers them 404. A page URL asked for with Accept:
