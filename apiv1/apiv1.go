@@ -114,7 +114,7 @@ type LogsStored struct {
 // carry no values (dotlab.RunListing); GET /runs/{id} has them.
 type RunPage struct {
 	Runs []*dotlab.RunListing `json:"runs"`
-	Next string        `json:"next,omitempty"`
+	Next string               `json:"next,omitempty"`
 }
 
 // ChallengeList is GET /claims/{id}/challenges, in the order posted.
