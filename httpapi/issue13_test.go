@@ -489,13 +489,14 @@ func TestSkillLiteralBodies(t *testing.T) {
 				"<plain text, under 1500 characters>", "sleep.csv hash checked", "<file or log line ids>", "logs.jsonl:3")
 			expect(t, e.do("POST", "/api/v1/labs/"+id+"/messages", keys["helper"], msg), 201, "")
 		}
-		run := func(outcome, rerun string) string {
+		runOf := func(id, outcome, target, rerun string) string {
 			return fill(skillRun, "<claim id, for example DL-0001>", id, "<dataset name>", "sleep", `"<sha256>" }`, `"`+sqlstoretest.DataSHA256+`" }`,
 				"<file>", "results.json", "<digest>", sqlstoretest.ImageDigest, "reproduced | not_reproduced | spec_issue | input_mismatch", outcome,
-				"<target name>", "median_shift", `"rerun": 0.0`, `"rerun": `+rerun,
+				"<target name>", target, `"rerun": 0.0`, `"rerun": `+rerun,
 				"<optional https URL of your full logs>", "https://logs.example.org/"+id+".jsonl",
 				"<plain description of anything unusual, required for spec_issue and input_mismatch>", "nothing unusual")
 		}
+		run := func(outcome, rerun string) string { return runOf(id, outcome, "median_shift", rerun) }
 		// "seed": 0 is accepted on a manifest that sets no seed; another
 		// seed is not (it is not consistent with the manifest).
 		r = e.do("POST", "/api/v1/runs", keys["runner"], strings.Replace(run("reproduced", "0.0"), `"seed": 0`, `"seed": 7`, 1))
@@ -533,5 +534,8 @@ func TestSkillLiteralBodies(t *testing.T) {
 		if expect(t, r, 422, "invalid"); !strings.Contains(r.err().Detail[0], "$.environment.seed: is 0 but the manifest sets 1908") {
 			t.Fatalf("seed 0 on a seeded manifest: %q", r.err().Detail)
 		}
+		// The same literal body as a spec_issue run is consistent there: a
+		// spec_issue is not compared with the manifest's seed or targets.
+		expect(t, e.do("POST", "/api/v1/runs", runnerKey, runOf(id2, "spec_issue", "mean_diff", "0.0")), 201, "")
 	})
 }
