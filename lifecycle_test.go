@@ -325,8 +325,8 @@ func TestDeclineRule(t *testing.T) {
 		{"Capability_mismatch", true, "Capability_mismatch", true},
 		{"capability_mismatch: no GPU", true, "capability_mismatch: no GPU", true},
 		{"busy", true, "busy", true},
-		{"", false, "", false},
-		{"   ", false, "", false},
+		{"", true, "", true},    // no reason: reasonless
+		{"   ", true, "", true}, // blank: no reason
 		{strings.Repeat("é", 500), true, strings.Repeat("é", 500), true},
 		{strings.Repeat("é", 501), false, "", false},
 	}

@@ -78,7 +78,8 @@ func (r *AgentRecord) countOutcome(o Outcome) {
 }
 
 // AddJobEnd counts a job that ended in state: an abandoned job, or a
-// decline with its reason (ReasonlessDecline). Other states count nothing:
+// decline with its reason (ReasonlessDecline; a decline without a reason
+// counts under DeclineNoReason). Other states count nothing:
 // an ignored (expired) offer costs nothing.
 func (r *AgentRecord) AddJobEnd(state JobState, reason string) {
 	switch state {
@@ -88,7 +89,11 @@ func (r *AgentRecord) AddJobEnd(state JobState, reason string) {
 		if r.Declines == nil {
 			r.Declines = map[string]int{}
 		}
-		r.Declines[reason]++
+		key := reason
+		if key == "" {
+			key = DeclineNoReason
+		}
+		r.Declines[key]++
 		if ReasonlessDecline(reason) {
 			r.ReasonlessDeclines++
 		}

@@ -96,9 +96,11 @@ type ClaimEventList struct {
 	Events []dotlab.ClaimEvent `json:"events"`
 }
 
-// DeclineBody is the body of POST /jobs/{id}/decline.
+// DeclineBody is the body of POST /jobs/{id}/decline. The body, and the
+// reason in it, may be left out: a decline without capability_mismatch
+// counts as reasonless (docs/mechanism.md §1).
 type DeclineBody struct {
-	Reason string `json:"reason"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // LogsStored is the 200 body of PUT /jobs/{id}/logs: the path of the
@@ -108,10 +110,11 @@ type LogsStored struct {
 	Bytes   int    `json:"bytes"`
 }
 
-// RunPage is GET /runs: one page and the cursor of the next.
+// RunPage is GET /runs: one page and the cursor of the next. Listed runs
+// carry no values (dotlab.RunListing); GET /runs/{id} has them.
 type RunPage struct {
-	Runs []*dotlab.Run `json:"runs"`
-	Next string        `json:"next,omitempty"`
+	Runs []*dotlab.RunListing `json:"runs"`
+	Next string               `json:"next,omitempty"`
 }
 
 // ChallengeList is GET /claims/{id}/challenges, in the order posted.

@@ -38,10 +38,12 @@ func (s *Server) handleAcceptJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleDeclineJob is POST /jobs/{id}/decline with a reason.
+// handleDeclineJob is POST /jobs/{id}/decline with an optional reason
+// (docs/protocol.md §4): {"reason": "capability_mismatch"} costs nothing;
+// any other reason, {} or an empty body declines as reasonless.
 func (s *Server) handleDeclineJob(w http.ResponseWriter, r *http.Request) error {
 	var b apiv1.DeclineBody
-	if err := s.readBody(w, r, &b); err != nil {
+	if err := s.readOptionalBody(w, r, &b); err != nil {
 		return err
 	}
 	if err := s.checkText(map[string]string{"$.reason": b.Reason}); err != nil {

@@ -39,17 +39,22 @@ func TestChallengesDisputesAndRoomsOverHTTP(t *testing.T) {
 		_, strangerKey := e.register("stranger")
 		id := e.assigned(subKey, runnerKey, "http dispute")
 
-		// Rooms: runner joins as runner, helper as collaborator, submitter cannot.
+		// Rooms: runner joins as runner, helper as collaborator, the
+		// submitter as submitter (it asks for collaborator; it never runs).
 		expect(t, e.do("POST", "/api/v1/labs/"+id+"/join", runnerKey, map[string]string{"role": "runner"}), 200, "")
 		expect(t, e.do("POST", "/api/v1/labs/"+id+"/join", helperKey, map[string]string{"role": "runner"}), 403, "role_conflict")
-		expect(t, e.do("POST", "/api/v1/labs/"+id+"/join", subKey, map[string]string{"role": "collaborator"}), 403, "role_conflict")
+		r := e.do("POST", "/api/v1/labs/"+id+"/join", subKey, map[string]string{"role": "collaborator"})
+		if expect(t, r, 200, ""); !strings.Contains(string(r.body), `"role":"submitter"`) {
+			t.Fatalf("submitter's membership: %s", r.body)
+		}
+		expect(t, e.do("POST", "/api/v1/labs/"+id+"/join", subKey, map[string]string{"role": "runner"}), 403, "role_conflict")
 		expect(t, e.do("POST", "/api/v1/labs/"+id+"/join", helperKey, map[string]string{"role": "collaborator"}), 200, "")
 		msg := map[string]any{"type": "finding", "to": "all", "body": "sd_diff is 1.2299 dividing by n-1; sha256 of sleep.csv is " + sqlstoretest.DataSHA256, "refs": []string{"logs.jsonl:12"}}
 		expect(t, e.do("POST", "/api/v1/labs/"+id+"/messages", strangerKey, msg), 403, "not_member")
 		expect(t, e.do("POST", "/api/v1/labs/"+id+"/messages", helperKey, msg), 201, "")
 		// A key pasted into the room is rejected, naming the rule, not echoing it.
 		leak := map[string]any{"type": "note", "to": "all", "body": "use this: ghp_R8kq2Lm9Zt4Wx7Vb1Nc6Hy3Jp0Qs5Df8Ga2K"}
-		r := e.do("POST", "/api/v1/labs/"+id+"/messages", helperKey, leak)
+		r = e.do("POST", "/api/v1/labs/"+id+"/messages", helperKey, leak)
 		expect(t, r, 422, "invalid")
 		if d := r.err().Detail[0]; !strings.Contains(d, "github-pat") || strings.Contains(d, "R8kq2Lm9") {
 			t.Fatalf("leak detail: %q", d)

@@ -36,7 +36,8 @@ type Config struct {
 	// without a key; the zero RateLimit disables a limit.
 	AgentLimit, AnonymousLimit httpapi.RateLimit
 	// AllowPrivateURLs lists manifests naming loopback or private addresses,
-	// plain http or git:// (httpapi.Config.AllowPrivateURLs).
+	// plain http or git://, and takes such logs_uri values on runs
+	// (httpapi.Config.AllowPrivateURLs).
 	AllowPrivateURLs bool
 	Version          string       // reported by GET /api/v1/status
 	Logger           *slog.Logger // required

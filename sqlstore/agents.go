@@ -138,7 +138,7 @@ func (db *DB) scanAgent(row *sql.Row) (*dotlab.Agent, error) {
 func (db *DB) getAgent(ctx context.Context, id string) (*dotlab.Agent, error) {
 	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT id, name, operator, capabilities, created_at FROM agents WHERE id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no agent %q", id)
+		return nil, dotlab.NoAgent(id)
 	}
 	return a, err
 }

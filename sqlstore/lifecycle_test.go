@@ -405,7 +405,12 @@ func TestLabRooms(t *testing.T) {
 		id := w.assigned("lab", runner)
 		_, err := w.db.JoinLab(ctx, helper.ID, id, "runner")
 		wantCode(t, err, dotlab.EROLECONFLICT)
-		_, err = w.db.JoinLab(ctx, w.sub.ID, id, "collaborator")
+		// The submitter joins its own room as submitter (answering
+		// questions), never as runner, and takes no other role.
+		if m, err := w.db.JoinLab(ctx, w.sub.ID, id, "collaborator"); err != nil || m.Role != dotlab.RoleSubmitter {
+			t.Fatalf("submitter joins: %+v %v", m, err)
+		}
+		_, err = w.db.JoinLab(ctx, w.sub.ID, id, "runner")
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		if _, err := w.db.JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
 			t.Fatal(err)
@@ -454,7 +459,7 @@ func TestLabRooms(t *testing.T) {
 			t.Fatalf("after 7: %d", len(rest))
 		}
 		members, _ := w.db.LabMembers(ctx, id)
-		if len(members) != 2 {
+		if len(members) != 3 { // runner, helper, submitter
 			t.Fatalf("members: %+v", members)
 		}
 		// A collaborator cannot challenge.

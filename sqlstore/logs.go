@@ -17,7 +17,7 @@ func (db *DB) PutJobLogs(ctx context.Context, agentID, claimID string, logs []by
 		return err
 	}
 	if c.RunnerID != agentID || c.State == dotlab.StateFunded {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only its runner uploads the run's logs", claimID)
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only its runner uploads the run's logs, from accepting the job on (POST /api/v1/jobs/%s/accept, when it is offered to you)", claimID, claimID)
 	}
 	now := db.now()
 	_, err = db.w.ExecContext(ctx, `INSERT INTO run_logs (claim_id, agent_id, logs, uploaded_at) VALUES ($1, $2, $3, $4)
@@ -32,7 +32,7 @@ func (db *DB) JobLogs(ctx context.Context, claimID string) ([]byte, error) {
 	err := db.r.QueryRowContext(ctx, `SELECT l.logs FROM run_logs l JOIN claims c ON c.id = l.claim_id AND c.runner_id = l.agent_id
 		WHERE l.claim_id = $1`, claimID).Scan(&logs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no logs uploaded for %s", claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no logs uploaded for %s by its runner: the run's logs_uri says where its logs are (GET /api/v1/claims/%s gives its run_url)", claimID, claimID)
 	}
 	return []byte(logs), err
 }

@@ -63,7 +63,7 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 		if err := publishable(c, agentID, body.Outcome, db.now()); err != nil {
 			return nil, err
 		}
-		return nil, dotlab.Errorf(dotlab.ECONFLICT, "the claim changed while publishing: fetch it and retry")
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "%s changed while publishing: fetch it (GET /api/v1/claims/%s) and retry", body.JobID, body.JobID)
 	}
 	return db.findRun(ctx, db.r, runID)
 }
@@ -119,13 +119,13 @@ func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID strin
 // state allows publishing (dotlab.Claim.Next) and that the deadline holds.
 func publishable(c *dotlab.Claim, agentID string, outcome dotlab.Outcome, now time.Time) error {
 	if c.RunnerID != agentID {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run", c.ID)
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run; take a job of your own with GET /api/v1/jobs/next", c.ID)
 	}
 	if _, err := c.Next(dotlab.PublishEvent(outcome)); err != nil {
 		return err
 	}
 	if c.PublishDeadline != nil && !c.PublishDeadline.After(now) {
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s", c.ID, c.PublishDeadline.Format(time.RFC3339))
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s, so the job is abandoned: take another with GET /api/v1/jobs/next", c.ID, c.PublishDeadline.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -164,14 +164,16 @@ func (db *DB) FindRun(ctx context.Context, id string) (*dotlab.Run, error) {
 func (db *DB) findRun(ctx context.Context, q querier, id string) (*dotlab.Run, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r JOIN claims c ON c.id = r.claim_id WHERE r.id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no run %q", id)
+		return nil, dotlab.NoRun(id)
 	}
 	return r, err
 }
 
 // FindRuns lists runs in claim order, optionally only those whose claim is in
-// a state (e.g. challenge_window). After is a claim id.
-func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.Run, error) {
+// a state (e.g. challenge_window). After is a claim id. The listing carries
+// no values of the runs (dotlab.RunListing): the query reads no run body
+// and no comparisons.
+func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.RunListing, error) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
@@ -188,7 +190,8 @@ func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.Run, 
 		}
 		after = claimNumber(f.After)
 	}
-	q := `SELECT ` + runColumns + ` FROM runs r JOIN claims c ON c.id = r.claim_id WHERE c.number > $1`
+	q := `SELECT r.id, r.claim_id, c.title, c.requires, r.outcome, c.state, r.published_at, c.challenge_deadline
+		FROM runs r JOIN claims c ON c.id = r.claim_id WHERE c.number > $1`
 	args := []any{after}
 	if f.Status != "" {
 		q += ` AND c.state = $3`
@@ -201,13 +204,36 @@ func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.Run, 
 		return nil, err
 	}
 	defer rows.Close()
-	out := []*dotlab.Run{}
+	out := []*dotlab.RunListing{}
 	for rows.Next() {
-		r, err := scanRun(rows)
+		r, err := scanRunListing(rows)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+func scanRunListing(row rowScanner) (*dotlab.RunListing, error) {
+	var r dotlab.RunListing
+	var req string
+	var published int64
+	var deadline sql.NullInt64
+	if err := row.Scan(&r.ID, &r.ClaimID, &r.Title, &req, &r.Outcome, &r.Status, &published, &deadline); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(req), &r.Requires); err != nil {
+		return nil, err
+	}
+	if r.Requires == nil {
+		r.Requires = []string{}
+	}
+	r.PublishedAt = fromMS(published)
+	if r.Outcome.Compared() {
+		r.ChallengeDeadline = fromNullMS(deadline)
+	}
+	r.ManifestURL = "/api/v1/claims/" + r.ClaimID + "/manifest"
+	r.RunURL = "/api/v1/runs/" + r.ID
+	return &r, nil
 }
