@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -74,8 +74,8 @@ type (
 		SHA256 string `json:"sha256"`
 	}
 	compareData struct {
-		Name  string  `json:"name"`
-		Rerun Decimal `json:"rerun"`
+		Name  string          `json:"name"`
+		Rerun json.RawMessage `json:"rerun"` // a JSON number; a string covers nothing
 	}
 	outcomeData struct {
 		Outcome Outcome `json:"outcome"`
@@ -91,7 +91,6 @@ type logNeeds struct {
 	argv     []string          // command: the entrypoint (nil when not required)
 	outputs  map[string]string // output: file → the run's hash
 	reruns   map[string]Decimal
-	rats     map[string]*big.Rat
 	outcome  Outcome
 	order    []LogItem // the items in workflow order
 	covered  map[LogItem]bool
@@ -127,7 +126,7 @@ func CheckLogCoverage(m *Manifest, b *RunBody, logs []byte) *LogCoverage {
 // requiredLog lists the items a log of run b must cover.
 func requiredLog(m *Manifest, b *RunBody) *logNeeds {
 	n := &logNeeds{datasets: map[string]string{}, helpers: map[string]string{}, outputs: map[string]string{},
-		reruns: map[string]Decimal{}, rats: map[string]*big.Rat{}, covered: map[LogItem]bool{}}
+		reruns: map[string]Decimal{}, covered: map[LogItem]bool{}}
 	executed := b.Outcome.Compared() || (b.Outcome == OutcomeSpecIssue && len(b.OutputHashes) > 0)
 	if executed {
 		n.digest = b.Environment.ImageDigest
@@ -158,9 +157,6 @@ func requiredLog(m *Manifest, b *RunBody) *logNeeds {
 				continue
 			}
 			n.reruns[c.Name] = c.Rerun
-			if c.Rerun.Validate() == nil {
-				n.rats[c.Name], _ = c.Rerun.Rat()
-			}
 			n.order = append(n.order, LogItem{Kind: LogItemComparison, Name: c.Name})
 		}
 	}
@@ -223,24 +219,55 @@ func (n *logNeeds) scan(line []byte) {
 	}
 }
 
-// compare covers a target when the logged rerun value equals the run's, as
-// a number (1.580 equals 1.58). Each target is compared until covered.
-func (n *logNeeds) compare(name string, v Decimal) {
+// compare covers a target when the logged rerun value is a JSON number
+// equal to the run's (1.580 equals 1.58). Each target is compared until
+// covered.
+func (n *logNeeds) compare(name string, raw json.RawMessage) {
 	want, ok := n.reruns[name]
-	if !ok || v == "" || n.covered[LogItem{Kind: LogItemComparison, Name: name}] {
+	if !ok || len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) || n.covered[LogItem{Kind: LogItemComparison, Name: name}] {
 		return
 	}
-	if v == want {
-		n.cover(LogItemComparison, name)
-		return
-	}
-	r, ok := n.rats[name]
-	if !ok || v.Validate() != nil {
-		return
-	}
-	if got, err := v.Rat(); err == nil && got.Cmp(r) == 0 {
+	if v := string(raw); v == string(want) || sameValue(v, string(want)) {
 		n.cover(LogItemComparison, name)
 	}
+}
+
+// sameValue reports whether the JSON numbers a and b (valid JSON number
+// text) have the same value however written (1.580, 158e-2; -0 and 0), by
+// their significant digits and exponents: linear in their length, with no
+// big-number arithmetic or regular expression.
+func sameValue(a, b string) bool {
+	na, da, ea, oka := numberParts(a)
+	nb, db, eb, okb := numberParts(b)
+	if !oka || !okb {
+		return false
+	}
+	if da == "" || db == "" {
+		return da == db // zero, whatever its sign
+	}
+	return na == nb && da == db && ea == eb
+}
+
+// numberParts splits valid JSON number text into its sign, its significant
+// digits (no leading or trailing zeros; "" for zero) and exp, so that
+// |value| = digits × 10^exp; ok is false for an exponent beyond ±10^9.
+func numberParts(s string) (neg bool, digits string, exp int, ok bool) {
+	neg = strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil || e > 1e9 || e < -1e9 {
+			return neg, "", 0, false
+		}
+		s, exp = s[:i], e
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	digits = strings.TrimLeft(whole+frac, "0")
+	exp -= len(frac)
+	n := len(digits)
+	digits = strings.TrimRight(digits, "0")
+	exp += n - len(digits)
+	return neg, digits, exp, true
 }
 
 func (n *logNeeds) cover(kind, name string) { n.covered[LogItem{Kind: kind, Name: name}] = true }
