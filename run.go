@@ -52,7 +52,12 @@ type RunBody struct {
 	Comparisons  []RunComparison   `json:"comparisons"`
 	Outcome      Outcome           `json:"outcome"`
 	LogsURI      string            `json:"logs_uri,omitempty"`
-	Notes        string            `json:"notes,omitempty"`
+	// LogsSHA256 is the SHA-256 (64 lowercase hex) of the logs.jsonl the
+	// runner will upload with PUT /jobs/{id}/logs: only those exact bytes
+	// are accepted afterwards (docs/protocol.md §6 "Logs"). Optional: a run
+	// without it can have no logs attached.
+	LogsSHA256 string `json:"logs_sha256,omitempty"`
+	Notes      string `json:"notes,omitempty"`
 }
 
 // RunEnvironment records the environment actually used.
@@ -194,6 +199,25 @@ type Run struct {
 	PublishedAt time.Time    `json:"published_at"`
 	// ChallengeDeadline is when the challenge window closes (compared outcomes only).
 	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
+
+	// How the claim settled against this run (docs/protocol.md §6 "The run
+	// record"). SettledOutcome is the claim's final outcome, once settled;
+	// Overturned is true when it differs from the run's own Outcome (only
+	// after a dispute the challenger side won). DisputeID is the dispute (the
+	// claim id) once a challenge disagreed with the run; OverturnedBy is the
+	// disagreeing challenge whose outcome the claim settled with.
+	SettledOutcome Outcome `json:"settled_outcome,omitempty"`
+	Overturned     bool    `json:"overturned"`
+	DisputeID      string  `json:"dispute_id,omitempty"`
+	OverturnedBy   string  `json:"overturned_by,omitempty"`
+
+	// The run's logs (docs/protocol.md §6 "Logs", "Log coverage"):
+	// LogsSHA256 is the hash the run body pinned, LogsUploadedAt when the
+	// matching logs.jsonl arrived, LogCoverage the server's check of it
+	// against the run (present once uploaded).
+	LogsSHA256     string       `json:"logs_sha256,omitempty"`
+	LogsUploadedAt *time.Time   `json:"logs_uploaded_at,omitempty"`
+	LogCoverage    *LogCoverage `json:"log_coverage,omitempty"`
 }
 
 var (
@@ -256,7 +280,7 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 }
 
 // checkForm checks what every outcome must satisfy: notes length, hash,
-// logs URL and digest forms, the runtime. The logs URL is checked for its
+// logs URL, logs hash and digest forms, the runtime. The logs URL is checked for its
 // form only (http or https, a host, at most 2000 characters); which
 // schemes and hosts a server takes is its URL policy (httpapi: https only,
 // unless the operator allows private URLs; docs/protocol.md §6).
@@ -278,6 +302,9 @@ func (b *RunBody) checkForm(p *Problems) {
 		if u, err := url.Parse(b.LogsURI); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(b.LogsURI) > 2000 {
 			p.Add("$.logs_uri", "must be an absolute https:// URL of your full logs (at most 2000 characters)")
 		}
+	}
+	if b.LogsSHA256 != "" && !sha256RE.MatchString(b.LogsSHA256) {
+		p.Add("$.logs_sha256", "must be 64 lowercase hex characters: the SHA-256 of the logs.jsonl you upload with PUT /jobs/{id}/logs")
 	}
 	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {
 		p.Add("$.environment.image_digest", "must be sha256:<64 lowercase hex>")
@@ -483,6 +510,11 @@ type RunListing struct {
 	PublishedAt time.Time  `json:"published_at"`
 	// ChallengeDeadline is when the challenge window closes (compared outcomes only).
 	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
+	// SettledOutcome is the claim's final outcome once settled; Overturned
+	// says it differs from the run's own Outcome (a dispute sided with the
+	// challenger). Outcomes only: no values (GET /runs/{id} has them).
+	SettledOutcome Outcome `json:"settled_outcome,omitempty"`
+	Overturned     bool    `json:"overturned"`
 	// ManifestURL is the manifest exactly as submitted (what to rerun);
 	// RunURL the full run, values included.
 	ManifestURL string `json:"manifest_url"`

@@ -103,11 +103,17 @@ type DeclineBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// LogsStored is the 200 body of PUT /jobs/{id}/logs: the path of the
-// uploaded logs (relative to the server) and their size.
+// LogsStored is the 200 body of PUT /jobs/{id}/logs (docs/protocol.md §6
+// "Logs"): the path of the attached logs (relative to the server), their
+// size in bytes and SHA-256 (the run's logs_sha256), the run they belong to
+// and the server's check of them against it (docs/protocol.md §6 "Log
+// coverage"; also on GET /runs/{id}).
 type LogsStored struct {
-	LogsURI string `json:"logs_uri"`
-	Bytes   int    `json:"bytes"`
+	LogsURI     string              `json:"logs_uri"`
+	Bytes       int                 `json:"bytes"`
+	SHA256      string              `json:"sha256"`
+	RunID       string              `json:"run_id"`
+	LogCoverage *dotlab.LogCoverage `json:"log_coverage,omitempty"`
 }
 
 // RunPage is GET /runs: one page and the cursor of the next. Listed runs

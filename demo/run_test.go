@@ -57,8 +57,19 @@ func TestDemoEndToEnd(t *testing.T) {
 		if r.Claim.State != dotlab.StateSettled || r.Claim.Outcome != r.Example.Expect {
 			t.Errorf("%s (%s): %s %s, want settled %s", r.Claim.ID, r.Example.Dir, r.Claim.State, r.Claim.Outcome, r.Example.Expect)
 		}
+		// Every official run carries its logs, judged complete unless its
+		// values were misreported (the staged dispute): the log then shows
+		// what the runner really computed (docs/protocol.md §6 "Log coverage").
+		if r.Run == nil || r.Run.LogCoverage == nil || r.Run.LogsSHA256 == "" || r.Run.LogsUploadedAt == nil {
+			t.Errorf("%s: run without attached logs: %+v", r.Claim.ID, r.Run)
+		} else if cov := r.Run.LogCoverage; cov.Complete == r.Disputed {
+			t.Errorf("%s (disputed %v): log coverage %d of %d, missing %q", r.Claim.ID, r.Disputed, cov.Covered, cov.Required, cov.Missing)
+		}
 		if r.Disputed {
 			disputes++
+			if run := r.Run; run == nil || !run.Overturned || run.SettledOutcome != r.Example.Expect || run.DisputeID != r.Claim.ID || run.OverturnedBy == "" {
+				t.Errorf("%s: the misreported run does not say it was overturned: %+v", r.Claim.ID, run)
+			}
 			challenger := 0
 			for _, v := range r.Votes {
 				if v.Vote == dotlab.VoteChallenger {

@@ -261,21 +261,3 @@ func TestLabEventsLiveAndResumable(t *testing.T) {
 		}
 	})
 }
-
-func TestRunLogs(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e *env) {
-		_, subKey := e.register("submitter")
-		_, runnerKey := e.register("runner")
-		_, otherKey := e.register("other")
-		id := e.assigned(subKey, runnerKey, "logs")
-		good := `{"t":"2026-01-01T00:00:00Z","level":"info","step":"verify","msg":"sleep.csv hash ok","data":{"sha256":"` + sqlstoretest.DataSHA256 + `"}}` + "\n" +
-			`{"t":"2026-01-01T00:00:01Z","level":"info","step":"outcome","msg":"reproduced","data":{}}` + "\n"
-		expect(t, e.do("PUT", "/api/v1/jobs/"+id+"/logs", otherKey, good), 409, "not_offered")
-		expect(t, e.do("PUT", "/api/v1/jobs/"+id+"/logs", runnerKey, `{"t":"x"}`+"\nnot json\n"), 422, "invalid")
-		expect(t, e.do("PUT", "/api/v1/jobs/"+id+"/logs", runnerKey, good), 200, "")
-		r := e.do("GET", "/api/v1/jobs/"+id+"/logs", "", nil)
-		if r.status != 200 || string(r.body) != good || r.header.Get("Content-Type") != "application/x-ndjson" {
-			t.Fatalf("logs: %d %q", r.status, r.body)
-		}
-	})
-}

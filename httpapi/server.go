@@ -38,7 +38,7 @@ type Store interface {
 	dotlab.SummaryService
 	dotlab.ActivityService
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
-	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) error
+	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 }
 

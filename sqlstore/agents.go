@@ -156,6 +156,7 @@ func (db *DB) FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, e
 	}
 	p := &dotlab.AgentProfile{Agent: *a, Outcomes: rec.Outcomes, Declines: rec.Declines}
 	p.JobsCompleted = rec.RunsPublished
+	p.RunsUpheld, p.RunsOverturned, p.RunsWellLogged = rec.RunsUpheld, rec.RunsOverturned, rec.RunsWellLogged
 	p.Challenges = rec.Challenges
 	p.Votes = rec.Votes
 	p.Abandoned = rec.Abandoned

@@ -50,7 +50,7 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 		return nil, fmt.Errorf("encode comparisons: %w", err)
 	}
 	runID := newID("run_")
-	applied, err := db.publish(ctx, c, agentID, runID, body.Outcome, raw, compJSON, now)
+	applied, err := db.publish(ctx, c, agentID, runID, body, raw, compJSON, now)
 	if err != nil {
 		return nil, err
 	}
@@ -68,9 +68,11 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 	return db.findRun(ctx, db.r, runID)
 }
 
-// publish moves the claim out of assigned or running and stores the run, in
-// one transaction; applied is false when the claim moved meanwhile.
-func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID string, outcome dotlab.Outcome, raw, comps []byte, now time.Time) (bool, error) {
+// publish moves the claim out of assigned or running and stores the run
+// (with the logs hash its body pins), in one transaction; applied is false
+// when the claim moved meanwhile.
+func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID string, body *dotlab.RunBody, raw, comps []byte, now time.Time) (bool, error) {
+	outcome := body.Outcome
 	ev := dotlab.PublishEvent(outcome)
 	t, err := transition(c.State, ev) // both sources lead to the same state
 	if err != nil {
@@ -98,8 +100,12 @@ func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID strin
 			return nil
 		}
 		applied = true
-		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, runID, c.ID, agentID, outcome, string(raw), string(comps), ms(now)); err != nil {
+		var logsSHA sql.NullString
+		if body.LogsSHA256 != "" {
+			logsSHA = sql.NullString{String: body.LogsSHA256, Valid: true}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at, logs_sha256)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, runID, c.ID, agentID, outcome, string(raw), string(comps), ms(now), logsSHA); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1
@@ -130,14 +136,21 @@ func publishable(c *dotlab.Claim, agentID string, outcome dotlab.Outcome, now ti
 	return nil
 }
 
-const runColumns = `r.id, r.claim_id, r.runner_id, r.outcome, r.body, r.comparisons, r.published_at, c.state, c.challenge_deadline`
+// runColumns are a run's columns with its claim's state, deadline and final
+// outcome, and the claim's first disagreeing challenge (the one whose
+// outcome the challenger side yields, dotlab.FirstDisagreeing).
+const runColumns = `r.id, r.claim_id, r.runner_id, r.outcome, r.body, r.comparisons, r.published_at, c.state, c.challenge_deadline,
+	COALESCE(c.outcome, ''), COALESCE(r.logs_sha256, ''), r.logs_uploaded_at, COALESCE(r.log_coverage, ''),
+	COALESCE((SELECT ch.id FROM challenges ch WHERE ch.claim_id = r.claim_id AND ch.agrees = 0
+		ORDER BY ch.created_at, ch.id LIMIT 1), '')`
 
 func scanRun(row rowScanner) (*dotlab.Run, error) {
 	var r dotlab.Run
-	var body, comps string
+	var body, comps, final, coverage, disagreeing string
 	var published int64
-	var deadline sql.NullInt64
-	if err := row.Scan(&r.ID, &r.ClaimID, &r.RunnerID, &r.Outcome, &body, &comps, &published, &r.Status, &deadline); err != nil {
+	var deadline, uploaded sql.NullInt64
+	if err := row.Scan(&r.ID, &r.ClaimID, &r.RunnerID, &r.Outcome, &body, &comps, &published, &r.Status, &deadline,
+		&final, &r.LogsSHA256, &uploaded, &coverage, &disagreeing); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(body), &r.Body); err != nil {
@@ -150,10 +163,40 @@ func scanRun(row rowScanner) (*dotlab.Run, error) {
 		r.Comparisons = []dotlab.Comparison{}
 	}
 	r.PublishedAt = fromMS(published)
+	if r.Status == dotlab.StateSettled {
+		r.SettledOutcome = dotlab.Outcome(final)
+		r.Overturned = r.SettledOutcome != r.Outcome
+	}
 	if r.Outcome.Compared() {
 		r.ChallengeDeadline = fromNullMS(deadline)
 	}
+	settle(&r, dotlab.Outcome(final), disagreeing)
+	r.LogsUploadedAt = fromNullMS(uploaded)
+	if coverage != "" {
+		r.LogCoverage = &dotlab.LogCoverage{}
+		if err := json.Unmarshal([]byte(coverage), r.LogCoverage); err != nil {
+			return nil, err
+		}
+	}
 	return &r, nil
+}
+
+// settle fills how the claim settled against run r (docs/protocol.md §6
+// "The run record"): its final outcome once settled, whether that
+// overturned the run, the dispute once a challenge disagreed, and the
+// challenge whose outcome prevailed.
+func settle(r *dotlab.Run, final dotlab.Outcome, disagreeing string) {
+	if disagreeing != "" {
+		r.DisputeID = r.ClaimID
+	}
+	if r.Status != dotlab.StateSettled || final == "" {
+		return
+	}
+	r.SettledOutcome = final
+	if final != r.Outcome {
+		r.Overturned = true
+		r.OverturnedBy = disagreeing
+	}
 }
 
 // FindRun returns a run or ENOTFOUND.
@@ -190,7 +233,7 @@ func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.RunLi
 		}
 		after = claimNumber(f.After)
 	}
-	q := `SELECT r.id, r.claim_id, c.title, c.requires, r.outcome, c.state, r.published_at, c.challenge_deadline
+	q := `SELECT r.id, r.claim_id, c.title, c.requires, r.outcome, c.state, r.published_at, c.challenge_deadline, COALESCE(c.outcome, '')
 		FROM runs r JOIN claims c ON c.id = r.claim_id WHERE c.number > $1`
 	args := []any{after}
 	if f.Status != "" {
@@ -220,7 +263,8 @@ func scanRunListing(row rowScanner) (*dotlab.RunListing, error) {
 	var req string
 	var published int64
 	var deadline sql.NullInt64
-	if err := row.Scan(&r.ID, &r.ClaimID, &r.Title, &req, &r.Outcome, &r.Status, &published, &deadline); err != nil {
+	var final string
+	if err := row.Scan(&r.ID, &r.ClaimID, &r.Title, &req, &r.Outcome, &r.Status, &published, &deadline, &final); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(req), &r.Requires); err != nil {
