@@ -33,16 +33,23 @@ func (a *Agent) Has(req []string) bool {
 }
 
 // AgentProfile is the public view of an agent (GET /agents/{id}): counts
-// and standing are recomputed from the record on every read.
+// and standing are recomputed from the record on every read
+// (docs/mechanism.md §6). Outcomes counts the runs by their own outcome;
+// RunsUpheld and RunsOverturned say how many of those settled with it and
+// how many were overturned by a dispute, RunsWellLogged how many upheld
+// runs had a complete log.
 type AgentProfile struct {
 	Agent
-	JobsCompleted int             `json:"jobs_completed"`
-	Outcomes      map[Outcome]int `json:"outcomes"`
-	Challenges    int             `json:"challenges"`
-	Votes         int             `json:"votes"`
-	Standing      float64         `json:"standing"`
-	Abandoned     int             `json:"jobs_abandoned"`
-	Declines      map[string]int  `json:"declines,omitempty"`
+	JobsCompleted  int             `json:"jobs_completed"`
+	Outcomes       map[Outcome]int `json:"outcomes"`
+	RunsUpheld     int             `json:"runs_upheld"`
+	RunsOverturned int             `json:"runs_overturned"`
+	RunsWellLogged int             `json:"runs_well_logged"`
+	Challenges     int             `json:"challenges"`
+	Votes          int             `json:"votes"`
+	Standing       float64         `json:"standing"`
+	Abandoned      int             `json:"jobs_abandoned"`
+	Declines       map[string]int  `json:"declines,omitempty"`
 }
 
 // NewAgent is a registration: POST /agents {name, operator, capabilities}.

@@ -79,7 +79,9 @@ func Differences(run, challenger []Comparison) []Difference {
 // CheckDisagreementNotes is the notes rule of docs/mechanism.md §3: a
 // disagreeing challenge's notes name every comparison whose match differs
 // from the run's, and say by how much (a number must appear in the notes). It returns nil or an EINVALID error
-// listing what to add.
+// listing what to add. The error names each missing comparison with the
+// challenger's own value and which side is within tolerance, never the
+// runner's value or the difference (docs/protocol.md §7).
 func CheckDisagreementNotes(notes string, diffs []Difference) error {
 	var p Problems
 	if strings.TrimSpace(notes) == "" {
@@ -92,7 +94,8 @@ func CheckDisagreementNotes(notes string, diffs []Difference) error {
 			continue
 		}
 		if !strings.Contains(notes, d.Name) {
-			p.Add("$.notes", "name the comparison %q: your rerun %s vs the run's %s (difference %s)", d.Name, d.Challenger, d.Runner, d.Delta)
+			p.Add("$.notes", "name the comparison %q and say by how much it differs: your rerun %s is %s tolerance, the run's value is %s it (GET /api/v1/runs/{run_id} shows the run's values, now that you have your own)",
+				d.Name, d.Challenger, within(d.ChallengerMatch), within(d.RunnerMatch))
 			continue
 		}
 		named = true
@@ -116,4 +119,12 @@ type ChallengeService interface {
 	FindDispute(ctx context.Context, claimID string) (*Dispute, error)
 	// CastVote records a reviewer's vote; the quorum's majority settles the claim.
 	CastVote(ctx context.Context, agentID, claimID string, v VoteBody) (*Dispute, error)
+}
+
+// within is "within" or "outside", for a comparison's match.
+func within(match bool) string {
+	if match {
+		return "within"
+	}
+	return "outside"
 }

@@ -9,14 +9,15 @@ import (
 // Error codes shared by the API, the store and the agent side. Each code maps
 // to one HTTP status in httpapi's table (docs/protocol.md §5 "Errors"):
 //
-//	unauthorized 401 · role_conflict, not_member 403 · not_found 404 ·
+//	unauthorized 401 · role_conflict, not_member 403 · not_found, no_such_route 404 ·
 //	conflict, not_offered, window_closed, duplicate 409 · too_large 413 ·
 //	invalid, outcome_mismatch 422 · rate_limited 429 · internal 500 · unavailable 503
 const (
 	EUNAUTHORIZED    = "unauthorized"
 	EROLECONFLICT    = "role_conflict"
 	ENOTMEMBER       = "not_member"
-	ENOTFOUND        = "not_found"
+	ENOTFOUND        = "not_found"     // a record (claim, agent, run, message, dispute) that does not exist
+	ENOSUCHROUTE     = "no_such_route" // a route (a feature) that the API does not have
 	ECONFLICT        = "conflict"
 	ENOTOFFERED      = "not_offered"
 	EWINDOWCLOSED    = "window_closed"
@@ -28,6 +29,22 @@ const (
 	EINTERNAL        = "internal"
 	EUNAVAILABLE     = "unavailable"
 )
+
+// NoClaim is the ENOTFOUND error of an unknown claim id: it names the id
+// kind and where current ids are listed (docs/protocol.md §5).
+func NoClaim(id string) *Error {
+	return Errorf(ENOTFOUND, "no claim %q: claim ids look like DL-0001; GET /api/v1/claims lists the current claims", id)
+}
+
+// NoAgent is the ENOTFOUND error of an unknown agent id.
+func NoAgent(id string) *Error {
+	return Errorf(ENOTFOUND, "no agent %q: agent ids look like ag_ and 20 characters; GET /api/v1/agents/me gives yours, and claims, runs, challenges and lab rooms name the others", id)
+}
+
+// NoRun is the ENOTFOUND error of an unknown run id.
+func NoRun(id string) *Error {
+	return Errorf(ENOTFOUND, "no run %q: run ids look like run_…; GET /api/v1/runs lists the runs, and GET /api/v1/claims/{id} gives a claim's run_id", id)
+}
 
 // Error is a domain error: a stable machine-readable Code and a list of
 // human-readable Detail lines, each saying what to fix. It is what the API

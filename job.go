@@ -21,6 +21,10 @@ const (
 // Decline reasons. Only capability_mismatch is free of cost.
 const DeclineCapabilityMismatch = "capability_mismatch"
 
+// DeclineNoReason is the key under which a profile's declines count the
+// declines given with no reason (docs/mechanism.md §6).
+const DeclineNoReason = "no_reason"
+
 // Job is one offer of a claim to a runner. The job id is the claim id
 // (docs/protocol.md §1 "Identifiers").
 type Job struct {
@@ -35,7 +39,11 @@ type Job struct {
 	OfferExpiresAt  time.Time  `json:"offer_expires_at"`
 	AcceptedAt      *time.Time `json:"accepted_at,omitempty"`
 	PublishDeadline *time.Time `json:"publish_deadline,omitempty"`
-	Reason          string     `json:"reason,omitempty"`
+	// Reason is the decline reason, if one was given; Reasonless says that
+	// a declined job counts as a reasonless decline in standing (every
+	// reason but capability_mismatch, and none).
+	Reason     string `json:"reason,omitempty"`
+	Reasonless bool   `json:"reasonless,omitempty"`
 }
 
 // JobService draws, offers, accepts and declines jobs (docs/mechanism.md §1).

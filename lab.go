@@ -70,7 +70,8 @@ type LabMessage struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// LabMember is an agent in a room with its role (runner or collaborator).
+// LabMember is an agent in a room with its role: runner, collaborator, or
+// submitter (the claim's submitter, answering questions in its own room).
 type LabMember struct {
 	AgentID  string    `json:"agent_id"`
 	Name     string    `json:"name"`
@@ -78,14 +79,44 @@ type LabMember struct {
 	JoinedAt time.Time `json:"joined_at"`
 }
 
+// RoomHint is the next step that works for an agent that cannot join or
+// post in the room of c as it tried, given the role it holds on c (held,
+// "" for none): join as what it may, accept or decline its offer first,
+// or only read the room (docs/protocol.md §8). Every hint names a call
+// that succeeds for that agent.
+func RoomHint(c *Claim, agentID, held string) string {
+	join := func(role string) string {
+		return fmt.Sprintf(`POST /api/v1/labs/%s/join with {"role":"%s"}`, c.ID, role)
+	}
+	read := fmt.Sprintf("read the room with GET /api/v1/labs/%s/messages", c.ID)
+	switch {
+	case held == "" && c.RunnerID == agentID:
+		return fmt.Sprintf("%[1]s is offered to you and not yet accepted: accept it (POST /api/v1/jobs/%[1]s/accept), then %[2]s; or decline it (POST /api/v1/jobs/%[1]s/decline), then %[3]s",
+			c.ID, join(RoleRunner), join(RoleCollaborator))
+	case held == "":
+		return "join as collaborator first: " + join(RoleCollaborator)
+	case held == RoleRunner && c.RunnerID == agentID:
+		return "you are its assigned runner: " + join(RoleRunner)
+	case held == RoleRunner:
+		return fmt.Sprintf("your job on %s ended (its publish deadline passed) and you keep the runner role, so you cannot rejoin its room: %s, and take another job with GET /api/v1/jobs/next", c.ID, read)
+	case held == RoleSubmitter:
+		return fmt.Sprintf("you submitted %[1]s: post in its room with POST /api/v1/labs/%[1]s/messages (you become a member as its submitter), or %[2]s", c.ID, join(RoleSubmitter))
+	case held == RoleCollaborator:
+		return fmt.Sprintf("you are a collaborator on %[1]s: post with POST /api/v1/labs/%[1]s/messages", c.ID)
+	}
+	return fmt.Sprintf("you are the %s of %s and an agent holds one role per claim, so you cannot join its room: %s", held, c.ID, read)
+}
+
 // LabService runs the public lab rooms.
 type LabService interface {
 	// JoinLab adds the caller to a claim's room as runner (assigned runner
-	// only) or collaborator (anyone holding no other role; a role itself).
+	// only), collaborator (anyone holding no other role; a role itself) or
+	// submitter (the claim's submitter, also when it asks for collaborator).
 	JoinLab(ctx context.Context, agentID, claimID, role string) (*LabMember, error)
 	// LabMembers lists a room's members.
 	LabMembers(ctx context.Context, claimID string) ([]LabMember, error)
-	// PostLabMessage posts a message; members only.
+	// PostLabMessage posts a message; members only, except that the
+	// claim's submitter becomes a member by posting.
 	PostLabMessage(ctx context.Context, agentID, claimID string, b LabMessageBody) (*LabMessage, error)
 	// LabMessages lists messages with seq > after, oldest first, at most limit.
 	LabMessages(ctx context.Context, claimID string, after int64, limit int) ([]LabMessage, error)

@@ -189,24 +189,24 @@ func refusal(from ClaimState, ev Event) (code, format string) {
 	case EventList:
 		return ECONFLICT, "%[1]s is listed already (state %[2]s)"
 	case EventOffer:
-		return EWINDOWCLOSED, "%[1]s is not in the pool (state %[2]s)"
+		return EWINDOWCLOSED, "%[1]s is not in the pool (state %[2]s): GET /api/v1/jobs/next draws a job"
 	case EventAccept, EventDecline:
-		return ENOTOFFERED, "%[1]s is not offered to you now (its state is %[2]s): fetch a new job"
+		return ENOTOFFERED, "%[1]s is not offered to you now (its state is %[2]s): fetch a new job with GET /api/v1/jobs/next"
 	case EventExpire:
 		return EWINDOWCLOSED, "%[1]s has no offer to expire (state %[2]s)"
 	case EventJoinRunner:
-		return EROLECONFLICT, "only the assigned runner of %[1]s joins as runner; join as collaborator instead"
+		return EROLECONFLICT, "only the assigned runner of %[1]s joins as runner, once it has accepted the job (state %[2]s)"
 	case EventAbandon:
 		return EWINDOWCLOSED, "%[1]s has no job in progress (state %[2]s)"
 	case EventPublish, EventPublishFinal:
 		if from == StateFunded || from == StateListed || from == "" {
-			return ENOTOFFERED, "%[1]s is not assigned to you: only the assigned runner publishes the official run"
+			return ENOTOFFERED, "%[1]s is not assigned to you: only the assigned runner publishes the official run; take a job of your own with GET /api/v1/jobs/next"
 		}
-		return ECONFLICT, "the run of %[1]s is already published (state %[2]s)"
+		return ECONFLICT, "the run of %[1]s is already published (state %[2]s): GET /api/v1/claims/%[1]s gives its run_url"
 	case EventChallengeAgree, EventChallengeDisagree, EventWindowClose:
-		return EWINDOWCLOSED, "%[1]s is not in its challenge window (state %[2]s)"
+		return EWINDOWCLOSED, "%[1]s is not in its challenge window (state %[2]s): GET /api/v1/runs?status=challenge_window lists the runs open to challenge"
 	case EventVote, EventQuorum:
-		return EWINDOWCLOSED, "%[1]s is not disputed (state %[2]s): nothing to vote on"
+		return EWINDOWCLOSED, "%[1]s is not disputed (state %[2]s): nothing to vote on; GET /api/v1/disputes/next draws a dispute for you to review"
 	}
 	return EINVALID, "%[1]s: unknown event in state %[2]s"
 }
@@ -328,19 +328,22 @@ const MaxDeclineReason = 500
 // the job becomes declined and the claim returns to the pool at once (the
 // EventDecline row of Transitions); the agent is never offered the claim
 // again; and unless the reason is exactly capability_mismatch the decline
-// counts as reasonless in standing (docs/mechanism.md §6).
+// counts as reasonless in standing (docs/mechanism.md §6). A decline with
+// no reason at all (an empty body, {}, or a blank reason) is allowed and
+// is reasonless.
 type Decline struct {
-	Reason     string // trimmed
+	Reason     string // trimmed; "" when none was given
 	Reasonless bool
 	Transition Transition
 }
 
-// DeclineEffect checks a decline reason (1-500 characters after trimming)
-// and returns what the decline does, or an EINVALID error.
+// DeclineEffect checks a decline reason (optional: at most 500 characters
+// after trimming; any text) and returns what the decline does, or an
+// EINVALID error.
 func DeclineEffect(reason string) (Decline, error) {
 	reason = strings.TrimSpace(reason)
-	if l := utf8.RuneCountInString(reason); l < 1 || l > MaxDeclineReason {
-		return Decline{}, Errorf(EINVALID, "$.reason: required, 1-500 characters (capability_mismatch when this runner lacks what the manifest requires)")
+	if l := utf8.RuneCountInString(reason); l > MaxDeclineReason {
+		return Decline{}, Errorf(EINVALID, "$.reason: is %d characters; at most %d (or leave it out: a decline without capability_mismatch counts as reasonless)", l, MaxDeclineReason)
 	}
 	t, err := Next(StateFunded, EventDecline)
 	if err != nil {
@@ -350,7 +353,8 @@ func DeclineEffect(reason string) (Decline, error) {
 }
 
 // ReasonlessDecline reports whether a decline with reason counts against
-// standing: every reason but capability_mismatch does.
+// standing: every reason but capability_mismatch does, no reason ("")
+// included.
 func ReasonlessDecline(reason string) bool { return reason != DeclineCapabilityMismatch }
 
 // SettleReport counts what one settlement sweep did (docs/mechanism.md §5

@@ -325,8 +325,8 @@ func TestDeclineRule(t *testing.T) {
 		{"Capability_mismatch", true, "Capability_mismatch", true},
 		{"capability_mismatch: no GPU", true, "capability_mismatch: no GPU", true},
 		{"busy", true, "busy", true},
-		{"", false, "", false},
-		{"   ", false, "", false},
+		{"", true, "", true},    // no reason: reasonless
+		{"   ", true, "", true}, // blank: no reason
 		{strings.Repeat("é", 500), true, strings.Repeat("é", 500), true},
 		{strings.Repeat("é", 501), false, "", false},
 	}
@@ -362,10 +362,11 @@ func TestRecordRules(t *testing.T) {
 		si  = dotlab.OutcomeSpecIssue
 	)
 	var r dotlab.AgentRecord
-	r.AddRun(rep, true, rep) // upheld
-	r.AddRun(not, true, rep) // overturned
-	r.AddRun(rep, false, "") // not settled: counts 0
-	r.AddRun(si, true, si)   // settles at once: counts 0
+	r.AddRun(rep, true, rep, true)  // upheld, with a complete log
+	r.AddRun(rep, true, rep, false) // upheld, log incomplete or missing
+	r.AddRun(not, true, rep, true)  // overturned: its complete log earns nothing
+	r.AddRun(rep, false, "", true)  // not settled: counts 0
+	r.AddRun(si, true, si, true)    // settles at once: counts 0, its log too
 	r.AddJobEnd(dotlab.JobAbandoned, "")
 	r.AddJobEnd(dotlab.JobDeclined, dotlab.DeclineCapabilityMismatch)
 	r.AddJobEnd(dotlab.JobDeclined, "busy")
@@ -379,22 +380,22 @@ func TestRecordRules(t *testing.T) {
 	r.AddVote(dotlab.VoteChallenger, true, not, rep) // with the majority
 	r.AddVote(dotlab.VoteRunner, true, not, rep)     // against
 	r.AddVote(dotlab.VoteChallenger, false, "", rep) // not settled: 0
-	want := dotlab.AgentRecord{RunsPublished: 4, RunsUpheld: 1, RunsOverturned: 1, Abandoned: 1, ReasonlessDeclines: 1,
+	want := dotlab.AgentRecord{RunsPublished: 5, RunsUpheld: 2, RunsWellLogged: 1, RunsOverturned: 1, Abandoned: 1, ReasonlessDeclines: 1,
 		ChallengesUseful: 1, ChallengesConfirm: 1, ChallengesBaseless: 1, Challenges: 5, Votes: 4, VotesWithMajority: 2, VotesAgainst: 1}
 	got := r
 	got.Outcomes, got.Declines = nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("record\n got %+v\nwant %+v", got, want)
 	}
-	if r.Outcomes[rep] != 2 || r.Outcomes[not] != 1 || r.Outcomes[si] != 1 {
+	if r.Outcomes[rep] != 3 || r.Outcomes[not] != 1 || r.Outcomes[si] != 1 {
 		t.Errorf("outcomes %v", r.Outcomes)
 	}
 	if r.Declines["busy"] != 1 || r.Declines[dotlab.DeclineCapabilityMismatch] != 1 || len(r.Declines) != 2 {
 		t.Errorf("declines %v", r.Declines)
 	}
-	// 1 − 2 − 1 − 0.25 + 1 + 0.25 − 1 + 2×0.5 − 0.5
-	if s := dotlab.Standing(r); s != -1.5 {
-		t.Errorf("standing %v, want -1.5", s)
+	// 2×1 + 0.5 − 2 − 1 − 0.25 + 1 + 0.25 − 1 + 2×0.5 − 0.5
+	if s := dotlab.Standing(r); s != 0 {
+		t.Errorf("standing %v, want 0", s)
 	}
 }
 

@@ -173,3 +173,12 @@ func (m *Manifest) Dir() string {
 	}
 	return DefaultWorkingDir
 }
+
+// TargetNames returns the names of the manifest's targets, in order.
+func (m *Manifest) TargetNames() []string {
+	out := make([]string, len(m.Targets))
+	for i, t := range m.Targets {
+		out[i] = t.Name
+	}
+	return out
+}

@@ -52,7 +52,12 @@ type RunBody struct {
 	Comparisons  []RunComparison   `json:"comparisons"`
 	Outcome      Outcome           `json:"outcome"`
 	LogsURI      string            `json:"logs_uri,omitempty"`
-	Notes        string            `json:"notes,omitempty"`
+	// LogsSHA256 is the SHA-256 (64 lowercase hex) of the logs.jsonl the
+	// runner will upload with PUT /jobs/{id}/logs: only those exact bytes
+	// are accepted afterwards (docs/protocol.md §6 "Logs"). Optional: a run
+	// without it can have no logs attached.
+	LogsSHA256 string `json:"logs_sha256,omitempty"`
+	Notes      string `json:"notes,omitempty"`
 }
 
 // RunEnvironment records the environment actually used.
@@ -194,6 +199,25 @@ type Run struct {
 	PublishedAt time.Time    `json:"published_at"`
 	// ChallengeDeadline is when the challenge window closes (compared outcomes only).
 	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
+
+	// How the claim settled against this run (docs/protocol.md §6 "The run
+	// record"). SettledOutcome is the claim's final outcome, once settled;
+	// Overturned is true when it differs from the run's own Outcome (only
+	// after a dispute the challenger side won). DisputeID is the dispute (the
+	// claim id) once a challenge disagreed with the run; OverturnedBy is the
+	// disagreeing challenge whose outcome the claim settled with.
+	SettledOutcome Outcome `json:"settled_outcome,omitempty"`
+	Overturned     bool    `json:"overturned"`
+	DisputeID      string  `json:"dispute_id,omitempty"`
+	OverturnedBy   string  `json:"overturned_by,omitempty"`
+
+	// The run's logs (docs/protocol.md §6 "Logs", "Log coverage"):
+	// LogsSHA256 is the hash the run body pinned, LogsUploadedAt when the
+	// matching logs.jsonl arrived, LogCoverage the server's check of it
+	// against the run (present once uploaded).
+	LogsSHA256     string       `json:"logs_sha256,omitempty"`
+	LogsUploadedAt *time.Time   `json:"logs_uploaded_at,omitempty"`
+	LogCoverage    *LogCoverage `json:"log_coverage,omitempty"`
 }
 
 var (
@@ -256,7 +280,10 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 }
 
 // checkForm checks what every outcome must satisfy: notes length, hash,
-// logs URL and digest forms, the runtime.
+// logs URL, logs hash and digest forms, the runtime. The logs URL is checked for its
+// form only (http or https, a host, at most 2000 characters); which
+// schemes and hosts a server takes is its URL policy (httpapi: https only,
+// unless the operator allows private URLs; docs/protocol.md §6).
 func (b *RunBody) checkForm(p *Problems) {
 	if len(b.Notes) > MaxNotes {
 		p.Add("$.notes", "is %d bytes; at most %d", len(b.Notes), MaxNotes)
@@ -273,8 +300,11 @@ func (b *RunBody) checkForm(p *Problems) {
 	}
 	if b.LogsURI != "" {
 		if u, err := url.Parse(b.LogsURI); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(b.LogsURI) > 2000 {
-			p.Add("$.logs_uri", "must be an absolute http(s) URL of your full logs, https:// on the public internet (at most 2000 characters)")
+			p.Add("$.logs_uri", "must be an absolute https:// URL of your full logs (at most 2000 characters)")
 		}
+	}
+	if b.LogsSHA256 != "" && !sha256RE.MatchString(b.LogsSHA256) {
+		p.Add("$.logs_sha256", "must be 64 lowercase hex characters: the SHA-256 of the logs.jsonl you upload with PUT /jobs/{id}/logs")
 	}
 	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {
 		p.Add("$.environment.image_digest", "must be sha256:<64 lowercase hex>")
@@ -335,7 +365,10 @@ func (b *RunBody) checkInputNames(m *Manifest, p *Problems) {
 }
 
 // checkPinned checks that a compared run used the manifest's inputs, image
-// and seed.
+// and seed. A manifest without a seed takes a run without one, or with
+// seed 0: the skill's example run body prints "seed": 0, and a run of a
+// manifest that sets no seed passes no seed to the analysis (docs/protocol.md
+// "How DotLab reads the skill").
 func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 	for _, d := range m.Datasets {
 		h, ok := b.InputHashes[d.Name]
@@ -365,8 +398,8 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 		p.Add("$.environment.seed", "missing: the manifest sets seed %d", *m.Seed)
 	case m.Seed != nil && *got != *m.Seed:
 		p.Add("$.environment.seed", "is %d but the manifest sets %d", *got, *m.Seed)
-	case m.Seed == nil && got != nil:
-		p.Add("$.environment.seed", "is %d but the manifest sets no seed: leave it out", *got)
+	case m.Seed == nil && got != nil && *got != 0:
+		p.Add("$.environment.seed", "is %d but the manifest sets no seed: leave it out (or give 0, as the skill's example body does)", *got)
 	}
 }
 
@@ -457,10 +490,42 @@ type RunFilter struct {
 	Limit  int
 }
 
+// RunListing is a run as GET /runs lists it (docs/protocol.md §6 "Listing
+// runs"): what a challenger needs to choose a run and rerun its manifest,
+// and none of the runner's values. It has no comparisons, hashes,
+// environment, notes or logs_uri, so that a challenger can list runs and
+// still not read the runner's run before it has its own result
+// (agent-skill "Challenger workflow" step 2). The run with its values is
+// GET /runs/{id} (RunURL).
+type RunListing struct {
+	ID      string `json:"id"`
+	ClaimID string `json:"claim_id"`
+	// Title and Requires are the claim's (the manifest's title and the
+	// capabilities its rerun needs).
+	Title    string   `json:"title"`
+	Requires []string `json:"requires"`
+	// Outcome is the outcome the run declared; Status is the claim's state.
+	Outcome     Outcome    `json:"outcome"`
+	Status      ClaimState `json:"status"`
+	PublishedAt time.Time  `json:"published_at"`
+	// ChallengeDeadline is when the challenge window closes (compared outcomes only).
+	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
+	// SettledOutcome is the claim's final outcome once settled; Overturned
+	// says it differs from the run's own Outcome (a dispute sided with the
+	// challenger). Outcomes only: no values (GET /runs/{id} has them).
+	SettledOutcome Outcome `json:"settled_outcome,omitempty"`
+	Overturned     bool    `json:"overturned"`
+	// ManifestURL is the manifest exactly as submitted (what to rerun);
+	// RunURL the full run, values included.
+	ManifestURL string `json:"manifest_url"`
+	RunURL      string `json:"run_url"`
+}
+
 // RunService publishes and finds official runs.
 type RunService interface {
 	// PublishRun records the assigned runner's run after EvaluateRun passes.
 	PublishRun(ctx context.Context, agentID string, body *RunBody, raw []byte) (*Run, error)
 	FindRun(ctx context.Context, id string) (*Run, error)
-	FindRuns(ctx context.Context, f RunFilter) ([]*Run, error)
+	// FindRuns lists runs without their values (RunListing).
+	FindRuns(ctx context.Context, f RunFilter) ([]*RunListing, error)
 }

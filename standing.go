@@ -7,6 +7,7 @@ type AgentRecord struct {
 	RunsPublished      int // official runs published
 	RunsUpheld         int // reproduced/not_reproduced runs settled with the run's own outcome
 	RunsOverturned     int // reproduced/not_reproduced runs settled with another outcome after a dispute
+	RunsWellLogged     int // upheld runs whose uploaded log covers every required item (LogCoverage.Complete)
 	Abandoned          int // accepted jobs whose publish deadline passed
 	ReasonlessDeclines int // declines with a reason other than capability_mismatch
 	ChallengesUseful   int // disagreeing challenges whose side won the dispute
@@ -23,6 +24,7 @@ type AgentRecord struct {
 // Standing weights (docs/mechanism.md "Standing").
 const (
 	WeightRunUpheld         = 1.0
+	WeightRunWellLogged     = 0.5
 	WeightRunOverturned     = -2.0
 	WeightAbandoned         = -1.0
 	WeightReasonlessDecline = -0.25
@@ -33,12 +35,13 @@ const (
 	WeightVoteAgainst       = -0.5
 )
 
-// Standing is the documented score of docs/mechanism.md: accurate runs up,
-// overturned runs down, useful challenges up, baseless ones down, votes with
+// Standing is the documented score of docs/mechanism.md §6: accurate runs
+// up, and more when their log is complete, overturned runs down, useful challenges up, baseless ones down, votes with
 // the majority up, against it down, abandoned jobs and reasonless declines
 // down. It starts at 0 and has no upper or lower bound.
 func Standing(r AgentRecord) float64 {
 	return WeightRunUpheld*float64(r.RunsUpheld) +
+		WeightRunWellLogged*float64(r.RunsWellLogged) +
 		WeightRunOverturned*float64(r.RunsOverturned) +
 		WeightAbandoned*float64(r.Abandoned) +
 		WeightReasonlessDecline*float64(r.ReasonlessDeclines) +
@@ -54,10 +57,12 @@ func Standing(r AgentRecord) float64 {
 // settled counts only in the totals.
 
 // AddRun counts one official run with outcome run on a claim that is
-// settled (with outcome final) or not. spec_issue and input_mismatch runs
-// settle at once and cannot be challenged, so they are neither upheld nor
-// overturned.
-func (r *AgentRecord) AddRun(run Outcome, settled bool, final Outcome) {
+// settled (with outcome final) or not; wellLogged says that its uploaded log
+// covers every required item (LogCoverage.Complete). spec_issue and
+// input_mismatch runs settle at once and cannot be challenged, so they are
+// neither upheld nor overturned, and their logs earn nothing. An upheld run
+// counts as well logged when wellLogged; an overturned one never does.
+func (r *AgentRecord) AddRun(run Outcome, settled bool, final Outcome, wellLogged bool) {
 	r.RunsPublished++
 	r.countOutcome(run)
 	if !settled || !run.Compared() {
@@ -65,6 +70,9 @@ func (r *AgentRecord) AddRun(run Outcome, settled bool, final Outcome) {
 	}
 	if final == run {
 		r.RunsUpheld++
+		if wellLogged {
+			r.RunsWellLogged++
+		}
 	} else {
 		r.RunsOverturned++
 	}
@@ -78,7 +86,8 @@ func (r *AgentRecord) countOutcome(o Outcome) {
 }
 
 // AddJobEnd counts a job that ended in state: an abandoned job, or a
-// decline with its reason (ReasonlessDecline). Other states count nothing:
+// decline with its reason (ReasonlessDecline; a decline without a reason
+// counts under DeclineNoReason). Other states count nothing:
 // an ignored (expired) offer costs nothing.
 func (r *AgentRecord) AddJobEnd(state JobState, reason string) {
 	switch state {
@@ -88,7 +97,11 @@ func (r *AgentRecord) AddJobEnd(state JobState, reason string) {
 		if r.Declines == nil {
 			r.Declines = map[string]int{}
 		}
-		r.Declines[reason]++
+		key := reason
+		if key == "" {
+			key = DeclineNoReason
+		}
+		r.Declines[key]++
 		if ReasonlessDecline(reason) {
 			r.ReasonlessDeclines++
 		}

@@ -1,5 +1,5 @@
 // Package agent is the agent side of the protocol against a server: the
-// runner loop (draw → accept → lab room → rerun → logs → publish), the
+// runner loop (draw → accept → lab room → rerun → publish → logs), the
 // challenger (independent rerun of runs in their challenge window) and the
 // reviewer (evidence, optional local rerun, vote), each a Step that Loop
 // repeats; and the credentials file of registered agents. The commands
@@ -14,6 +14,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -48,7 +50,7 @@ type Agent struct {
 	Clock dotlab.Clock
 	// BeforePublish, when set, is called by RunOnce with the manifest and the
 	// rerun's record after the rerun and the room's finding, just before the
-	// logs are uploaded and the run published; it may alter rec, and what it
+	// run is published and its logs uploaded; it may alter rec, and what it
 	// leaves there is what gets published. The demo uses it to stage a
 	// misreporting runner (clearly labelled there); real agents leave it nil.
 	BeforePublish func(m *dotlab.Manifest, rec *runner.Record)
@@ -156,18 +158,21 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 	return id, a.publish(ctx, id, dir, rec)
 }
 
-// publish uploads the rerun's logs and publishes its run (docs/protocol.md
-// §6), posting the result to the room. A run the server refuses for its
-// analysis-controlled text is published again without that text.
+// publish publishes the rerun's run with the SHA-256 of its logs.jsonl
+// (logs_sha256, and logs_uri where the server will serve them), then
+// uploads exactly those logs, which the run record fixes (docs/protocol.md
+// §6 "Logs"), and posts the result to the room. A run the server refuses
+// for its analysis-controlled text is published again without that text.
 func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record) error {
 	body := rec.Body
 	body.JobID = id
-	if logs, err := os.ReadFile(filepath.Join(dir, runner.LogsFile)); err == nil {
-		if uri, err := a.Client.PutLogs(ctx, id, logs); err == nil {
-			body.LogsURI = uri
-		} else {
-			a.logf("%s: logs not uploaded: %v", id, err)
-		}
+	logs, err := os.ReadFile(filepath.Join(dir, runner.LogsFile))
+	if err == nil {
+		sum := sha256.Sum256(logs)
+		body.LogsSHA256 = hex.EncodeToString(sum[:])
+		body.LogsURI = a.Client.LogsURL(id)
+	} else {
+		a.logf("%s: no logs to publish: %v", id, err)
 	}
 	run, err := a.Client.PublishRun(ctx, &body)
 	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
@@ -190,8 +195,27 @@ func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record)
 		return fmt.Errorf("%s: publish: %w", id, err)
 	}
 	a.logf("%s: published %s: %s", id, run.ID, run.Outcome)
-	a.post(ctx, id, "note", fmt.Sprintf("Published run %s: %s.", run.ID, run.Outcome))
+	note := fmt.Sprintf("Published run %s: %s.", run.ID, run.Outcome)
+	if body.LogsSHA256 != "" {
+		note += " " + a.uploadLogs(ctx, id, logs)
+	}
+	a.post(ctx, id, "note", note)
 	return nil
+}
+
+// uploadLogs attaches the published run's logs and says how the server
+// judged them; a refusal is reported, not fatal (the run stands).
+func (a *Agent) uploadLogs(ctx context.Context, id string, logs []byte) string {
+	st, err := a.Client.PutLogs(ctx, id, logs)
+	if err != nil {
+		a.logf("%s: logs not uploaded: %v", id, err)
+		return "Its logs were refused: " + firstLine(dotlab.ErrorCode(err)) + "."
+	}
+	if cov := st.LogCoverage; cov != nil && !cov.Complete {
+		a.logf("%s: logs cover %d of %d items; missing: %s", id, cov.Covered, cov.Required, strings.Join(cov.Missing, "; "))
+		return fmt.Sprintf("Logs uploaded (%d bytes): they cover %d of %d required items.", st.Bytes, cov.Covered, cov.Required)
+	}
+	return fmt.Sprintf("Logs uploaded (%d bytes), covering every required item.", st.Bytes)
 }
 
 // ChallengeOnce challenges at most one run in its challenge window that this

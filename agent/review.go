@@ -111,6 +111,11 @@ func (a *Agent) DecideByRerun(ctx context.Context, d *dotlab.Dispute) (Decision,
 		cites = append(cites, fmt.Sprintf("%s = %s (published %s, %s)", c.Name, c.Rerun, c.Published, within(c.Match)))
 	}
 	sort.Strings(cites)
+	if len(cites) == 0 {
+		// No comparisons (spec_issue, input_mismatch): still name the
+		// targets, as a rationale must (dotlab.CheckRationaleTargets).
+		cites = append(cites, "none of the targets ("+strings.Join(m.TargetNames(), ", ")+") could be compared")
+	}
 	evidence := fmt.Sprintf("My independent rerun gives %s: %s.", rec.Body.Outcome, strings.Join(cites, "; "))
 	switch side, ch := sideOf(d, rec.Body.Outcome); side {
 	case dotlab.VoteRunner:

@@ -108,22 +108,31 @@ type ClaimEventList struct {
 	Events []dotlab.ClaimEvent `json:"events"`
 }
 
-// DeclineBody is the body of POST /jobs/{id}/decline.
+// DeclineBody is the body of POST /jobs/{id}/decline. The body, and the
+// reason in it, may be left out: a decline without capability_mismatch
+// counts as reasonless (docs/mechanism.md §1).
 type DeclineBody struct {
-	Reason string `json:"reason"`
+	Reason string `json:"reason,omitempty"`
 }
 
-// LogsStored is the 200 body of PUT /jobs/{id}/logs: the path of the
-// uploaded logs (relative to the server) and their size.
+// LogsStored is the 200 body of PUT /jobs/{id}/logs (docs/protocol.md §6
+// "Logs"): the path of the attached logs (relative to the server), their
+// size in bytes and SHA-256 (the run's logs_sha256), the run they belong to
+// and the server's check of them against it (docs/protocol.md §6 "Log
+// coverage"; also on GET /runs/{id}).
 type LogsStored struct {
-	LogsURI string `json:"logs_uri"`
-	Bytes   int    `json:"bytes"`
+	LogsURI     string              `json:"logs_uri"`
+	Bytes       int                 `json:"bytes"`
+	SHA256      string              `json:"sha256"`
+	RunID       string              `json:"run_id"`
+	LogCoverage *dotlab.LogCoverage `json:"log_coverage,omitempty"`
 }
 
-// RunPage is GET /runs: one page and the cursor of the next.
+// RunPage is GET /runs: one page and the cursor of the next. Listed runs
+// carry no values (dotlab.RunListing); GET /runs/{id} has them.
 type RunPage struct {
-	Runs []*dotlab.Run `json:"runs"`
-	Next string        `json:"next,omitempty"`
+	Runs []*dotlab.RunListing `json:"runs"`
+	Next string               `json:"next,omitempty"`
 }
 
 // ChallengeList is GET /claims/{id}/challenges, in the order posted.

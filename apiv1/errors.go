@@ -27,6 +27,7 @@ func statusTable() []codeStatus {
 		{dotlab.EROLECONFLICT, http.StatusForbidden},
 		{dotlab.ENOTMEMBER, http.StatusForbidden},
 		{dotlab.ENOTFOUND, http.StatusNotFound},
+		{dotlab.ENOSUCHROUTE, http.StatusNotFound},
 		{EMETHODNOTALLOWED, http.StatusMethodNotAllowed},
 		{dotlab.ECONFLICT, http.StatusConflict},
 		{dotlab.ENOTOFFERED, http.StatusConflict},

@@ -183,14 +183,23 @@ func (c *Client) Post(ctx context.Context, id string, m dotlab.LabMessageBody) (
 	return &out, err
 }
 
-// PutLogs is PUT /jobs/{id}/logs: the runner's logs.jsonl. It returns the
-// absolute URL to give as the run's logs_uri.
-func (c *Client) PutLogs(ctx context.Context, id string, logs []byte) (string, error) {
+// PutLogs is PUT /jobs/{id}/logs: the runner's logs.jsonl, after its run
+// is published with logs_sha256 = their SHA-256 (docs/protocol.md §6
+// "Logs"). It returns what the server stored, with its check of the log
+// against the run. Repeating it with the same bytes is harmless (200 again),
+// so the client's retries are safe.
+func (c *Client) PutLogs(ctx context.Context, id string, logs []byte) (*apiv1.LogsStored, error) {
 	var out apiv1.LogsStored
 	if _, err := c.do(ctx, "PUT", "/jobs/"+url.PathEscape(id)+"/logs", logs, &out); err != nil {
-		return "", err
+		return nil, err
 	}
-	return c.base + out.LogsURI, nil
+	return &out, nil
+}
+
+// LogsURL is the absolute URL GET /jobs/{id}/logs serves the run's logs at
+// once uploaded: what a runner puts in the run's logs_uri before publishing.
+func (c *Client) LogsURL(id string) string {
+	return c.base + "/api/v1/jobs/" + url.PathEscape(id) + "/logs"
 }
 
 // Logs is GET /jobs/{id}/logs.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/sandbox"
 	"github.com/dotlab/dotlab/server"
 )
@@ -215,7 +216,7 @@ func (s *session) pin(archive *Archive, images map[string]Image) error {
 			return err
 		}
 		pinned := filepath.Join(s.o.ExamplesDir, "claims", ex.Dir, "manifest.json")
-		if old, err := os.ReadFile(pinned); err != nil || string(old) != string(raw) {
+		if !sameIdentity(pinned, raw) {
 			s.logf("note: %s differs from this machine's build (image digest, package version or archive address); using the re-pinned %s", pinned, out)
 		}
 	}
@@ -326,4 +327,17 @@ func (s *session) evidence(ctx context.Context, r *Result) error {
 		r.Challs = chs
 	}
 	return nil
+}
+
+// sameIdentity says whether the manifest file at path has the identity
+// (docs/manifest-spec.md §5, RFC 8785) of raw: the same pins, whatever the
+// formatting.
+func sameIdentity(path string, raw []byte) bool {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	a, errA := manifest.Hash(old)
+	b, errB := manifest.Hash(raw)
+	return errA == nil && errB == nil && a == b
 }

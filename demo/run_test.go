@@ -57,8 +57,19 @@ func TestDemoEndToEnd(t *testing.T) {
 		if r.Claim.State != dotlab.StateSettled || r.Claim.Outcome != r.Example.Expect {
 			t.Errorf("%s (%s): %s %s, want settled %s", r.Claim.ID, r.Example.Dir, r.Claim.State, r.Claim.Outcome, r.Example.Expect)
 		}
+		// Every official run carries its logs, judged complete unless its
+		// values were misreported (the staged dispute): the log then shows
+		// what the runner really computed (docs/protocol.md §6 "Log coverage").
+		if r.Run == nil || r.Run.LogCoverage == nil || r.Run.LogsSHA256 == "" || r.Run.LogsUploadedAt == nil {
+			t.Errorf("%s: run without attached logs: %+v", r.Claim.ID, r.Run)
+		} else if cov := r.Run.LogCoverage; cov.Complete == r.Disputed {
+			t.Errorf("%s (disputed %v): log coverage %d of %d, missing %q", r.Claim.ID, r.Disputed, cov.Covered, cov.Required, cov.Missing)
+		}
 		if r.Disputed {
 			disputes++
+			if run := r.Run; run == nil || !run.Overturned || run.SettledOutcome != r.Example.Expect || run.DisputeID != r.Claim.ID || run.OverturnedBy == "" {
+				t.Errorf("%s: the misreported run does not say it was overturned: %+v", r.Claim.ID, run)
+			}
 			challenger := 0
 			for _, v := range r.Votes {
 				if v.Vote == dotlab.VoteChallenger {
@@ -69,6 +80,9 @@ func TestDemoEndToEnd(t *testing.T) {
 				t.Errorf("%s: dispute votes %+v, want a 3-vote majority for the challenger", r.Claim.ID, r.Votes)
 			}
 			continue
+		}
+		if r.Example.Manifest != "" {
+			checkPackage(t, r)
 		}
 		// Deterministic claims: the challenger's rerun produced the very
 		// same output files as the runner's.
@@ -88,6 +102,38 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "Every claim settled with the verdict its published numbers lead to.") {
 		t.Errorf("final line missing")
+	}
+}
+
+// checkPackage: a replication package as published ran as it is — its own
+// entrypoint, no datasets, no helper files, a scratch copy — with every
+// target read from what it printed or wrote (recorded in the run's log),
+// and the scratch files read are among the run's output hashes.
+func checkPackage(t *testing.T, r Result) {
+	t.Helper()
+	m := r.Claim.Manifest
+	if len(m.Datasets) != 0 || len(m.Helpers) != 0 || !m.Scratch {
+		t.Errorf("%s: datasets %v, helpers %v, scratch %v: want the package as published", r.Example.Dir, m.Datasets, m.Helpers, m.Scratch)
+	}
+	if e := strings.Join(m.Entrypoint, " "); e != "python3 analysis.py" && e != "Rscript analysis.R" {
+		t.Errorf("%s: entrypoint %q is not the package's own", r.Example.Dir, e)
+	}
+	files := 0
+	for _, tg := range m.Targets {
+		if tg.Source == nil {
+			t.Errorf("%s: target %s has no source (the package writes no results.json)", r.Example.Dir, tg.Name)
+		} else if tg.Source.File != "" {
+			files++
+			if _, ok := r.Run.Body.OutputHashes[tg.Source.File]; !ok {
+				t.Errorf("%s: the run's output hashes %v lack %s, which target %s read", r.Example.Dir, r.Run.Body.OutputHashes, tg.Source.File, tg.Name)
+			}
+		}
+	}
+	if files == 0 {
+		t.Errorf("%s: no target reads a file the package writes", r.Example.Dir)
+	}
+	if r.Run.Body.Environment.CodeCommit != m.Code.Commit {
+		t.Errorf("%s: the run records code commit %q, the manifest pins %s", r.Example.Dir, r.Run.Body.Environment.CodeCommit, m.Code.Commit)
 	}
 }
 

@@ -27,6 +27,7 @@ func PrintTable(out io.Writer, base string, results []Result) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/labs/%s\n", r.Claim.ID, title, r.Claim.Outcome, r.Claim.State, howSettled(r), base, r.Claim.ID)
 	}
 	tw.Flush()
+	printValues(out, results)
 	var lines []string
 	for _, r := range results {
 		if r.Claim.Outcome != r.Example.Expect {
@@ -51,4 +52,35 @@ func howSettled(r Result) string {
 		return fmt.Sprintf("window closed, %d agreeing challenge(s)", len(r.Challs))
 	}
 	return "settled at once"
+}
+
+// printValues prints, for every claim whose run compared values, each
+// target's published value and tolerance beside the official run's rerun
+// value and each challenger's (a dispute's staged misreport shows as the
+// run's value, the challenger's as the honest one).
+func printValues(out io.Writer, results []Result) {
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLAIM\tTARGET\tPUBLISHED\tTOLERANCE\tRUN\tCHALLENGE\tMATCH")
+	for _, r := range results {
+		if r.Run == nil || !r.Run.Outcome.Compared() {
+			continue
+		}
+		for _, c := range r.Run.Comparisons {
+			var challs []string
+			for _, ch := range r.Challs {
+				for _, cc := range ch.Comparisons {
+					if cc.Name == c.Name {
+						challs = append(challs, cc.Rerun.String())
+					}
+				}
+			}
+			match := "yes"
+			if !c.Match {
+				match = "no"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", r.Claim.ID, c.Name, c.Published, c.ToleranceType, c.Tolerance, c.Rerun, strings.Join(challs, ", "), match)
+		}
+	}
+	tw.Flush()
 }

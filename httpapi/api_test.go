@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -26,16 +27,68 @@ type env struct {
 	srv   *httptest.Server
 	clock *sqlstoretest.Clock
 	db    *sqlstore.DB
+	// hints are the API calls named in the error details the test met
+	// ("GET /api/v1/claims"), checked to exist when the test ends.
+	hints map[string]bool
 }
 
-func newEnv(t *testing.T, engine sqlstore.Dialect) *env {
+// hintRE finds an API call named in an error detail.
+var hintRE = regexp.MustCompile(`\b(GET|POST|PUT) (/api/v1/[A-Za-z0-9_./{}?=&…-]+)`)
+
+// noteHints records the calls the error details of the answer to method
+// path name, other than the request itself (which a 404 or 405 repeats).
+func (e *env) noteHints(method, path string, r resp) {
+	if r.status < 400 || e.hints == nil {
+		return
+	}
+	for _, d := range r.err().Detail {
+		for _, m := range hintRE.FindAllStringSubmatch(d, -1) {
+			if h := m[1] + " " + strings.TrimRight(m[2], ".,;:)"); h != method+" "+path {
+				e.hints[h] = true
+			}
+		}
+	}
+}
+
+// checkHints asks the server for every call an error detail named in the
+// test: each must be a route it serves for that method (no 404
+// no_such_route, no 405), so that no hint leads to a dead end.
+func (e *env) checkHints() {
+	ids := strings.NewReplacer("{id}", "DL-0001", "{run_id}", "run_x", "…", "x")
+	for _, h := range dotlab.SortedKeys(e.hints) {
+		method, path, _ := strings.Cut(h, " ")
+		path, _, _ = strings.Cut(ids.Replace(path), "?")
+		req, _ := http.NewRequest(method, e.srv.URL+path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			e.t.Errorf("hint %s: %v", h, err)
+			continue
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if code := (resp{status: res.StatusCode, body: b}).err().Error; code == dotlab.ENOSUCHROUTE || code == apiv1.EMETHODNOTALLOWED {
+			e.t.Errorf("an error detail names %s, which the API does not serve: %s", h, b)
+		}
+	}
+}
+
+func newEnv(t *testing.T, engine sqlstore.Dialect) *env { return newEnvWith(t, engine, nil) }
+
+// newEnvWith is newEnv with the server's Config changed by edit (when not nil).
+func newEnvWith(t *testing.T, engine sqlstore.Dialect, edit func(*httpapi.Config)) *env {
 	clock := sqlstoretest.NewClock()
 	db := sqlstoretest.Open(t, engine, sqlstore.Options{Clock: clock})
-	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Version: "test", MaxBodyBytes: 64 << 10, Leaks: leaks(t)})
+	cfg := httpapi.Config{Store: db, Clock: clock, Version: "test", MaxBodyBytes: 64 << 10, Leaks: leaks(t)}
+	if edit != nil {
+		edit(&cfg)
+	}
+	api, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, srv: newServer(t, api), clock: clock, db: db}
+	e := &env{t: t, srv: newServer(t, api), clock: clock, db: db, hints: map[string]bool{}}
+	t.Cleanup(e.checkHints) // before newServer's cleanup closes the server
+	return e
 }
 
 // newServer serves api on loopback until the test ends; live streams are
@@ -106,7 +159,9 @@ func (e *env) do(method, path, key string, body any) resp {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return resp{res.StatusCode, res.Header, b}
+	r := resp{res.StatusCode, res.Header, b}
+	e.noteHints(method, path, r)
+	return r
 }
 
 func (e *env) register(name string, caps ...string) (id, key string) {
@@ -170,11 +225,11 @@ func TestErrorCodes(t *testing.T) {
 		// 401: missing and wrong key.
 		expect(t, e.do("GET", "/api/v1/agents/me", "", nil), 401, "unauthorized")
 		expect(t, e.do("GET", "/api/v1/jobs/next", "dlk_wrong", nil), 401, "unauthorized")
-		// 404: unknown claim, agent, run and route.
+		// 404: unknown claim, agent and run (not_found); unknown route (no_such_route).
 		expect(t, e.do("GET", "/api/v1/claims/DL-9999", "", nil), 404, "not_found")
 		expect(t, e.do("GET", "/api/v1/agents/ag_missing", "", nil), 404, "not_found")
 		expect(t, e.do("GET", "/api/v1/runs/run_missing", "", nil), 404, "not_found")
-		expect(t, e.do("GET", "/api/v1/markets", "", nil), 404, "not_found")
+		expect(t, e.do("GET", "/api/v1/markets", "", nil), 404, "no_such_route")
 		// 409: duplicate manifest (same canonical JSON, other whitespace).
 		again := strings.ReplaceAll(string(sqlstoretest.ManifestJSON("claim one")), "\n", " ")
 		r := e.do("POST", "/api/v1/claims", subKey, map[string]any{"manifest": again, "field": "statistics"})
@@ -309,7 +364,7 @@ func TestMethodNotAllowed(t *testing.T) {
 	if r.status != 405 || r.header.Get("Allow") != "GET, POST" || r.err().Error != "method_not_allowed" {
 		t.Fatalf("%d %q %s", r.status, r.header.Get("Allow"), r.body)
 	}
-	expect(t, e.do("GET", "/api/v1/nothing-here", "", nil), 404, "not_found")
+	expect(t, e.do("GET", "/api/v1/nothing-here", "", nil), 404, "no_such_route")
 }
 
 func TestNULIsRejectedNotStored(t *testing.T) {

@@ -18,6 +18,9 @@ func (s *Server) handleCreateChallenge(w http.ResponseWriter, r *http.Request) e
 	if err := s.checkNotes(b.Notes); err != nil {
 		return err
 	}
+	if err := s.checkLogsURI(b.LogsURI); err != nil {
+		return err
+	}
 	ch, err := s.store.CreateChallenge(r.Context(), agentFrom(r).ID, &b, raw)
 	if err != nil {
 		return err

@@ -38,10 +38,12 @@ func (s *Server) handleAcceptJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleDeclineJob is POST /jobs/{id}/decline with a reason.
+// handleDeclineJob is POST /jobs/{id}/decline with an optional reason
+// (docs/protocol.md §4): {"reason": "capability_mismatch"} costs nothing;
+// any other reason, {} or an empty body declines as reasonless.
 func (s *Server) handleDeclineJob(w http.ResponseWriter, r *http.Request) error {
 	var b apiv1.DeclineBody
-	if err := s.readBody(w, r, &b); err != nil {
+	if err := s.readOptionalBody(w, r, &b); err != nil {
 		return err
 	}
 	if err := s.checkText(map[string]string{"$.reason": b.Reason}); err != nil {
@@ -67,9 +69,12 @@ type logLine struct {
 	Data  json.RawMessage `json:"data"`
 }
 
-// handlePutLogs stores the runner's logs.jsonl (PUT /jobs/{id}/logs): every
-// line a strict JSON object with t, level, step and msg; no keys or tokens.
-// The run's logs_uri then points at GET /jobs/{id}/logs.
+// handlePutLogs attaches the runner's logs.jsonl to its published run (PUT
+// /jobs/{id}/logs; docs/protocol.md §6 "Logs"): every line a strict JSON
+// object with t, level, step and msg; no keys or tokens; exactly the bytes
+// whose SHA-256 the run pinned as logs_sha256, once (the same bytes again
+// answer 200 as before; others 409). It answers with the server's check of
+// the log against the run (dotlab.CheckLogCoverage).
 func (s *Server) handlePutLogs(w http.ResponseWriter, r *http.Request) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxLogBytes))
 	if err != nil {
@@ -86,10 +91,12 @@ func (s *Server) handlePutLogs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	if err := s.store.PutJobLogs(r.Context(), agentFrom(r).ID, id, data); err != nil {
+	run, err := s.store.PutJobLogs(r.Context(), agentFrom(r).ID, id, data)
+	if err != nil {
 		return err
 	}
-	s.writeJSON(w, http.StatusOK, apiv1.LogsStored{LogsURI: "/api/v1/jobs/" + id + "/logs", Bytes: len(data)})
+	s.writeJSON(w, http.StatusOK, apiv1.LogsStored{LogsURI: "/api/v1/jobs/" + id + "/logs", Bytes: len(data),
+		SHA256: run.LogsSHA256, RunID: run.ID, LogCoverage: run.LogCoverage})
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -18,8 +19,30 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return err
 }
 
+// readOptionalBody is readBody for a body that may be left out: an empty
+// (or all-whitespace) body leaves v as it is.
+func (s *Server) readOptionalBody(w http.ResponseWriter, r *http.Request, v any) error {
+	data, err := s.readAll(w, r)
+	if err != nil || len(bytes.TrimSpace(data)) == 0 {
+		return err
+	}
+	return s.decode(data, v)
+}
+
 // readRawBody is readBody that also returns the body's bytes as sent.
 func (s *Server) readRawBody(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
+	data, err := s.readAll(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.decode(data, v); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// readAll reads the request body: 413 too_large over the size limit.
+func (s *Server) readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -28,16 +51,22 @@ func (s *Server) readRawBody(w http.ResponseWriter, r *http.Request, v any) ([]b
 		}
 		return nil, dotlab.Errorf(dotlab.EINVALID, "could not read the request body")
 	}
+	return data, nil
+}
+
+// decode parses data strictly into v: 422 invalid for malformed JSON,
+// unknown fields (named by path) or wrong types.
+func (s *Server) decode(data []byte, v any) error {
 	lim := strictjson.DefaultLimits
 	lim.MaxBytes = int(s.maxBody)
 	if err := strictjson.DecodeLimits(data, lim, v); err != nil {
 		var pe *strictjson.ProblemsError
 		if errors.As(err, &pe) {
-			return nil, &dotlab.Error{Code: dotlab.EINVALID, Detail: pe.Problems}
+			return &dotlab.Error{Code: dotlab.EINVALID, Detail: pe.Problems}
 		}
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$: %v", err)
+		return dotlab.Errorf(dotlab.EINVALID, "$: %v", err)
 	}
-	return data, nil
+	return nil
 }
 
 // checkNotes rejects run and challenge notes that look like keys or tokens.

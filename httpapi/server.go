@@ -39,7 +39,7 @@ type Store interface {
 	dotlab.SummaryService
 	dotlab.ActivityService
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
-	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) error
+	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 }
 
@@ -69,8 +69,10 @@ type Config struct {
 	// whose URLs name loopback or private addresses, plain http or git://,
 	// for a private deployment or the demo; off, POST /claims refuses them
 	// (422 invalid) as every strict runner would (manifest.CheckListing).
-	// Link-local and cloud-metadata addresses, file:// and local paths are
-	// refused either way.
+	// It also lets a run's or challenge's logs_uri be plain http or name
+	// such a host (checkLogsURI); off, logs_uri must be https on a public
+	// host. Link-local and cloud-metadata addresses, file:// and local
+	// paths are refused either way.
 	AllowPrivateURLs bool
 	// Pages serves every path outside /api/ (the web package's public
 	// pages); nil answers them 404. A page URL asked for with Accept:
@@ -263,7 +265,7 @@ func agentFrom(r *http.Request) *dotlab.Agent { return r.Context().Value(agentKe
 
 // handleNotFound answers every path no route serves: 405
 // method_not_allowed with Allow when the path is served for other methods,
-// else 404 not_found (docs/protocol.md §1).
+// else 404 no_such_route (docs/protocol.md §1).
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) error {
 	var allow []string
 	for _, m := range []string{"GET", "POST", "PUT"} {
@@ -280,7 +282,17 @@ func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		return dotlab.Errorf(apiv1.EMETHODNOTALLOWED, "%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))
 	}
-	return dotlab.Errorf(dotlab.ENOTFOUND, "no route %s %s: this feature does not exist; see GET /api/v1/status", r.Method, r.URL.Path)
+	return noSuchRoute(r.Method, r.URL.Path)
+}
+
+// noSuchRoute is the 404 of a route the API does not have: a feature that
+// does not exist (no_such_route), as distinct from a record that does not
+// exist (not_found; docs/protocol.md §1 and §5).
+func noSuchRoute(method, path string) error {
+	if !strings.HasPrefix(path, "/api/v1/") {
+		return dotlab.Errorf(dotlab.ENOSUCHROUTE, "%s %s: this route does not exist: DotLab's API is v1, under /api/v1; see GET /api/v1/status for the live features and /docs/protocol for every route", method, path)
+	}
+	return dotlab.Errorf(dotlab.ENOSUCHROUTE, "%s %s: this route does not exist in DotLab's API v1, so the feature is not there; see GET /api/v1/status for the live features and /docs/protocol for every route", method, path)
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {

@@ -36,7 +36,8 @@ type Config struct {
 	// without a key; the zero RateLimit disables a limit.
 	AgentLimit, AnonymousLimit httpapi.RateLimit
 	// AllowPrivateURLs lists manifests naming loopback or private addresses,
-	// plain http or git:// (httpapi.Config.AllowPrivateURLs).
+	// plain http or git://, and takes such logs_uri values on runs
+	// (httpapi.Config.AllowPrivateURLs).
 	AllowPrivateURLs bool
 	// LogOrigin is the transparency log's origin, fixed at the first start
 	// (sqlstore.Options.LogOrigin).

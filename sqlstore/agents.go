@@ -138,7 +138,7 @@ func (db *DB) scanAgent(row *sql.Row) (*dotlab.Agent, error) {
 func (db *DB) getAgent(ctx context.Context, id string) (*dotlab.Agent, error) {
 	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT id, name, operator, capabilities, created_at FROM agents WHERE id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no agent %q", id)
+		return nil, dotlab.NoAgent(id)
 	}
 	return a, err
 }
@@ -156,6 +156,7 @@ func (db *DB) FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, e
 	}
 	p := &dotlab.AgentProfile{Agent: *a, Outcomes: rec.Outcomes, Declines: rec.Declines}
 	p.JobsCompleted = rec.RunsPublished
+	p.RunsUpheld, p.RunsOverturned, p.RunsWellLogged = rec.RunsUpheld, rec.RunsOverturned, rec.RunsWellLogged
 	p.Challenges = rec.Challenges
 	p.Votes = rec.Votes
 	p.Abandoned = rec.Abandoned

@@ -139,13 +139,13 @@ func (db *DB) insertChallenge(ctx context.Context, ch *dotlab.Challenge, raw []b
 		return db.logChallenge(ctx, tx, ch.ID)
 	})
 	if isUniqueViolation(err) {
-		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim", ch.ClaimID)
+		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim; GET /api/v1/runs?status=challenge_window lists other runs", ch.ClaimID)
 	}
 	if err != nil {
 		return err
 	}
 	if !locked {
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s is closed", ch.ClaimID)
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s is closed: GET /api/v1/runs?status=challenge_window lists the runs still open", ch.ClaimID)
 	}
 	return nil
 }
@@ -155,7 +155,7 @@ func (db *DB) challengeTarget(ctx context.Context, body *dotlab.ChallengeBody) (
 		var claimID string
 		err := db.r.QueryRowContext(ctx, `SELECT claim_id FROM runs WHERE id = $1`, body.RunID).Scan(&claimID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return "", dotlab.Errorf(dotlab.ENOTFOUND, "no run %q", body.RunID)
+			return "", dotlab.NoRun(body.RunID)
 		} else if err != nil {
 			return "", err
 		}
@@ -177,7 +177,7 @@ func (db *DB) challengeable(ctx context.Context, c *dotlab.Claim, agentID string
 		return err
 	}
 	if c.ChallengeDeadline != nil && !c.ChallengeDeadline.After(now) {
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s closed at %s", c.ID, c.ChallengeDeadline.Format(time.RFC3339))
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s closed at %s: GET /api/v1/runs?status=challenge_window lists the runs still open", c.ID, c.ChallengeDeadline.Format(time.RFC3339))
 	}
 	role, err := db.roleOf(ctx, db.r, c.ID, agentID)
 	if err != nil {
@@ -187,9 +187,9 @@ func (db *DB) challengeable(ctx context.Context, c *dotlab.Claim, agentID string
 	case "":
 		return nil
 	case dotlab.RoleChallenger:
-		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s: one challenge per agent per claim", c.ID)
+		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s: one challenge per agent per claim; GET /api/v1/runs?status=challenge_window lists other runs", c.ID)
 	}
-	return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim, so you cannot challenge it", role, c.ID)
+	return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim, so you cannot challenge it; GET /api/v1/runs?status=challenge_window lists other runs", role, c.ID)
 }
 
 const challengeColumns = `id, claim_id, run_id, challenger_id, agrees, outcome, body, comparisons, differences, created_at`

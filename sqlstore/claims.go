@@ -96,7 +96,7 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 	var existing string
 	err := db.r.QueryRowContext(ctx, `SELECT id FROM claims WHERE manifest_hash = $1`, nc.ManifestHash).Scan(&existing)
 	if err == nil {
-		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed as %s", nc.ManifestHash, existing)
+		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed as %s: use that claim (GET /api/v1/claims/%s)", nc.ManifestHash, existing, existing)
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 			ManifestHash: nc.ManifestHash, CreatedAt: fromMS(ms(now))})
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed", nc.ManifestHash)
+		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) was listed while you submitted it: submit it again to learn the claim's id", nc.ManifestHash)
 	}
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func (db *DB) findClaim(ctx context.Context, q querier, id string) (*dotlab.Clai
 	}
 	c, err := db.scanClaim(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no claim %q (claim ids look like DL-0001)", id)
+		return nil, dotlab.NoClaim(id)
 	}
 	return c, err
 }
@@ -230,7 +230,7 @@ func (db *DB) ClaimManifest(ctx context.Context, id string) ([]byte, error) {
 	var raw string
 	err := db.r.QueryRowContext(ctx, `SELECT manifest_raw FROM claims WHERE id = $1`, id).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no claim %q", id)
+		return nil, dotlab.NoClaim(id)
 	}
 	return []byte(raw), err
 }

@@ -69,7 +69,7 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 		return nil, err
 	}
 	if c.RunID == "" {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no run, so no dispute", claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no run, so no dispute: GET /api/v1/disputes/next draws a dispute for you to review", claimID)
 	}
 	run, err := db.FindRun(ctx, c.RunID)
 	if err != nil {
@@ -80,7 +80,7 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 		return nil, err
 	}
 	if dotlab.FirstDisagreeing(chs) == nil {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no disagreeing challenge, so no dispute", claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no disagreeing challenge, so no dispute: GET /api/v1/disputes/next draws a dispute for you to review", claimID)
 	}
 	votes, err := db.votes(ctx, claimID)
 	if err != nil {
@@ -110,6 +110,8 @@ func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) 
 
 // CastVote records the vote of a reviewer assigned this dispute by
 // NextDispute (one vote per reviewer; 403 role_conflict for anyone else).
+// The rationale must name a target of the claim
+// (dotlab.CheckRationaleTargets; 422 invalid listing them).
 // When the quorum is in, the majority decides (docs/mechanism.md §4):
 // "runner" settles with the run's outcome, "challenger" with the outcome of
 // the first disagreeing challenge; the claim goes disputed → reviewed →
@@ -120,6 +122,9 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 	}
 	c, err := db.FindClaim(ctx, claimID)
 	if err != nil {
+		return nil, err
+	}
+	if err := dotlab.CheckRationaleTargets(v.Rationale, c.Manifest.TargetNames()); err != nil {
 		return nil, err
 	}
 	role, err := db.roleOf(ctx, db.r, claimID, agentID)
@@ -136,9 +141,9 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 			return nil, err
 		}
 	case "":
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "%s is not assigned to you: reviewers are drawn at random by GET /disputes/next", claimID)
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "%s is not assigned to you: reviewers are drawn at random; GET /api/v1/disputes/next assigns you one", claimID)
 	default:
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim", role, claimID)
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim; GET /api/v1/disputes/next draws a dispute you may review", role, claimID)
 	}
 	if _, err := c.Next(dotlab.EventVote); err != nil {
 		return nil, err
@@ -172,7 +177,7 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 		return nil, err
 	}
 	if !locked {
-		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is no longer disputed", claimID)
+		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is no longer disputed (the quorum was reached): GET /api/v1/disputes/next draws another", claimID)
 	}
 	return db.FindDispute(ctx, claimID)
 }

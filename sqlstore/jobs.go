@@ -170,6 +170,7 @@ func scanJob(row rowScanner) (*dotlab.Job, error) {
 		return nil, err
 	}
 	j.ManifestURL = "/api/v1/claims/" + j.ClaimID + "/manifest"
+	j.Reasonless = j.State == dotlab.JobDeclined && dotlab.ReasonlessDecline(j.Reason)
 	return &j, nil
 }
 
@@ -220,7 +221,7 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 		return db.logOffer(ctx, tx, claimID, agentID, now, deadline)
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold another role on %s: decline the offer", claimID)
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold another role on %s, and an agent holds one role per claim: decline the offer (POST /api/v1/jobs/%s/decline)", claimID, claimID)
 	}
 	if err != nil {
 		return nil, err
@@ -241,7 +242,7 @@ func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now tim
 	}
 	j, err := db.jobFor(ctx, db.r, claimID, agentID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s was not offered to you: fetch a new job with GET /jobs/next", claimID)
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s was not offered to you: fetch a job with GET /api/v1/jobs/next", claimID)
 	} else if err != nil {
 		return err
 	}
@@ -249,20 +250,21 @@ func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now tim
 	case ev == dotlab.EventAccept && c.RunnerID == agentID && (c.State == dotlab.StateAssigned || c.State == dotlab.StateRunning):
 		return dotlab.Errorf(dotlab.ECONFLICT, "job %s is already accepted by you: publish the run before %s", claimID, c.PublishDeadline.Format(time.RFC3339))
 	case j.State == dotlab.JobOffered && !j.OfferExpiresAt.After(now), j.State == dotlab.JobExpired:
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the offer of %s expired at %s: fetch a new job", claimID, j.OfferExpiresAt.Format(time.RFC3339))
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the offer of %s expired at %s: fetch a new job with GET /api/v1/jobs/next", claimID, j.OfferExpiresAt.Format(time.RFC3339))
 	case j.State == dotlab.JobDeclined:
-		return dotlab.Errorf(dotlab.ECONFLICT, "you declined %s already: fetch a new job", claimID)
+		return dotlab.Errorf(dotlab.ECONFLICT, "you declined %s already: fetch a new job with GET /api/v1/jobs/next", claimID)
 	}
 	if _, err := c.Next(ev); err != nil {
 		return err // the claim is past its offer
 	}
-	return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not offered to you now (its state is %s): fetch a new job", claimID, c.State)
+	return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not offered to you now (its state is %s): fetch a new job with GET /api/v1/jobs/next", claimID, c.State)
 }
 
 // DeclineJob declines the caller's open offer (dotlab.DeclineEffect). The
 // claim returns to the pool with a new draw key; the caller is not offered
-// it again. Reason capability_mismatch costs nothing; any other reason
-// counts against standing (the record counts it, see agentRecord).
+// it again. Reason capability_mismatch costs nothing; any other reason, and
+// no reason (""), counts against standing (the record counts it, see
+// agentRecord).
 func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (*dotlab.Job, error) {
 	d, err := dotlab.DeclineEffect(reason)
 	if err != nil {

@@ -15,11 +15,13 @@ var _ dotlab.LabService = (*DB)(nil)
 // JoinLab adds agentID to the room of claimID (docs/protocol.md §8 "Join").
 // role "runner" is for the assigned runner only (403 otherwise) and moves an
 // assigned claim to running (dotlab.EventJoinRunner); "collaborator" is for
-// an agent holding no other role on the claim, and becomes its role. Joining
-// again with the same role returns the membership unchanged.
+// an agent holding no other role on the claim, and becomes its role; the
+// claim's submitter, asking for "collaborator" or "submitter", joins as
+// "submitter" (it keeps its one role). Joining again returns the membership
+// unchanged. Every refusal carries dotlab.RoomHint, a next step that works.
 func (db *DB) JoinLab(ctx context.Context, agentID, claimID, role string) (*dotlab.LabMember, error) {
-	if role != dotlab.RoleRunner && role != dotlab.RoleCollaborator {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.role: must be \"runner\" (assigned runner only) or \"collaborator\"")
+	if role != dotlab.RoleRunner && role != dotlab.RoleCollaborator && role != dotlab.RoleSubmitter {
+		return nil, dotlab.Errorf(dotlab.EINVALID, "$.role: must be \"runner\" (assigned runner only), \"collaborator\" or \"submitter\" (the claim's submitter only)")
 	}
 	c, err := db.FindClaim(ctx, claimID)
 	if err != nil {
@@ -36,6 +38,10 @@ func (db *DB) JoinLab(ctx context.Context, agentID, claimID, role string) (*dotl
 	switch {
 	case role == dotlab.RoleRunner:
 		err = db.joinAsRunner(ctx, c, agentID, held)
+	case held == dotlab.RoleSubmitter:
+		err = db.joinAsSubmitter(ctx, db.w, c.ID, agentID)
+	case role == dotlab.RoleSubmitter:
+		err = dotlab.Errorf(dotlab.EROLECONFLICT, "only the submitter of %s joins as submitter; %s", c.ID, dotlab.RoomHint(c, agentID, held))
 	case held != dotlab.RoleCollaborator:
 		err = db.joinAsCollaborator(ctx, c, agentID, held)
 	}
@@ -54,7 +60,7 @@ func (db *DB) JoinLab(ctx context.Context, agentID, claimID, role string) (*dotl
 // assigned, moves it to running.
 func (db *DB) joinAsRunner(ctx context.Context, c *dotlab.Claim, agentID, held string) error {
 	if held != dotlab.RoleRunner || c.RunnerID != agentID {
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "only the assigned runner of %s joins as runner; join as collaborator instead", c.ID)
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "only the assigned runner of %s joins as runner; %s", c.ID, dotlab.RoomHint(c, agentID, held))
 	}
 	t, err := transition(dotlab.StateAssigned, dotlab.EventJoinRunner) // from any later state it moves nothing
 	if err != nil {
@@ -78,14 +84,27 @@ func (db *DB) joinAsRunner(ctx context.Context, c *dotlab.Claim, agentID, held s
 	})
 }
 
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// joinAsSubmitter makes the claim's submitter a member of its room, as
+// "submitter": it answers questions there, and takes no other role.
+func (db *DB) joinAsSubmitter(ctx context.Context, q execer, claimID, agentID string) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, 'submitter', $3)
+		ON CONFLICT (claim_id, agent_id) DO NOTHING`, claimID, agentID, ms(db.now()))
+	return err
+}
+
 // joinAsCollaborator gives an agent holding no role on the claim the
 // collaborator role and room membership.
 func (db *DB) joinAsCollaborator(ctx context.Context, c *dotlab.Claim, agentID, held string) error {
 	if held != "" {
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim", held, c.ID)
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s, and an agent holds one role per claim; %s", held, c.ID, dotlab.RoomHint(c, agentID, held))
 	}
 	if c.RunnerID == agentID {
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "%s is offered to you: accept it and join as runner, or decline it first", c.ID)
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "you cannot collaborate on %s now; %s", c.ID, dotlab.RoomHint(c, agentID, held))
 	}
 	now := db.now()
 	err := db.tx(ctx, func(tx *sql.Tx) error {
@@ -98,7 +117,7 @@ func (db *DB) joinAsCollaborator(ctx context.Context, c *dotlab.Claim, agentID, 
 		return err
 	})
 	if isUniqueViolation(err) {
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold a role on %s", c.ID)
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "you took another role on %s while joining, and an agent holds one role per claim: GET /api/v1/labs/%s/members shows the room", c.ID, c.ID)
 	}
 	return err
 }
@@ -124,7 +143,9 @@ func (db *DB) LabMembers(ctx context.Context, claimID string) ([]dotlab.LabMembe
 	return out, rows.Err()
 }
 
-// PostLabMessage posts to a room. Only members may post (403 not_member);
+// PostLabMessage posts to a room. Only members may post (403 not_member,
+// with the step that lets the caller post); the claim's submitter becomes a
+// member (role submitter) by posting;
 // `to` must be "all" or a registered agent. The message takes the room's
 // next seq from the counter on the claim row, so seqs are unique and
 // gap-free under concurrent posts on both engines.
@@ -132,19 +153,17 @@ func (db *DB) PostLabMessage(ctx context.Context, agentID, claimID string, b dot
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := db.FindClaim(ctx, claimID); err != nil {
+	c, err := db.FindClaim(ctx, claimID)
+	if err != nil {
 		return nil, err
 	}
-	var one int
-	err := db.r.QueryRowContext(ctx, `SELECT 1 FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, claimID, agentID).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTMEMBER, "you are not a member of the room of %s: POST /labs/%s/join first", claimID, claimID)
-	} else if err != nil {
+	submitter, err := db.mayPost(ctx, c, agentID)
+	if err != nil {
 		return nil, err
 	}
 	if b.To != "all" {
 		if _, err := db.getAgent(ctx, b.To); err != nil {
-			return nil, dotlab.Errorf(dotlab.EINVALID, "$.to: no agent %q", b.To)
+			return nil, dotlab.Errorf(dotlab.EINVALID, "$.to: no agent %q: give \"all\" or the id of a registered agent (GET /api/v1/labs/%s/members lists the room's)", b.To, claimID)
 		}
 	}
 	if b.Refs == nil {
@@ -154,6 +173,11 @@ func (db *DB) PostLabMessage(ctx context.Context, agentID, claimID string, b dot
 	now := db.now()
 	m := &dotlab.LabMessage{ID: newID("msg_"), ClaimID: claimID, AgentID: agentID, Type: b.Type, To: b.To, Body: b.Body, Refs: b.Refs, CreatedAt: now.Truncate(time.Millisecond)}
 	err = db.tx(ctx, func(tx *sql.Tx) error {
+		if submitter {
+			if err := db.joinAsSubmitter(ctx, tx, claimID, agentID); err != nil {
+				return err
+			}
+		}
 		if err := tx.QueryRowContext(ctx, `UPDATE claims SET msg_seq = msg_seq + 1 WHERE id = $1 RETURNING msg_seq`, claimID).Scan(&m.Seq); err != nil {
 			return err
 		}
@@ -168,6 +192,26 @@ func (db *DB) PostLabMessage(ctx context.Context, agentID, claimID string, b dot
 		return nil, err
 	}
 	return m, nil
+}
+
+// mayPost checks that agentID may post in the room of c: a member may; the
+// claim's submitter may and becomes a member by posting (submitter is
+// true); anyone else gets ENOTMEMBER with the step that lets it post, or
+// read (dotlab.RoomHint).
+func (db *DB) mayPost(ctx context.Context, c *dotlab.Claim, agentID string) (submitter bool, err error) {
+	var one int
+	err = db.r.QueryRowContext(ctx, `SELECT 1 FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, c.ID, agentID).Scan(&one)
+	if err == nil || !errors.Is(err, sql.ErrNoRows) {
+		return false, err
+	}
+	held, err := db.roleOf(ctx, db.r, c.ID, agentID)
+	if err != nil {
+		return false, err
+	}
+	if held == dotlab.RoleSubmitter {
+		return true, nil
+	}
+	return false, dotlab.Errorf(dotlab.ENOTMEMBER, "you are not a member of the room of %s; %s", c.ID, dotlab.RoomHint(c, agentID, held))
 }
 
 // LabMessages lists a room's messages with seq > after, oldest first.
@@ -204,7 +248,7 @@ func (db *DB) LabLatest(ctx context.Context, claimID string) (msg, ev int64, err
 	err = db.r.QueryRowContext(ctx, `SELECT msg_seq, (SELECT COALESCE(MAX(seq), 0) FROM claim_events WHERE claim_id = $1)
 		FROM claims WHERE id = $1`, claimID).Scan(&msg, &ev)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, dotlab.Errorf(dotlab.ENOTFOUND, "no claim %q", claimID)
+		return 0, 0, dotlab.NoClaim(claimID)
 	}
 	return msg, ev, err
 }
@@ -214,7 +258,7 @@ func (db *DB) LabMessageSeq(ctx context.Context, claimID, messageID string) (int
 	var seq int64
 	err := db.r.QueryRowContext(ctx, `SELECT seq FROM lab_messages WHERE claim_id = $1 AND id = $2`, claimID, messageID).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, dotlab.Errorf(dotlab.ENOTFOUND, "after: no message %q in the room of %s", messageID, claimID)
+		return 0, dotlab.Errorf(dotlab.ENOTFOUND, "after: no message %q in the room of %s: give a msg_… id or a seq from GET /api/v1/labs/%s/messages", messageID, claimID, claimID)
 	}
 	return seq, err
 }

@@ -99,6 +99,9 @@ func TestLifecycleReproducedSettlesWhenWindowCloses(t *testing.T) {
 		if rep := w.settle(); !rep.Empty() {
 			t.Fatalf("settlement not idempotent: %v", rep)
 		}
+		if r, _ := w.db.FindRun(ctx, c.RunID); r.SettledOutcome != dotlab.OutcomeReproduced || r.Overturned || r.DisputeID != "" {
+			t.Fatalf("upheld run: %+v", r)
+		}
 		p, _ := w.db.FindAgent(ctx, runner.ID)
 		q, _ := w.db.FindAgent(ctx, checker.ID)
 		if p.Standing != dotlab.WeightRunUpheld || q.Standing != dotlab.WeightChallengeConfirm {
@@ -117,12 +120,16 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		}
 		id := w.assigned("dispute", runner)
 		// The runner divides by n-1: sd 1.2299 → not_reproduced.
-		if _, err := w.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil); err != nil {
+		run, err := w.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if run.SettledOutcome != "" || run.Overturned || run.DisputeID != "" || run.OverturnedBy != "" {
+			t.Fatalf("fresh run settled already: %+v", run)
 		}
 		// Role rules: the runner and the submitter cannot challenge.
 		body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(false)}
-		_, err := w.db.CreateChallenge(ctx, runner.ID, body, nil)
+		_, err = w.db.CreateChallenge(ctx, runner.ID, body, nil)
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		_, err = w.db.CreateChallenge(ctx, w.sub.ID, body, nil)
 		wantCode(t, err, dotlab.EROLECONFLICT)
@@ -147,6 +154,9 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		wantCode(t, err, dotlab.ECONFLICT)
 		if c := w.state(id); c.State != dotlab.StateDisputed {
 			t.Fatalf("state %s, want disputed", c.State)
+		}
+		if r, _ := w.db.FindRun(ctx, run.ID); r.DisputeID != id || r.Overturned || r.SettledOutcome != "" {
+			t.Fatalf("disputed run: %+v", r)
 		}
 		// The window closing does not settle a dispute.
 		w.clock.Advance(2 * time.Second)
@@ -187,6 +197,18 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		}
 		if _, found, _ := w.db.NextDispute(ctx, reviewers[3].ID); found {
 			t.Fatal("settled dispute still drawn")
+		}
+		// The run record says how the claim settled against it, keeping its own outcome.
+		r, _ := w.db.FindRun(ctx, run.ID)
+		if r.Outcome != dotlab.OutcomeNotReproduced || r.SettledOutcome != dotlab.OutcomeReproduced || !r.Overturned ||
+			r.DisputeID != id || r.OverturnedBy != ch.ID {
+			t.Fatalf("overturned run: %+v", r)
+		}
+		if rs, _ := w.db.FindRuns(ctx, dotlab.RunFilter{Status: dotlab.StateSettled}); len(rs) != 1 || !rs[0].Overturned || rs[0].SettledOutcome != dotlab.OutcomeReproduced {
+			t.Fatalf("listed: %+v", rs)
+		}
+		if p, _ := w.db.FindAgent(ctx, runner.ID); p.RunsOverturned != 1 || p.RunsUpheld != 0 || p.Outcomes[dotlab.OutcomeNotReproduced] != 1 {
+			t.Fatalf("runner profile: %+v", p)
 		}
 		ev, _ := w.db.ClaimEvents(ctx, id, 0)
 		var states []dotlab.ClaimState
@@ -405,7 +427,12 @@ func TestLabRooms(t *testing.T) {
 		id := w.assigned("lab", runner)
 		_, err := w.db.JoinLab(ctx, helper.ID, id, "runner")
 		wantCode(t, err, dotlab.EROLECONFLICT)
-		_, err = w.db.JoinLab(ctx, w.sub.ID, id, "collaborator")
+		// The submitter joins its own room as submitter (answering
+		// questions), never as runner, and takes no other role.
+		if m, err := w.db.JoinLab(ctx, w.sub.ID, id, "collaborator"); err != nil || m.Role != dotlab.RoleSubmitter {
+			t.Fatalf("submitter joins: %+v %v", m, err)
+		}
+		_, err = w.db.JoinLab(ctx, w.sub.ID, id, "runner")
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		if _, err := w.db.JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
 			t.Fatal(err)
@@ -454,7 +481,7 @@ func TestLabRooms(t *testing.T) {
 			t.Fatalf("after 7: %d", len(rest))
 		}
 		members, _ := w.db.LabMembers(ctx, id)
-		if len(members) != 2 {
+		if len(members) != 3 { // runner, helper, submitter
 			t.Fatalf("members: %+v", members)
 		}
 		// A collaborator cannot challenge.

@@ -2,37 +2,113 @@ package sqlstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/dotlab/dotlab"
 )
 
-// PutJobLogs stores the JSON-lines log of the runner of claimID (replacing an
-// earlier upload). Only the agent holding the job (assigned, running or
-// published) may upload: ENOTOFFERED otherwise.
-func (db *DB) PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) error {
+// PutJobLogs attaches the JSON-lines log of the run of claimID, once
+// (docs/protocol.md §6 "Logs"). Only the claim's runner may upload, after
+// publishing its run, and only the bytes whose SHA-256 the run body pinned
+// as logs_sha256. The log is then fixed: the same bytes again return the run
+// unchanged (idempotent), other bytes are refused. On upload the server
+// judges the log against the run (dotlab.CheckLogCoverage) and stores the
+// judgement on the run. It returns the run as it now stands.
+//
+// Errors: ENOTFOUND (unknown claim); ENOTOFFERED (not the claim's runner);
+// EWINDOWCLOSED (the run is not published yet: publish first, with
+// logs_sha256); ECONFLICT (logs already attached and these differ, or the
+// run pinned no logs_sha256); EINVALID (the bytes' SHA-256 is not the one
+// the run pinned).
+func (db *DB) PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error) {
 	c, err := db.FindClaim(ctx, claimID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if c.RunnerID != agentID || c.State == dotlab.StateFunded {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only its runner uploads the run's logs", claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only its runner uploads the run's logs, from accepting the job on (POST /api/v1/jobs/%s/accept, when it is offered to you)", claimID, claimID)
 	}
-	now := db.now()
-	_, err = db.w.ExecContext(ctx, `INSERT INTO run_logs (claim_id, agent_id, logs, uploaded_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (claim_id, agent_id) DO UPDATE SET logs = excluded.logs, uploaded_at = excluded.uploaded_at`,
-		claimID, agentID, string(logs), ms(now))
-	return err
+	if c.RunID == "" {
+		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the run of %s is not published yet: publish it first (POST /runs with logs_sha256, the SHA-256 of these logs), then upload them", claimID)
+	}
+	run, err := db.FindRun(ctx, c.RunID)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(logs)
+	got := hex.EncodeToString(sum[:])
+	if err := attachable(run, got); err != nil || run.LogsUploadedAt != nil {
+		return run, err // nil error: the same bytes again
+	}
+	cov := dotlab.CheckLogCoverage(c.Manifest, &run.Body, logs)
+	covJSON, err := json.Marshal(cov)
+	if err != nil {
+		return nil, fmt.Errorf("encode log coverage: %w", err)
+	}
+	complete := 0
+	if cov.Complete {
+		complete = 1
+	}
+	now := ms(db.now())
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		// The conditional UPDATE makes the first upload the only one; a
+		// concurrent one of the same bytes finds it done.
+		res, err := tx.ExecContext(ctx, `UPDATE runs SET logs_uploaded_at = $1, log_coverage = $2, logs_complete = $3
+			WHERE id = $4 AND logs_sha256 = $5 AND logs_uploaded_at IS NULL`, now, string(covJSON), complete, run.ID, got)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		// Replaces a draft uploaded before publishing under the old rules.
+		_, err = tx.ExecContext(ctx, `INSERT INTO run_logs (claim_id, agent_id, logs, uploaded_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (claim_id, agent_id) DO UPDATE SET logs = excluded.logs, uploaded_at = excluded.uploaded_at`,
+			claimID, agentID, string(logs), now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return db.findRun(ctx, db.r, run.ID)
 }
 
-// JobLogs returns the log the claim's current runner uploaded, or ENOTFOUND.
+// attachable says whether logs hashing to sum may be attached to run: nil
+// when they are the pinned ones (and either not yet attached, or attached
+// already: the caller tells the two apart by run.LogsUploadedAt).
+func attachable(run *dotlab.Run, sum string) error {
+	switch {
+	case run.LogsUploadedAt != nil && run.LogsSHA256 == sum:
+		return nil
+	case run.LogsUploadedAt != nil:
+		return dotlab.Errorf(dotlab.ECONFLICT, "the logs of run %s were uploaded already and are fixed (sha256 %s); these bytes hash to %s and cannot replace them", run.ID, pinnedOr(run.LogsSHA256), sum)
+	case run.LogsSHA256 == "":
+		return dotlab.Errorf(dotlab.ECONFLICT, "run %s was published without logs_sha256, so no logs can be attached to it: put logs_sha256 in the run body of your next run", run.ID)
+	case run.LogsSHA256 != sum:
+		return dotlab.Errorf(dotlab.EINVALID, "logs: these bytes hash to sha256 %s but run %s pins logs_sha256 %s: upload exactly the logs.jsonl you hashed", sum, run.ID, run.LogsSHA256)
+	}
+	return nil
+}
+
+func pinnedOr(s string) string {
+	if s == "" {
+		return "not pinned: uploaded before the run record fixed logs"
+	}
+	return s
+}
+
+// JobLogs returns the log attached to the claim's run, or ENOTFOUND.
 func (db *DB) JobLogs(ctx context.Context, claimID string) ([]byte, error) {
 	var logs string
-	err := db.r.QueryRowContext(ctx, `SELECT l.logs FROM run_logs l JOIN claims c ON c.id = l.claim_id AND c.runner_id = l.agent_id
-		WHERE l.claim_id = $1`, claimID).Scan(&logs)
+	err := db.r.QueryRowContext(ctx, `SELECT l.logs FROM run_logs l JOIN runs r ON r.claim_id = l.claim_id AND r.runner_id = l.agent_id
+		WHERE l.claim_id = $1 AND r.logs_uploaded_at IS NOT NULL`, claimID).Scan(&logs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no logs uploaded for %s", claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no logs uploaded for %s by its runner: the run's logs_uri says where its logs are (GET /api/v1/claims/%s gives its run_url)", claimID, claimID)
 	}
 	return []byte(logs), err
 }

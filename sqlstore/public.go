@@ -116,7 +116,7 @@ func (db *DB) AgentActivity(ctx context.Context, agentID string, limit int) ([]d
 	var one int
 	err := db.r.QueryRowContext(ctx, `SELECT 1 FROM agents WHERE id = $1`, agentID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no agent %q", agentID)
+		return nil, dotlab.NoAgent(agentID)
 	} else if err != nil {
 		return nil, err
 	}

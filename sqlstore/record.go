@@ -17,13 +17,14 @@ func (db *DB) agentRecord(ctx context.Context, agentID string) (dotlab.AgentReco
 		query string
 		add   func(rowScanner) error
 	}{
-		{`SELECT r.outcome, c.state, COALESCE(c.outcome, '') FROM runs r JOIN claims c ON c.id = r.claim_id
+		{`SELECT r.outcome, c.state, COALESCE(c.outcome, ''), r.logs_complete FROM runs r JOIN claims c ON c.id = r.claim_id
 			WHERE r.runner_id = $1`, func(row rowScanner) error {
 			var run, state, final string
-			if err := row.Scan(&run, &state, &final); err != nil {
+			var complete int64
+			if err := row.Scan(&run, &state, &final, &complete); err != nil {
 				return err
 			}
-			rec.AddRun(dotlab.Outcome(run), state == settled, dotlab.Outcome(final))
+			rec.AddRun(dotlab.Outcome(run), state == settled, dotlab.Outcome(final), complete == 1)
 			return nil
 		}},
 		{`SELECT state, reason FROM jobs WHERE agent_id = $1 AND state IN ('abandoned', 'declined')`, func(row rowScanner) error {

@@ -50,7 +50,7 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 		return nil, fmt.Errorf("encode comparisons: %w", err)
 	}
 	runID := newID("run_")
-	applied, err := db.publish(ctx, c, agentID, runID, body.Outcome, raw, compJSON, now)
+	applied, err := db.publish(ctx, c, agentID, runID, body, raw, compJSON, now)
 	if err != nil {
 		return nil, err
 	}
@@ -63,14 +63,16 @@ func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBo
 		if err := publishable(c, agentID, body.Outcome, db.now()); err != nil {
 			return nil, err
 		}
-		return nil, dotlab.Errorf(dotlab.ECONFLICT, "the claim changed while publishing: fetch it and retry")
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "%s changed while publishing: fetch it (GET /api/v1/claims/%s) and retry", body.JobID, body.JobID)
 	}
 	return db.findRun(ctx, db.r, runID)
 }
 
-// publish moves the claim out of assigned or running and stores the run, in
-// one transaction; applied is false when the claim moved meanwhile.
-func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID string, outcome dotlab.Outcome, raw, comps []byte, now time.Time) (bool, error) {
+// publish moves the claim out of assigned or running and stores the run
+// (with the logs hash its body pins), in one transaction; applied is false
+// when the claim moved meanwhile.
+func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID string, body *dotlab.RunBody, raw, comps []byte, now time.Time) (bool, error) {
+	outcome := body.Outcome
 	ev := dotlab.PublishEvent(outcome)
 	t, err := transition(c.State, ev) // both sources lead to the same state
 	if err != nil {
@@ -98,8 +100,12 @@ func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID strin
 			return nil
 		}
 		applied = true
-		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, runID, c.ID, agentID, outcome, string(raw), string(comps), ms(now)); err != nil {
+		var logsSHA sql.NullString
+		if body.LogsSHA256 != "" {
+			logsSHA = sql.NullString{String: body.LogsSHA256, Valid: true}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at, logs_sha256)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, runID, c.ID, agentID, outcome, string(raw), string(comps), ms(now), logsSHA); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1
@@ -128,25 +134,32 @@ func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID strin
 // state allows publishing (dotlab.Claim.Next) and that the deadline holds.
 func publishable(c *dotlab.Claim, agentID string, outcome dotlab.Outcome, now time.Time) error {
 	if c.RunnerID != agentID {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run", c.ID)
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run; take a job of your own with GET /api/v1/jobs/next", c.ID)
 	}
 	if _, err := c.Next(dotlab.PublishEvent(outcome)); err != nil {
 		return err
 	}
 	if c.PublishDeadline != nil && !c.PublishDeadline.After(now) {
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s", c.ID, c.PublishDeadline.Format(time.RFC3339))
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s, so the job is abandoned: take another with GET /api/v1/jobs/next", c.ID, c.PublishDeadline.Format(time.RFC3339))
 	}
 	return nil
 }
 
-const runColumns = `r.id, r.claim_id, r.runner_id, r.outcome, r.body, r.comparisons, r.published_at, c.state, c.challenge_deadline`
+// runColumns are a run's columns with its claim's state, deadline and final
+// outcome, and the claim's first disagreeing challenge (the one whose
+// outcome the challenger side yields, dotlab.FirstDisagreeing).
+const runColumns = `r.id, r.claim_id, r.runner_id, r.outcome, r.body, r.comparisons, r.published_at, c.state, c.challenge_deadline,
+	COALESCE(c.outcome, ''), COALESCE(r.logs_sha256, ''), r.logs_uploaded_at, COALESCE(r.log_coverage, ''),
+	COALESCE((SELECT ch.id FROM challenges ch WHERE ch.claim_id = r.claim_id AND ch.agrees = 0
+		ORDER BY ch.created_at, ch.id LIMIT 1), '')`
 
 func scanRun(row rowScanner) (*dotlab.Run, error) {
 	var r dotlab.Run
-	var body, comps string
+	var body, comps, final, coverage, disagreeing string
 	var published int64
-	var deadline sql.NullInt64
-	if err := row.Scan(&r.ID, &r.ClaimID, &r.RunnerID, &r.Outcome, &body, &comps, &published, &r.Status, &deadline); err != nil {
+	var deadline, uploaded sql.NullInt64
+	if err := row.Scan(&r.ID, &r.ClaimID, &r.RunnerID, &r.Outcome, &body, &comps, &published, &r.Status, &deadline,
+		&final, &r.LogsSHA256, &uploaded, &coverage, &disagreeing); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(body), &r.Body); err != nil {
@@ -159,10 +172,40 @@ func scanRun(row rowScanner) (*dotlab.Run, error) {
 		r.Comparisons = []dotlab.Comparison{}
 	}
 	r.PublishedAt = fromMS(published)
+	if r.Status == dotlab.StateSettled {
+		r.SettledOutcome = dotlab.Outcome(final)
+		r.Overturned = r.SettledOutcome != r.Outcome
+	}
 	if r.Outcome.Compared() {
 		r.ChallengeDeadline = fromNullMS(deadline)
 	}
+	settle(&r, dotlab.Outcome(final), disagreeing)
+	r.LogsUploadedAt = fromNullMS(uploaded)
+	if coverage != "" {
+		r.LogCoverage = &dotlab.LogCoverage{}
+		if err := json.Unmarshal([]byte(coverage), r.LogCoverage); err != nil {
+			return nil, err
+		}
+	}
 	return &r, nil
+}
+
+// settle fills how the claim settled against run r (docs/protocol.md §6
+// "The run record"): its final outcome once settled, whether that
+// overturned the run, the dispute once a challenge disagreed, and the
+// challenge whose outcome prevailed.
+func settle(r *dotlab.Run, final dotlab.Outcome, disagreeing string) {
+	if disagreeing != "" {
+		r.DisputeID = r.ClaimID
+	}
+	if r.Status != dotlab.StateSettled || final == "" {
+		return
+	}
+	r.SettledOutcome = final
+	if final != r.Outcome {
+		r.Overturned = true
+		r.OverturnedBy = disagreeing
+	}
 }
 
 // FindRun returns a run or ENOTFOUND.
@@ -173,14 +216,16 @@ func (db *DB) FindRun(ctx context.Context, id string) (*dotlab.Run, error) {
 func (db *DB) findRun(ctx context.Context, q querier, id string) (*dotlab.Run, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs r JOIN claims c ON c.id = r.claim_id WHERE r.id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no run %q", id)
+		return nil, dotlab.NoRun(id)
 	}
 	return r, err
 }
 
 // FindRuns lists runs in claim order, optionally only those whose claim is in
-// a state (e.g. challenge_window). After is a claim id.
-func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.Run, error) {
+// a state (e.g. challenge_window). After is a claim id. The listing carries
+// no values of the runs (dotlab.RunListing): the query reads no run body
+// and no comparisons.
+func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.RunListing, error) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
@@ -197,7 +242,8 @@ func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.Run, 
 		}
 		after = claimNumber(f.After)
 	}
-	q := `SELECT ` + runColumns + ` FROM runs r JOIN claims c ON c.id = r.claim_id WHERE c.number > $1`
+	q := `SELECT r.id, r.claim_id, c.title, c.requires, r.outcome, c.state, r.published_at, c.challenge_deadline, COALESCE(c.outcome, '')
+		FROM runs r JOIN claims c ON c.id = r.claim_id WHERE c.number > $1`
 	args := []any{after}
 	if f.Status != "" {
 		q += ` AND c.state = $3`
@@ -210,13 +256,37 @@ func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.Run, 
 		return nil, err
 	}
 	defer rows.Close()
-	out := []*dotlab.Run{}
+	out := []*dotlab.RunListing{}
 	for rows.Next() {
-		r, err := scanRun(rows)
+		r, err := scanRunListing(rows)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+func scanRunListing(row rowScanner) (*dotlab.RunListing, error) {
+	var r dotlab.RunListing
+	var req string
+	var published int64
+	var deadline sql.NullInt64
+	var final string
+	if err := row.Scan(&r.ID, &r.ClaimID, &r.Title, &req, &r.Outcome, &r.Status, &published, &deadline, &final); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(req), &r.Requires); err != nil {
+		return nil, err
+	}
+	if r.Requires == nil {
+		r.Requires = []string{}
+	}
+	r.PublishedAt = fromMS(published)
+	if r.Outcome.Compared() {
+		r.ChallengeDeadline = fromNullMS(deadline)
+	}
+	r.ManifestURL = "/api/v1/claims/" + r.ClaimID + "/manifest"
+	r.RunURL = "/api/v1/runs/" + r.ID
+	return &r, nil
 }

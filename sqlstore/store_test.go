@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,7 +153,7 @@ func TestAcceptDeclineAndPublish(t *testing.T) {
 			t.Fatal(err)
 		}
 		j, _, _ := db.NextJob(ctx, r1)
-		_, err := db.DeclineJob(ctx, r1.ID, j.ClaimID, "")
+		_, err := db.DeclineJob(ctx, r1.ID, j.ClaimID, strings.Repeat("x", dotlab.MaxDeclineReason+1))
 		wantCode(t, err, dotlab.EINVALID)
 		if _, err := db.DeclineJob(ctx, r1.ID, j.ClaimID, "capability_mismatch"); err != nil {
 			t.Fatal(err)

@@ -77,7 +77,7 @@ func (db *DB) logRun(ctx context.Context, tx *sql.Tx, id string) error {
 	if err != nil {
 		return err
 	}
-	return db.logEntry(ctx, tx, tlogfmt.RunEntry(r, ""))
+	return db.logEntry(ctx, tx, tlogfmt.RunEntry(r))
 }
 
 // logChallenge logs challenge id, as written in tx.

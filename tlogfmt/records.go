@@ -131,14 +131,14 @@ type RunRecord struct {
 	PublishedAt  string            `json:"published_at"`
 }
 
-// RunEntry is the entry of run r; logsSHA256 is the hex SHA-256 of its
-// uploaded logs, or "" when none were.
-func RunEntry(r *dotlab.Run, logsSHA256 string) Entry {
+// RunEntry is the entry of run r, with the SHA-256 of its logs as the run
+// pinned it (r.LogsSHA256; empty when it pinned none).
+func RunEntry(r *dotlab.Run) Entry {
 	b := r.Body
 	return Entry{Type: TypeRun, ClaimID: r.ClaimID, ID: r.ID, Record: RunRecord{
 		RunnerID: r.RunnerID, JobID: b.JobID, Outcome: r.Outcome, Comparisons: comparisons(r.Comparisons),
 		InputHashes: hashes(b.InputHashes), OutputHashes: hashes(b.OutputHashes), Environment: environment(b.Environment),
-		LogsURI: b.LogsURI, LogsSHA256: logsSHA256, NotesSHA256: TextSHA256(b.Notes), PublishedAt: Time(r.PublishedAt)}}
+		LogsURI: b.LogsURI, LogsSHA256: r.LogsSHA256, NotesSHA256: TextSHA256(b.Notes), PublishedAt: Time(r.PublishedAt)}}
 }
 
 // ChallengeRecord is a challenge as posted (TypeChallenge; id: the

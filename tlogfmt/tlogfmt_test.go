@@ -54,7 +54,7 @@ func TestEntryCanonicalAndExact(t *testing.T) {
 		Comparisons: []dotlab.Comparison{{Name: "t", Published: "4.0621234567000001", Rerun: "4.0621234567", Match: true}},
 		Body:        dotlab.RunBody{Environment: dotlab.RunEnvironment{Seed: &seed}, Notes: "n"},
 		PublishedAt: time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)}
-	data, err := tlogfmt.RunEntry(run, "").Encode()
+	data, err := tlogfmt.RunEntry(run).Encode()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package verify
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -94,8 +96,28 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 	checkManifest(rep, rs)
 	if rs.run != nil {
 		checkComparisons(rep, rs)
+		v.checkLogs(ctx, rep, rs.run)
 	}
 	return rep, nil
+}
+
+// checkLogs hashes the run's uploaded logs against the SHA-256 the run
+// pinned (and logged).
+func (v Verifier) checkLogs(ctx context.Context, rep *Report, r *dotlab.Run) {
+	if r.LogsSHA256 == "" || r.LogsUploadedAt == nil {
+		return
+	}
+	logs, err := v.Client.Logs(ctx, r.ClaimID)
+	if err != nil {
+		rep.fail("run %s: its logs cannot be read: %v", r.ID, err)
+		return
+	}
+	sum := sha256.Sum256(logs)
+	if got := hex.EncodeToString(sum[:]); got != r.LogsSHA256 {
+		rep.fail("run %s: the served logs hash to %s, the run pinned %s", r.ID, got, r.LogsSHA256)
+		return
+	}
+	rep.ok("run %s: logs.jsonl (%d bytes) hashes to the pinned logs_sha256", r.ID, len(logs))
 }
 
 // checkInclusion verifies each entry's inclusion proof against cp and

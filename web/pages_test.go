@@ -21,11 +21,13 @@ func TestPagesRender(t *testing.T) {
 		{"/claims?state=settled", []string{s.disputed, s.reproduced}},
 		{"/claims/" + s.disputed, []string{"https://doi.org/10.1093/biomet/6.1.1", "Targets and reruns", "1.2299", "outside tolerance",
 			"For the challenger", "sd_diff: Student divides by n", "<strong>overturned</strong>: the claim settled as", sqlstoretest_DataSHA256, `aria-current="step"`, "-0.0599"}},
-		{"/runs/" + s.runNotReproduced, []string{"Download the raw JSON-lines log", "/api/v1/jobs/" + s.disputed + "/logs", "sleep.csv verified", "python3 analysis.py exited 0", "✓ as pinned", "Overturned:"}},
-		{"/runs/" + s.runReproduced, []string{"reproduced"}},
+		{"/runs/" + s.runNotReproduced, []string{"Download the raw JSON-lines log", "/api/v1/jobs/" + s.disputed + "/logs", "sleep.csv verified", "python3 analysis.py exited 0", "✓ as pinned", "Overturned:",
+			`data-complete="false"`, "✗ Incomplete log:", "covers 1 of the 7 items", `data-item="input:sleep"`, `comparison sd_diff: a &#34;compare&#34; line with data.name &#34;sd_diff&#34; and data.rerun 1.2299`}},
+		{"/runs/" + s.runReproduced, []string{"reproduced", "Settled as", `data-complete="true"`, "✓ Well logged:", "(7 of 7)"}},
 		{"/runs/" + s.runNotReproduced + "?level=warn", []string{"sd_diff outside tolerance"}},
 		{"/labs/" + s.labClaim, []string{"collab-cy", "Does analysis.py divide by n or n-1?", "analysis.py:12", `data-cursor="3.2"`, "type-blocker"}},
-		{"/agents/" + s.ids["runner-ada"], []string{"runner-ada", `data-standing="-1"`, "Recent activity", s.runReproduced}},
+		{"/agents/" + s.ids["runner-ada"], []string{"runner-ada", `data-standing="-0.5"`, "Recent activity", s.runReproduced,
+			`id="runs-overturned">1<`, `id="runs-upheld">1<`, `id="runs-well-logged">1<`, "1 overturned by a dispute"}},
 		{"/docs", []string{"Replication manifest, spec v0.1", "/docs/threat-model"}},
 		{"/docs/manifest-spec", []string{"<h1", "Replication manifest, spec v0.1", "<table>"}},
 		{"/docs/protocol", []string{`href="/docs/manifest-spec#5-canonical-identity"`}},
@@ -91,7 +93,8 @@ func TestContentNegotiation(t *testing.T) {
 	}
 	var p dotlab.AgentProfile
 	s.apiJSON("/agents/"+s.ids["runner-ada"], &p)
-	if p.Standing != -1 || p.JobsCompleted != 2 {
+	// 1 upheld run with a complete log (1 + 0.5), 1 overturned (−2).
+	if p.Standing != -0.5 || p.JobsCompleted != 2 || p.RunsOverturned != 1 || p.RunsUpheld != 1 || p.RunsWellLogged != 1 {
 		t.Fatalf("profile JSON: %+v", p)
 	}
 	var sum dotlab.Summary

@@ -3,6 +3,8 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -152,25 +154,7 @@ func (s *site) seed() {
 		reviewers = append(reviewers, s.agent(fmt.Sprintf("reviewer-%d", i)))
 	}
 	collab := s.agent("collab-cy")
-	publish := func(title, mean, sd string, o dotlab.Outcome) (claimID, runID string) {
-		c := must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)))
-		j, found, err := s.db.NextJob(ctx, runner)
-		if err != nil || !found || j.ClaimID != c.ID {
-			t.Fatalf("draw: %+v %v %v", j, found, err)
-		}
-		must(s.db.AcceptJob(ctx, runner.ID, c.ID))
-		logs := `{"t":"2026-01-01T00:00:01Z","level":"info","step":"inputs","msg":"sleep.csv verified","data":{"sha256":"` + sqlstoretest.DataSHA256 + `"}}
-{"t":"2026-01-01T00:00:02Z","level":"info","step":"execute","msg":"python3 analysis.py exited 0","data":{}}
-{"t":"2026-01-01T00:00:03Z","level":"warn","step":"compare","msg":"sd_diff outside tolerance","data":{"rerun":"` + sd + `"}}
-not json at all <b>raw</b>
-`
-		if err := s.db.PutJobLogs(ctx, runner.ID, c.ID, []byte(logs)); err != nil {
-			t.Fatal(err)
-		}
-		r := must(s.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(c.ID, mean, sd, o), nil))
-		return c.ID, r.ID
-	}
-	s.disputed, s.runNotReproduced = publish("Student 1908: sleep gain (disputed)", "1.58", "1.2299", dotlab.OutcomeNotReproduced)
+	s.disputed, s.runNotReproduced = s.publish(sub, runner, "Student 1908: sleep gain (disputed)", "1.58", "1.2299", dotlab.OutcomeNotReproduced, fixtureLogs("1.2299", ""))
 	body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(s.disputed, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: s.disputed, Agrees: new(bool)}
 	body.Notes = "sd_diff: my rerun gives 1.17 (dividing by n, as Student did); the run's 1.2299 differs by 0.0599"
 	must(s.db.CreateChallenge(ctx, challenger.ID, body, nil))
@@ -181,7 +165,7 @@ not json at all <b>raw</b>
 		}
 		must(s.db.CastVote(ctx, reviewers[i].ID, s.disputed, dotlab.VoteBody{Vote: v, Rationale: rationale + " (" + v + ")"}))
 	}
-	s.reproduced, s.runReproduced = publish("Fisher 1935: tea tasting", "1.58", "1.17", dotlab.OutcomeReproduced)
+	s.reproduced, s.runReproduced = s.publish(sub, runner, "Fisher 1935: tea tasting", "1.58", "1.17", dotlab.OutcomeReproduced, fixtureLogs("1.17", dotlab.OutcomeReproduced))
 	s.clock.Advance(2 * time.Hour)
 	must(s.db.Settle(ctx))
 	s.labClaim = must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, hostileTitle))).ID
@@ -197,6 +181,54 @@ not json at all <b>raw</b>
 		// They need a GPU, which no test agent has: only labClaim is drawable.
 		must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("Listed claim %d", i), "gpu")))
 	}
+}
+
+// publish lists a claim as sub, has runner draw it (declining other
+// offers) and accept it, publishes a run pinning the SHA-256 of logs and
+// uploads them (docs/protocol.md §6 "Logs").
+func (s *site) publish(sub, runner *dotlab.Agent, title, mean, sd string, o dotlab.Outcome, logs string) (claimID, runID string) {
+	t, ctx := s.t, context.Background()
+	c := must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)))
+	for {
+		j, found, err := s.db.NextJob(ctx, runner)
+		if err != nil || !found {
+			t.Fatalf("draw: %+v %v %v", j, found, err)
+		}
+		if j.ClaimID == c.ID {
+			break
+		}
+		must(s.db.DeclineJob(ctx, runner.ID, j.ClaimID, dotlab.DeclineCapabilityMismatch))
+	}
+	must(s.db.AcceptJob(ctx, runner.ID, c.ID))
+	body := sqlstoretest.RunBody(c.ID, mean, sd, o)
+	sum := sha256.Sum256([]byte(logs))
+	body.LogsSHA256 = hex.EncodeToString(sum[:])
+	r := must(s.db.PublishRun(ctx, runner.ID, body, nil))
+	must(s.db.PutJobLogs(ctx, runner.ID, c.ID, []byte(logs)))
+	return c.ID, r.ID
+}
+
+// fixtureLogs is a run's log with a raw line that is not JSON. With an
+// outcome it also has every line the coverage check wants of
+// sqlstoretest.RunBody with sd_diff sd (docs/protocol.md §6 "Log
+// coverage"); without, it covers only the dataset's hash check.
+func fixtureLogs(sd string, complete dotlab.Outcome) string {
+	logs := `{"t":"2026-01-01T00:00:01Z","level":"info","step":"inputs","msg":"sleep.csv verified","data":{"name":"sleep","actual":"` + sqlstoretest.DataSHA256 + `"}}
+{"t":"2026-01-01T00:00:02Z","level":"info","step":"execute","msg":"python3 analysis.py exited 0","data":{}}
+{"t":"2026-01-01T00:00:03Z","level":"warn","step":"compare","msg":"sd_diff outside tolerance","data":{"rerun":"` + sd + `"}}
+not json at all <b>raw</b>
+`
+	if complete == "" {
+		return logs
+	}
+	return logs + `{"t":"2026-01-01T00:00:04Z","level":"info","step":"environment","msg":"image resolved by digest","data":{"digest":"` + sqlstoretest.ImageDigest + `"}}
+{"t":"2026-01-01T00:00:05Z","level":"info","step":"execute","msg":"command: python3 analysis.py","data":{"argv":["python3","analysis.py"]}}
+{"t":"2026-01-01T00:00:06Z","level":"info","step":"execute","msg":"command exited with status 0","data":{"exit_code":0}}
+{"t":"2026-01-01T00:00:07Z","level":"info","step":"outputs","msg":"output results.json","data":{"path":"results.json","sha256":"2222222222222222222222222222222222222222222222222222222222222222"}}
+{"t":"2026-01-01T00:00:08Z","level":"info","step":"compare","msg":"mean_diff within tolerance","data":{"name":"mean_diff","rerun":1.58}}
+{"t":"2026-01-01T00:00:09Z","level":"info","step":"compare","msg":"sd_diff within tolerance","data":{"name":"sd_diff","rerun":` + sd + `}}
+{"t":"2026-01-01T00:00:10Z","level":"info","step":"outcome","msg":"` + string(complete) + `","data":{"outcome":"` + string(complete) + `"}}
+`
 }
 
 // get fetches a path with an Accept header and returns status and body.

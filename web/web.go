@@ -133,7 +133,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // notFound answers 405 (with Allow) for another method on a page that
-// exists, and 404 otherwise.
+// exists, and 404 no_such_route otherwise.
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		probe := r.Clone(r.Context())
@@ -143,7 +143,7 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) error {
 			return dotlab.Errorf(apiv1.EMETHODNOTALLOWED, "%s is not allowed on this page: use GET (the API is under /api/v1)", r.Method)
 		}
 	}
-	return dotlab.Errorf(dotlab.ENOTFOUND, "there is no page at %s", r.URL.Path)
+	return dotlab.Errorf(dotlab.ENOSUCHROUTE, "there is no page at %s: see / for the claims and /docs for the documentation", r.URL.Path)
 }
 
 // asset serves an embedded file; directories and missing files get the

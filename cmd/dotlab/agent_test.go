@@ -45,10 +45,14 @@ func TestAgentClaimAndLabCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "listed DL-0001") {
 		t.Fatalf("submit: %d %s %s", code, out, errOut)
 	}
-	// The submitter holds a role, so it cannot join the room as collaborator.
-	_, errOut, code = runCLI(t, "lab", "post", "DL-0001", "hello", "--server", server, "--join", "collaborator")
-	if code == 0 || !strings.Contains(errOut, "role_conflict") {
-		t.Fatalf("post as submitter: %d %s", code, errOut)
+	// The submitter answers questions in its own room: it posts without
+	// joining, and --join collaborator makes it a member as submitter.
+	out, errOut, code = runCLI(t, "lab", "post", "DL-0001", "the data is Student's table II", "--server", server)
+	if code != 0 || !strings.Contains(out, "the data is Student's table II") {
+		t.Fatalf("post as submitter: %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code = runCLI(t, "lab", "post", "DL-0001", "hello", "--server", server, "--join", "collaborator"); code != 0 {
+		t.Fatalf("post as submitter with --join collaborator: %d %s", code, errOut)
 	}
 	// A second agent collaborates.
 	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())

@@ -126,6 +126,6 @@ func newReviewCmd() *cobra.Command {
 	f.register(cmd, false)
 	cmd.Flags().BoolVar(&rerun, "rerun", false, "rerun the manifest locally and vote by the result")
 	cmd.Flags().StringVar(&vote, "vote", "", "runner or challenger")
-	cmd.Flags().StringVar(&rationale, "rationale", "", "20-2000 characters, tied to specific comparisons")
+	cmd.Flags().StringVar(&rationale, "rationale", "", "20-2000 characters, naming at least one target of the dispute")
 	return cmd
 }

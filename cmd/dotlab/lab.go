@@ -53,7 +53,7 @@ func newLabPostCmd(server *string) *cobra.Command {
 	var refs []string
 	cmd := &cobra.Command{
 		Use:   "post CLAIM BODY",
-		Short: "Post a message (members only; --join runner|collaborator joins the room first)",
+		Short: "Post a message (members and the claim's submitter; --join runner|collaborator|submitter joins the room first)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := agent.Connect(*server)
@@ -76,7 +76,7 @@ func newLabPostCmd(server *string) *cobra.Command {
 	cmd.Flags().StringVar(&typ, "type", "note", "note, question, finding, handoff or blocker")
 	cmd.Flags().StringVar(&to, "to", "all", "an agent id or all")
 	cmd.Flags().StringSliceVar(&refs, "ref", nil, "a file or log line id (repeatable)")
-	cmd.Flags().StringVar(&role, "join", "", "join the room first as runner or collaborator")
+	cmd.Flags().StringVar(&role, "join", "", "join the room first as runner, collaborator or submitter (a submitter asking for collaborator joins as submitter)")
 	return cmd
 }
 

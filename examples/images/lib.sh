@@ -29,7 +29,7 @@
 # dotlab_pack also records as the image label org.dotlab.packages; a
 # deterministic trim (apt lists and caches, logs, machine-id, hostname,
 # resolv.conf, *-old and *- backups, documentation, man pages, message
-# translations, dpkg md5sums, __pycache__); /tmp 1777; /work/{code,data,out};
+# translations, dpkg md5sums, fontconfig caches, __pycache__); /tmp 1777; /work/{code,data,out};
 # no device nodes. Needs root and debootstrap.
 
 dotlab_mirror() {
@@ -75,7 +75,7 @@ dotlab_trim() {
          "$r"/var/log/* "$r"/var/lib/dpkg/*-old "$r"/var/lib/dpkg/info/*.md5sums \
          "$r"/etc/machine-id "$r"/etc/hostname "$r"/etc/resolv.conf \
          "$r"/etc/*- "$r"/var/lib/systemd/* "$r"/debootstrap \
-         "$r"/root/.cache "$r"/root/.bash_history
+         "$r"/root/.cache "$r"/root/.bash_history "$r"/var/cache/fontconfig/*
   find "$r" -xdev -name '__pycache__' -type d -prune -exec rm -rf {} +
   # Device nodes cannot go into an image; the runtime provides /dev.
   find "$r/dev" -mindepth 1 -delete
@@ -118,10 +118,24 @@ dotlab_rootfs() {
 }
 
 # dotlab_pack REF [FLAG...] packs $rootfs into the store under $var/cache.
+# A pack of this rootfs with the same flags whose image is still in the
+# store is reused (recorded in $var/images/$RECIPE.packed): packing is
+# deterministic, so repacking would only give the same digest again.
 dotlab_pack() {
   local ref=$1
   shift
+  local packed="$var/images/$RECIPE.packed" key line
+  key="$(cat "$rootfs/.dotlab-complete") $ref $*"
+  if [ -f "$packed" ] && [ "$(head -1 "$packed")" = "$key" ]; then
+    line=$(sed -n 2p "$packed")
+    if "$dotlab" image show "${line%%$'\t'*}" --cache "$var/cache" >/dev/null 2>&1; then
+      echo "$line"
+      return 0
+    fi
+  fi
   find "$rootfs/dev" -mindepth 1 -delete 2>/dev/null || true
-  "$dotlab" image build "$rootfs" --ref "$ref" --cache "$var/cache" \
-    --label "org.dotlab.packages=$(cat "$rootfs/usr/share/dotlab/packages.txt")" "$@" | tail -1
+  line=$("$dotlab" image build "$rootfs" --ref "$ref" --cache "$var/cache" \
+    --label "org.dotlab.packages=$(cat "$rootfs/usr/share/dotlab/packages.txt")" "$@" | tail -1)
+  printf '%s\n%s\n' "$key" "$line" >"$packed"
+  echo "$line"
 }

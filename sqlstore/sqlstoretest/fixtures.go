@@ -92,3 +92,40 @@ func RunBody(job, mean, sd string, outcome dotlab.Outcome) *dotlab.RunBody {
 		Outcome:      outcome,
 	}
 }
+
+// Logs returns a logs.jsonl for body, a run of a ManifestJSON claim, with
+// one line per item the server's coverage check wants (docs/protocol.md §6
+// "Log coverage"), in the runner's format: the environment, each input, the
+// command and its exit, each output, each comparison, the outcome. Lines of
+// the steps named in without are left out (e.g. "compare").
+func Logs(body *dotlab.RunBody, without ...string) []byte {
+	skip := map[string]bool{}
+	for _, s := range without {
+		skip[s] = true
+	}
+	var out []byte
+	n := 0
+	add := func(step, msg string, data any) {
+		n++
+		if skip[step] {
+			return
+		}
+		line, _ := json.Marshal(map[string]any{"t": fmt.Sprintf("2026-01-01T00:00:%02dZ", n%60), "level": "info", "step": step, "msg": msg, "data": data})
+		out = append(append(out, line...), '\n')
+	}
+	add("run", "rerun started", map[string]any{"title": "fixture"})
+	for _, name := range dotlab.SortedKeys(body.InputHashes) {
+		add("inputs", "dataset "+name+" hash verified", map[string]any{"name": name, "expected": body.InputHashes[name], "actual": body.InputHashes[name]})
+	}
+	add("environment", "image resolved by digest", map[string]any{"digest": body.Environment.ImageDigest})
+	add("execute", "command: python3 analysis.py", map[string]any{"argv": []string{"python3", "analysis.py"}})
+	add("execute", "command exited with status 0", map[string]any{"exit_code": 0})
+	for _, name := range dotlab.SortedKeys(body.OutputHashes) {
+		add("outputs", "output "+name, map[string]any{"path": name, "sha256": body.OutputHashes[name]})
+	}
+	for _, c := range body.Comparisons {
+		add("compare", c.Name, map[string]any{"name": c.Name, "rerun": c.Rerun})
+	}
+	add("outcome", string(body.Outcome), map[string]any{"outcome": body.Outcome})
+	return out
+}

@@ -21,7 +21,7 @@ var=${2:-var}
 . "$(dirname "$0")/../lib.sh"
 
 RECIPE=r
-RECIPE_VERSION=1
+RECIPE_VERSION=2 # 2: fontconfig caches (they hold mtimes) trimmed
 INCLUDE=
 PACKAGES="r-base-core r-cran-metafor r-cran-data.table r-cran-ggplot2 r-cran-sandwich r-cran-lmtest
   r-cran-hmisc r-cran-dplyr r-cran-tidyr r-cran-readr r-cran-haven r-cran-readxl r-cran-car
