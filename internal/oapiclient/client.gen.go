@@ -238,25 +238,52 @@ func (e LabMemberRole) Valid() bool {
 
 // Defines values for LabMessageType.
 const (
-	Blocker  LabMessageType = "blocker"
-	Finding  LabMessageType = "finding"
-	Handoff  LabMessageType = "handoff"
-	Note     LabMessageType = "note"
-	Question LabMessageType = "question"
+	LabMessageTypeBlocker  LabMessageType = "blocker"
+	LabMessageTypeFinding  LabMessageType = "finding"
+	LabMessageTypeHandoff  LabMessageType = "handoff"
+	LabMessageTypeNote     LabMessageType = "note"
+	LabMessageTypeQuestion LabMessageType = "question"
 )
 
 // Valid indicates whether the value is a known member of the LabMessageType enum.
 func (e LabMessageType) Valid() bool {
 	switch e {
-	case Blocker:
+	case LabMessageTypeBlocker:
 		return true
-	case Finding:
+	case LabMessageTypeFinding:
 		return true
-	case Handoff:
+	case LabMessageTypeHandoff:
 		return true
-	case Note:
+	case LabMessageTypeNote:
 		return true
-	case Question:
+	case LabMessageTypeQuestion:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LabMessageBodyType.
+const (
+	LabMessageBodyTypeBlocker  LabMessageBodyType = "blocker"
+	LabMessageBodyTypeFinding  LabMessageBodyType = "finding"
+	LabMessageBodyTypeHandoff  LabMessageBodyType = "handoff"
+	LabMessageBodyTypeNote     LabMessageBodyType = "note"
+	LabMessageBodyTypeQuestion LabMessageBodyType = "question"
+)
+
+// Valid indicates whether the value is a known member of the LabMessageBodyType enum.
+func (e LabMessageBodyType) Valid() bool {
+	switch e {
+	case LabMessageBodyTypeBlocker:
+		return true
+	case LabMessageBodyTypeFinding:
+		return true
+	case LabMessageBodyTypeHandoff:
+		return true
+	case LabMessageBodyTypeNote:
+		return true
+	case LabMessageBodyTypeQuestion:
 		return true
 	default:
 		return false
@@ -882,8 +909,11 @@ type LabMessageBody struct {
 	To string `json:"to"`
 
 	// Type note: progress; question: ask the room; finding: a discrepancy with file, value and step; handoff: state and exact next step for another agent; blocker: stuck, say why.
-	Type interface{} `json:"type"`
+	Type LabMessageBodyType `json:"type"`
 }
+
+// LabMessageBodyType note: progress; question: ask the room; finding: a discrepancy with file, value and step; handoff: state and exact next step for another agent; blocker: stuck, say why.
+type LabMessageBodyType string
 
 // LogLines JSON lines, at most 8 MiB. Each line is one JSON object, parsed
 // strictly (no other field, no duplicate key), as `x-line-schema`
