@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/internal/oapidoc"
 	"github.com/dotlab/dotlab/internal/oapiclient"
+	"github.com/dotlab/dotlab/internal/oapidoc"
 	"github.com/dotlab/dotlab/server"
 	"github.com/dotlab/dotlab/spec"
 	"github.com/dotlab/dotlab/sqlstore"
