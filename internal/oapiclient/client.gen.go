@@ -936,7 +936,18 @@ type LogsStored struct {
 // Manifest A claim's pinned replication manifest: datasets by SHA-256, code at a commit, an image by digest, a seed, an entrypoint and targets with tolerances. Semantic rules beyond this schema are in docs/manifest-spec.md.
 type Manifest struct {
 	// Code Either a git repository at a commit, or an archive: exactly one of the two forms.
-	Code     Manifest_Code `json:"code"`
+	Code struct {
+		Archive *struct {
+			// Sha256 SHA-256 as 64 lowercase hex characters
+			Sha256 SHA256 `json:"sha256"`
+
+			// StripTopFolder Strip a single top-level directory of the archive (default true).
+			StripTopFolder *bool  `json:"strip_top_folder,omitempty"`
+			Url            string `json:"url"`
+		} `json:"archive,omitempty"`
+		Commit     *string `json:"commit,omitempty"`
+		Repository *string `json:"repository,omitempty"`
+	} `json:"code"`
 	Datasets []struct {
 		Name string  `json:"name"`
 		Path *string `json:"path,omitempty"`
@@ -995,27 +1006,6 @@ type Manifest struct {
 	WorkingDir *string `json:"working_dir,omitempty"`
 }
 
-// ManifestCode0 defines model for Manifest.Code.0.
-type ManifestCode0 = interface{}
-
-// ManifestCode1 defines model for Manifest.Code.1.
-type ManifestCode1 = interface{}
-
-// Manifest_Code Either a git repository at a commit, or an archive: exactly one of the two forms.
-type Manifest_Code struct {
-	Archive *struct {
-		// Sha256 SHA-256 as 64 lowercase hex characters
-		Sha256 SHA256 `json:"sha256"`
-
-		// StripTopFolder Strip a single top-level directory of the archive (default true).
-		StripTopFolder *bool  `json:"strip_top_folder,omitempty"`
-		Url            string `json:"url"`
-	} `json:"archive,omitempty"`
-	Commit     *string `json:"commit,omitempty"`
-	Repository *string `json:"repository,omitempty"`
-	union      json.RawMessage
-}
-
 // ManifestSpecVersion Manifest spec version; only 0.1 exists.
 type ManifestSpecVersion string
 
@@ -1035,26 +1025,10 @@ type ManifestTargetSource struct {
 	Json   *string                     `json:"json,omitempty"`
 	Regex  *string                     `json:"regex,omitempty"`
 	Stream *ManifestTargetSourceStream `json:"stream,omitempty"`
-	union  json.RawMessage
 }
 
 // ManifestTargetSourceStream defines model for ManifestTargetSource.Stream.
 type ManifestTargetSourceStream string
-
-// ManifestTargetSource0 defines model for ManifestTargetSource.0.
-type ManifestTargetSource0 = interface{}
-
-// ManifestTargetSource1 defines model for ManifestTargetSource.1.
-type ManifestTargetSource1 = interface{}
-
-// ManifestTargetSource2 defines model for ManifestTargetSource.2.
-type ManifestTargetSource2 = interface{}
-
-// ManifestTargetSource3 defines model for ManifestTargetSource.3.
-type ManifestTargetSource3 = interface{}
-
-// ManifestTargetSource4 defines model for ManifestTargetSource.4.
-type ManifestTargetSource4 = interface{}
 
 // MemberList defines model for MemberList.
 type MemberList struct {
@@ -1085,30 +1059,33 @@ type NewAgent struct {
 // Outcome defines model for Outcome.
 type Outcome string
 
+// PublishedRunBody A run's body as submitted (also stored byte for byte), with every field it has written out.
+type PublishedRunBody struct {
+	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
+	Comparisons *[]RunComparison `json:"comparisons"`
+	Environment RunEnvironment   `json:"environment"`
+
+	// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
+	InputHashes *map[string]SHA256 `json:"input_hashes"`
+
+	// JobId The claim id.
+	JobId string `json:"job_id"`
+
+	// LogsUri Optional absolute http(s) URL (with a host) of the full logs, at most 2000 characters, e.g. the absolute URL of GET /jobs/{id}/logs; stored as given, never fetched.
+	LogsUri *string `json:"logs_uri,omitempty"`
+
+	// Notes Plain text; required for spec_issue and input_mismatch; at most 20,000 bytes; rejected if it looks like a key.
+	Notes   *string `json:"notes,omitempty"`
+	Outcome Outcome `json:"outcome"`
+
+	// OutputHashes Output file → SHA-256.
+	OutputHashes *map[string]SHA256 `json:"output_hashes"`
+}
+
 // Run defines model for Run.
 type Run struct {
-	// Body The body as submitted (also stored byte for byte), with every field it has written out.
-	Body struct {
-		// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
-		Comparisons *[]RunComparison `json:"comparisons"`
-		Environment RunEnvironment   `json:"environment"`
-
-		// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
-		InputHashes *map[string]SHA256 `json:"input_hashes"`
-
-		// JobId The claim id.
-		JobId string `json:"job_id"`
-
-		// LogsUri Optional absolute http(s) URL (with a host) of the full logs, at most 2000 characters, e.g. the absolute URL of GET /jobs/{id}/logs; stored as given, never fetched.
-		LogsUri *string `json:"logs_uri,omitempty"`
-
-		// Notes Plain text; required for spec_issue and input_mismatch; at most 20,000 bytes; rejected if it looks like a key.
-		Notes   *string `json:"notes,omitempty"`
-		Outcome Outcome `json:"outcome"`
-
-		// OutputHashes Output file → SHA-256.
-		OutputHashes *map[string]SHA256 `json:"output_hashes"`
-	} `json:"body"`
+	// Body A run's body as submitted (also stored byte for byte), with every field it has written out.
+	Body PublishedRunBody `json:"body"`
 
 	// ChallengeDeadline When the challenge window closes (reproduced/not_reproduced only).
 	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
@@ -1579,360 +1556,6 @@ func (t ClaimSubmission_Manifest) MarshalJSON() ([]byte, error) {
 
 func (t *ClaimSubmission_Manifest) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
-	return err
-}
-
-// AsManifestCode0 returns the union data inside the Manifest_Code as a ManifestCode0
-func (t Manifest_Code) AsManifestCode0() (ManifestCode0, error) {
-	var body ManifestCode0
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromManifestCode0 overwrites any union data inside the Manifest_Code as the provided ManifestCode0
-func (t *Manifest_Code) FromManifestCode0(v ManifestCode0) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeManifestCode0 performs a merge with any union data inside the Manifest_Code, using the provided ManifestCode0
-func (t *Manifest_Code) MergeManifestCode0(v ManifestCode0) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsManifestCode1 returns the union data inside the Manifest_Code as a ManifestCode1
-func (t Manifest_Code) AsManifestCode1() (ManifestCode1, error) {
-	var body ManifestCode1
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromManifestCode1 overwrites any union data inside the Manifest_Code as the provided ManifestCode1
-func (t *Manifest_Code) FromManifestCode1(v ManifestCode1) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeManifestCode1 performs a merge with any union data inside the Manifest_Code, using the provided ManifestCode1
-func (t *Manifest_Code) MergeManifestCode1(v ManifestCode1) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-func (t Manifest_Code) MarshalJSON() ([]byte, error) {
-	b, err := t.union.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	object := make(map[string]json.RawMessage)
-	if t.union != nil {
-		err = json.Unmarshal(b, &object)
-		if err != nil {
-			return nil, err
-		}
-	}
-
-	if t.Archive != nil {
-		object["archive"], err = json.Marshal(t.Archive)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'archive': %w", err)
-		}
-	}
-
-	if t.Commit != nil {
-		object["commit"], err = json.Marshal(t.Commit)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'commit': %w", err)
-		}
-	}
-
-	if t.Repository != nil {
-		object["repository"], err = json.Marshal(t.Repository)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'repository': %w", err)
-		}
-	}
-	b, err = json.Marshal(object)
-	return b, err
-}
-
-func (t *Manifest_Code) UnmarshalJSON(b []byte) error {
-	err := t.union.UnmarshalJSON(b)
-	if err != nil {
-		return err
-	}
-	object := make(map[string]json.RawMessage)
-	err = json.Unmarshal(b, &object)
-	if err != nil {
-		return err
-	}
-
-	if raw, found := object["archive"]; found {
-		err = json.Unmarshal(raw, &t.Archive)
-		if err != nil {
-			return fmt.Errorf("error reading 'archive': %w", err)
-		}
-	}
-
-	if raw, found := object["commit"]; found {
-		err = json.Unmarshal(raw, &t.Commit)
-		if err != nil {
-			return fmt.Errorf("error reading 'commit': %w", err)
-		}
-	}
-
-	if raw, found := object["repository"]; found {
-		err = json.Unmarshal(raw, &t.Repository)
-		if err != nil {
-			return fmt.Errorf("error reading 'repository': %w", err)
-		}
-	}
-
-	return err
-}
-
-// AsManifestTargetSource0 returns the union data inside the ManifestTargetSource as a ManifestTargetSource0
-func (t ManifestTargetSource) AsManifestTargetSource0() (ManifestTargetSource0, error) {
-	var body ManifestTargetSource0
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromManifestTargetSource0 overwrites any union data inside the ManifestTargetSource as the provided ManifestTargetSource0
-func (t *ManifestTargetSource) FromManifestTargetSource0(v ManifestTargetSource0) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeManifestTargetSource0 performs a merge with any union data inside the ManifestTargetSource, using the provided ManifestTargetSource0
-func (t *ManifestTargetSource) MergeManifestTargetSource0(v ManifestTargetSource0) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsManifestTargetSource1 returns the union data inside the ManifestTargetSource as a ManifestTargetSource1
-func (t ManifestTargetSource) AsManifestTargetSource1() (ManifestTargetSource1, error) {
-	var body ManifestTargetSource1
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromManifestTargetSource1 overwrites any union data inside the ManifestTargetSource as the provided ManifestTargetSource1
-func (t *ManifestTargetSource) FromManifestTargetSource1(v ManifestTargetSource1) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeManifestTargetSource1 performs a merge with any union data inside the ManifestTargetSource, using the provided ManifestTargetSource1
-func (t *ManifestTargetSource) MergeManifestTargetSource1(v ManifestTargetSource1) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsManifestTargetSource2 returns the union data inside the ManifestTargetSource as a ManifestTargetSource2
-func (t ManifestTargetSource) AsManifestTargetSource2() (ManifestTargetSource2, error) {
-	var body ManifestTargetSource2
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromManifestTargetSource2 overwrites any union data inside the ManifestTargetSource as the provided ManifestTargetSource2
-func (t *ManifestTargetSource) FromManifestTargetSource2(v ManifestTargetSource2) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeManifestTargetSource2 performs a merge with any union data inside the ManifestTargetSource, using the provided ManifestTargetSource2
-func (t *ManifestTargetSource) MergeManifestTargetSource2(v ManifestTargetSource2) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsManifestTargetSource3 returns the union data inside the ManifestTargetSource as a ManifestTargetSource3
-func (t ManifestTargetSource) AsManifestTargetSource3() (ManifestTargetSource3, error) {
-	var body ManifestTargetSource3
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromManifestTargetSource3 overwrites any union data inside the ManifestTargetSource as the provided ManifestTargetSource3
-func (t *ManifestTargetSource) FromManifestTargetSource3(v ManifestTargetSource3) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeManifestTargetSource3 performs a merge with any union data inside the ManifestTargetSource, using the provided ManifestTargetSource3
-func (t *ManifestTargetSource) MergeManifestTargetSource3(v ManifestTargetSource3) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-// AsManifestTargetSource4 returns the union data inside the ManifestTargetSource as a ManifestTargetSource4
-func (t ManifestTargetSource) AsManifestTargetSource4() (ManifestTargetSource4, error) {
-	var body ManifestTargetSource4
-	err := json.Unmarshal(t.union, &body)
-	return body, err
-}
-
-// FromManifestTargetSource4 overwrites any union data inside the ManifestTargetSource as the provided ManifestTargetSource4
-func (t *ManifestTargetSource) FromManifestTargetSource4(v ManifestTargetSource4) error {
-	b, err := json.Marshal(v)
-	t.union = b
-	return err
-}
-
-// MergeManifestTargetSource4 performs a merge with any union data inside the ManifestTargetSource, using the provided ManifestTargetSource4
-func (t *ManifestTargetSource) MergeManifestTargetSource4(v ManifestTargetSource4) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-
-	merged, err := runtime.JSONMerge(t.union, b)
-	t.union = merged
-	return err
-}
-
-func (t ManifestTargetSource) MarshalJSON() ([]byte, error) {
-	b, err := t.union.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	object := make(map[string]json.RawMessage)
-	if t.union != nil {
-		err = json.Unmarshal(b, &object)
-		if err != nil {
-			return nil, err
-		}
-	}
-
-	if t.Csv != nil {
-		object["csv"], err = json.Marshal(t.Csv)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'csv': %w", err)
-		}
-	}
-
-	if t.File != nil {
-		object["file"], err = json.Marshal(t.File)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'file': %w", err)
-		}
-	}
-
-	if t.Json != nil {
-		object["json"], err = json.Marshal(t.Json)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'json': %w", err)
-		}
-	}
-
-	if t.Regex != nil {
-		object["regex"], err = json.Marshal(t.Regex)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'regex': %w", err)
-		}
-	}
-
-	if t.Stream != nil {
-		object["stream"], err = json.Marshal(t.Stream)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'stream': %w", err)
-		}
-	}
-	b, err = json.Marshal(object)
-	return b, err
-}
-
-func (t *ManifestTargetSource) UnmarshalJSON(b []byte) error {
-	err := t.union.UnmarshalJSON(b)
-	if err != nil {
-		return err
-	}
-	object := make(map[string]json.RawMessage)
-	err = json.Unmarshal(b, &object)
-	if err != nil {
-		return err
-	}
-
-	if raw, found := object["csv"]; found {
-		err = json.Unmarshal(raw, &t.Csv)
-		if err != nil {
-			return fmt.Errorf("error reading 'csv': %w", err)
-		}
-	}
-
-	if raw, found := object["file"]; found {
-		err = json.Unmarshal(raw, &t.File)
-		if err != nil {
-			return fmt.Errorf("error reading 'file': %w", err)
-		}
-	}
-
-	if raw, found := object["json"]; found {
-		err = json.Unmarshal(raw, &t.Json)
-		if err != nil {
-			return fmt.Errorf("error reading 'json': %w", err)
-		}
-	}
-
-	if raw, found := object["regex"]; found {
-		err = json.Unmarshal(raw, &t.Regex)
-		if err != nil {
-			return fmt.Errorf("error reading 'regex': %w", err)
-		}
-	}
-
-	if raw, found := object["stream"]; found {
-		err = json.Unmarshal(raw, &t.Stream)
-		if err != nil {
-			return fmt.Errorf("error reading 'stream': %w", err)
-		}
-	}
-
 	return err
 }
 
