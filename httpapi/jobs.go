@@ -60,7 +60,7 @@ func (s *Server) handleDeclineJob(w http.ResponseWriter, r *http.Request) error 
 // MaxLogBytes bounds an uploaded JSON-lines log.
 const MaxLogBytes = 8 << 20
 
-// logLine is one line of a run log (spec/openapi.yaml LogLine).
+// logLine is one line of a run log (spec/openapi.yaml LogLines, x-line-schema).
 type logLine struct {
 	T     string          `json:"t"`
 	Level string          `json:"level"`

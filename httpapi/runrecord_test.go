@@ -51,7 +51,7 @@ func TestRunLogs(t *testing.T) {
 			t.Fatalf("bad logs_sha256 not named: %q", r.err().Detail)
 		}
 		body.LogsSHA256 = hexSHA256(logs)
-		body.LogsURI = e.srv.URL + put
+		body.LogsURI = "https://logs.example.org/" + id + "/logs.jsonl"
 		expect(t, e.do("POST", "/api/v1/runs", runnerKey, body), 201, "")
 		var runID string
 		{

@@ -109,6 +109,7 @@ type Server struct {
 	maxStream int64
 
 	manifests *bytecache.Cache[[]byte] // manifest JSON by canonical hash
+	routeList []Route                  // the API routes, as registered (Routes)
 	log       *translog.Log
 }
 
@@ -196,9 +197,27 @@ func (s *Server) Close() { s.closeOnce.Do(func() { close(s.done) }) }
 // settlement loop, which runs outside the handlers).
 func (s *Server) Notify(claimID string) { s.hub.notify(claimID) }
 
+// Route is one API route the server serves: its method, its path under
+// /api/v1 (with {id} wildcards) and whether it needs an API key. Every
+// route is one operation of spec/openapi.yaml (spec/openapi_test.go checks
+// both ways).
+type Route struct {
+	Method, Path string
+	Key          bool
+}
+
+// Routes returns the API routes, in the order they are registered.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routeList...) }
+
 func (s *Server) routes() {
-	api := func(pattern string, h handlerFunc) { s.mux.HandleFunc(pattern, s.handle(h)) }
-	key := func(pattern string, h handlerFunc) { api(pattern, s.authed(h)) }
+	reg := func(pattern string, h handlerFunc, key bool) {
+		s.mux.HandleFunc(pattern, s.handle(h))
+		if method, path, ok := strings.Cut(pattern, " /api/v1"); ok {
+			s.routeList = append(s.routeList, Route{Method: method, Path: path, Key: key})
+		}
+	}
+	api := func(pattern string, h handlerFunc) { reg(pattern, h, false) }
+	key := func(pattern string, h handlerFunc) { reg(pattern, s.authed(h), true) }
 	api("GET /api/v1/status", s.handleStatus)
 	api("GET /api/v1/summary", s.handleSummary)
 	api("POST /api/v1/agents", s.handleCreateAgent)

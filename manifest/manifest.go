@@ -31,6 +31,7 @@ import (
 	"github.com/dotlab/dotlab/strictjson"
 	"github.com/gowebpki/jcs"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -174,7 +175,11 @@ func schemaProblems(verr *jsonschema.ValidationError, tree any) []string {
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			line := jsonPath(tree, e.InstanceLocation) + ": " + e.ErrorKind.LocalizedString(printer)
+			msg := formHint(e)
+			if msg == "" {
+				msg = e.ErrorKind.LocalizedString(printer)
+			}
+			line := jsonPath(tree, e.InstanceLocation) + ": " + msg
 			if !seen[line] {
 				seen[line] = true
 				out = append(out, line)
@@ -188,6 +193,38 @@ func schemaProblems(verr *jsonschema.ValidationError, tree any) []string {
 	walk(verr)
 	sort.Strings(out)
 	return out
+}
+
+// formHints say what the schema's "exactly one form" rules ask for, in
+// place of the keyword that failed (minProperties, maxProperties, or a
+// field that dependentSchemas forbids beside another): code is a git
+// repository at a commit or an archive, and a target source one place and
+// one extractor (docs/manifest-spec.md).
+var formHints = []struct{ at, hint string }{
+	{"/properties/code/", "give exactly one form: repository and commit (git code), or archive"},
+	{"/$defs/source/", "give exactly one place (stream or file) and one extractor (json, csv or regex)"},
+}
+
+// formHint returns the hint for a leaf failure of those rules, or "".
+func formHint(e *jsonschema.ValidationError) string {
+	_, frag, _ := strings.Cut(e.SchemaURL, "#")
+	for _, h := range formHints {
+		rest, ok := strings.CutPrefix(frag+"/", h.at)
+		if !ok {
+			continue
+		}
+		switch e.ErrorKind.(type) {
+		case *kind.MinProperties, *kind.MaxProperties:
+			if rest == "" {
+				return h.hint
+			}
+		case *kind.Not:
+			if strings.HasPrefix(rest, "dependentSchemas/") {
+				return h.hint
+			}
+		}
+	}
+	return ""
 }
 
 // jsonPath renders a JSON pointer's tokens as "$.a[0].b", using the tree to

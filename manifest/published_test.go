@@ -1,6 +1,7 @@
 package manifest_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,5 +97,27 @@ func TestPublishedFieldProblems(t *testing.T) {
 	}
 	if err := manifest.CheckListing(m, true); err == nil || !strings.Contains(err.Error(), "$.helpers[0].url") {
 		t.Fatalf("listing a metadata-address helper: %v", err)
+	}
+}
+
+// TestFormProblems: the "exactly one form" rules of code and of a target
+// source say what to give, at the field that breaks them.
+func TestFormProblems(t *testing.T) {
+	git := `"code": {"repository": "https://example.org/lab/sleep-analysis.git", "commit": "0123456789abcdef0123456789abcdef01234567"}`
+	archive := `"archive": {"url": "https://zenodo.org/r/x.tar.gz", "sha256": "ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445"}`
+	code := "give exactly one form: repository and commit (git code), or archive"
+	source := "give exactly one place (stream or file) and one extractor (json, csv or regex)"
+	for _, c := range []struct{ text, want string }{
+		{strings.Replace(valid(t), git, strings.TrimSuffix(git, "}")+", "+archive+"}", 1), "$.code.repository: " + code},
+		{strings.Replace(valid(t), git, `"code": {}`, 1), "$.code: " + code},
+		{strings.Replace(valid(t), git, `"code": {"repository": "https://example.org/x.git"}`, 1), "$.code: properties 'commit' required, if 'repository' exists"},
+		{withSource(t, `{"stream": "stdout"}`), "$.targets[0].source: " + source},
+		{withSource(t, `{"stream": "stdout", "file": "/work/out/a", "regex": "(x)"}`), "$.targets[0].source.file: " + source},
+		{withSource(t, `{"file": "/work/out/a", "json": "$.a", "csv": {"column": "e", "row": {"a": "1"}}}`), "$.targets[0].source.csv: " + source},
+	} {
+		_, err := manifest.Parse([]byte(c.text))
+		if d := dotlab.ErrorDetail(err); !slices.Contains(d, c.want) {
+			t.Errorf("want %q, got %q", c.want, d)
+		}
 	}
 }

@@ -283,6 +283,10 @@ func scanRunListing(row rowScanner) (*dotlab.RunListing, error) {
 		r.Requires = []string{}
 	}
 	r.PublishedAt = fromMS(published)
+	if r.Status == dotlab.StateSettled && final != "" {
+		r.SettledOutcome = dotlab.Outcome(final)
+		r.Overturned = r.SettledOutcome != r.Outcome
+	}
 	if r.Outcome.Compared() {
 		r.ChallengeDeadline = fromNullMS(deadline)
 	}
