@@ -110,7 +110,7 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	pages, err := web.New(web.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Windows: cfg.Windows})
+	pages, err := web.New(web.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Windows: cfg.Windows, Log: db.Log()})
 	if err != nil {
 		return nil, err
 	}

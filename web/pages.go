@@ -8,6 +8,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/tlogfmt"
 )
 
 // Each page handler fills one view struct, the Data of its template (field
@@ -97,6 +98,7 @@ type claimView struct {
 	Challenges []*dotlab.Challenge
 	Rows       []targetRow
 	Dispute    *dotlab.Dispute // nil unless a challenge disagrees
+	Log        *logRef         // the listing's log entry; nil without one
 }
 
 // targetRow is one target of a claim compared across the official run and
@@ -136,6 +138,9 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
+	}
+	if v.Log, err = h.logRef(ctx, tlogfmt.TypeClaim, c.ID, c.ID); err != nil {
+		return err
 	}
 	v.Steps = lifecycle(c, v.Events)
 	v.Rows = targetRows(c.Manifest.Targets, v.Run, v.Challenges)
@@ -178,6 +183,7 @@ func findComparison(cs []dotlab.Comparison, name string) *dotlab.Comparison {
 // runView is a run's page: the record, its hashes against the manifest and
 // the log timeline (log.go) with its filter and paging.
 type runView struct {
+	Log      *logRef // the run's log entry; nil without one
 	Run      *dotlab.Run
 	Claim    *dotlab.Claim
 	Inputs   []hashRow
@@ -223,6 +229,9 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) error {
 			return dotlab.Errorf(dotlab.EINVALID, "from: %q must be a line number (1 or more)", s)
 		}
 		v.From = n
+	}
+	if v.Log, err = h.logRef(ctx, tlogfmt.TypeRun, run.ID, run.ID); err != nil {
+		return err
 	}
 	logs, err := h.store.JobLogs(ctx, c.ID)
 	switch {

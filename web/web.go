@@ -26,6 +26,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/translog"
 )
 
 //go:embed templates/*.html
@@ -58,6 +59,9 @@ type Config struct {
 	Logger *slog.Logger // default discards
 	// Windows are shown on the front page (default dotlab.DefaultWindows).
 	Windows dotlab.Windows
+	// Log is the transparency log whose entries the claim and run pages
+	// cite; nil shows none.
+	Log *translog.Log
 }
 
 // Handler serves the pages; mount it at "/" beside the API
@@ -73,6 +77,7 @@ type Handler struct {
 	assets  http.Handler
 	assetFS fs.FS
 	version string // asset fingerprint, for cache busting
+	log     *translog.Log
 }
 
 // New parses the templates and renders the docs once.
@@ -80,7 +85,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("web: Config.Store is required")
 	}
-	h := &Handler{store: cfg.Store, clock: cfg.Clock, logger: cfg.Logger, windows: cfg.Windows, mux: http.NewServeMux()}
+	h := &Handler{store: cfg.Store, clock: cfg.Clock, logger: cfg.Logger, windows: cfg.Windows, mux: http.NewServeMux(), log: cfg.Log}
 	if h.clock == nil {
 		h.clock = dotlab.SystemClock{}
 	}

@@ -1,0 +1,45 @@
+package web
+
+import (
+	"context"
+	"encoding/base64"
+	"net/url"
+	"strconv"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/tlogfmt"
+)
+
+// logRef is where a record stands in the transparency log, for the claim
+// and run pages (docs/verification.md): its entry index, the checkpoint it
+// is included in and the URL of its inclusion proof.
+type logRef struct {
+	Origin   string
+	Index    int64
+	Size     int64  // the checkpoint's tree size
+	Root     string // the checkpoint's root hash, base64
+	ProofURL string // /api/v1/log/entries/{type}/{id}?tree_size=Size
+	Verify   string // the command that checks it: dotlab verify ID
+}
+
+// logRef returns the log entry of the record typ/id with the current
+// checkpoint, or nil when the server keeps no log or has no entry (a record
+// older than the log).
+func (h *Handler) logRef(ctx context.Context, typ tlogfmt.EntryType, id, subject string) (*logRef, error) {
+	if h.log == nil {
+		return nil, nil
+	}
+	e, err := h.log.Lookup(ctx, typ, id)
+	if dotlab.ErrorCode(err) == dotlab.ENOTFOUND {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	cp, _, err := h.log.Checkpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	size := strconv.FormatInt(cp.Size, 10)
+	return &logRef{Origin: cp.Origin, Index: e.Index, Size: cp.Size, Root: base64.StdEncoding.EncodeToString(cp.Root[:]),
+		ProofURL: "/api/v1/log/entries/" + string(typ) + "/" + url.PathEscape(id) + "?tree_size=" + size, Verify: "dotlab verify " + subject}, nil
+}
