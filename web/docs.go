@@ -35,7 +35,7 @@ type docSet struct {
 }
 
 // docOrder puts the documents a reader needs first at the top of /docs.
-var docOrder = []string{"manifest-spec", "howto-replication-package", "protocol", "mechanism", "threat-model", "sandbox"}
+var docOrder = []string{"manifest-spec", "howto-replication-package", "protocol", "mechanism", "threat-model", "verification", "sandbox"}
 
 // loadDocs renders every embedded docs/*.md once, with GitHub-flavoured
 // Markdown (tables), heading ids as GitHub makes them, and links between
