@@ -27,6 +27,7 @@ import (
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/runner"
+	"github.com/dotlab/dotlab/verify"
 )
 
 // Engine reruns a manifest into outDir (runner.Runner implements it).
@@ -54,6 +55,10 @@ type Agent struct {
 	// leaves there is what gets published. The demo uses it to stage a
 	// misreporting runner (clearly labelled there); real agents leave it nil.
 	BeforePublish func(m *dotlab.Manifest, rec *runner.Record)
+
+	// Witness, when set, checks the server's log after each step that did
+	// work and keeps its last checkpoint (KeepCheckpoints).
+	Witness *verify.Witness
 
 	tried map[string]bool // claims the challenger already looked at
 }

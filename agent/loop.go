@@ -2,10 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/verify"
 )
 
 // Step does at most one unit of work (RunOnce, ChallengeOnce, ReviewOnce):
@@ -46,6 +49,11 @@ func (a *Agent) Loop(ctx context.Context, step Step, o LoopOptions) error {
 			}
 			a.logf("%v", err)
 		}
+		if id != "" {
+			if err := a.keepCheckpoint(ctx); err != nil {
+				return err
+			}
+		}
 		if o.Once {
 			if err == nil && id == "" {
 				a.logf("nothing to do")
@@ -78,4 +86,24 @@ func LocalCapabilities(registered []string) []string {
 		out = append(out, c)
 	}
 	return out
+}
+
+// keepCheckpoint checks the server's log against the last checkpoint kept
+// (Witness) and keeps the new one. A server without a log, or one that
+// cannot be reached now, is logged and skipped; a log that fails to verify
+// (a changed key, a bad signature, a fork) stops the agent.
+func (a *Agent) keepCheckpoint(ctx context.Context) error {
+	if a.Witness == nil {
+		return nil
+	}
+	_, err := a.Witness.Check(ctx, a.Client)
+	var f *verify.Failure
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &f):
+		return fmt.Errorf("the server's transparency log does not verify: %w", err)
+	}
+	a.logf("transparency log not checked: %v", err)
+	return nil
 }

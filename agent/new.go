@@ -7,6 +7,7 @@ import (
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
+	"github.com/dotlab/dotlab/verify"
 )
 
 // Config is how New sets up an agent's rerun engine and work directory.
@@ -22,6 +23,10 @@ type Config struct {
 	Capabilities []string                         // see Agent.Capabilities
 	Logf         func(format string, args ...any) // may be nil
 	Clock        dotlab.Clock                     // default dotlab.SystemClock
+	// KeepCheckpoints makes the agent check the server's transparency log
+	// after each step and keep its last checkpoint in LogsPath, as `dotlab
+	// verify` does (docs/verification.md §5); the commands set it.
+	KeepCheckpoints bool
 }
 
 // New returns an agent working through c with a runner.Runner as its
@@ -38,5 +43,13 @@ func New(c *client.Client, cfg Config) (*Agent, error) {
 	if work == "" {
 		work = filepath.Join(cfg.CacheDir, "agent-runs")
 	}
-	return &Agent{Client: c, Engine: eng, Capabilities: cfg.Capabilities, WorkDir: work, Clock: cfg.Clock, Logf: cfg.Logf}, nil
+	a := &Agent{Client: c, Engine: eng, Capabilities: cfg.Capabilities, WorkDir: work, Clock: cfg.Clock, Logf: cfg.Logf}
+	if cfg.KeepCheckpoints {
+		path, err := LogsPath()
+		if err != nil {
+			return nil, err
+		}
+		a.Witness = &verify.Witness{Path: path}
+	}
+	return a, nil
 }

@@ -119,7 +119,7 @@ func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID strin
 		if err := addHistory(ctx, tx, c.ID, t, now, "run "+runID+" published: "+string(outcome), then); err != nil {
 			return err
 		}
-		if err := db.logRun(ctx, tx, runID); err != nil {
+		if err := db.logRun(ctx, tx, &dotlab.Run{ID: runID, ClaimID: c.ID, RunnerID: agentID, Outcome: outcome, LogsSHA256: body.LogsSHA256}, raw, comps, now); err != nil {
 			return err
 		}
 		if ev == dotlab.EventPublishFinal {

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -68,15 +69,19 @@ func (db *DB) logOffer(ctx context.Context, tx *sql.Tx, claimID, runnerID string
 	return db.logEntry(ctx, tx, tlogfmt.OfferEntry(claimID, runnerID, at, deadline))
 }
 
-// logRun logs run id, as written in tx.
-func (db *DB) logRun(ctx context.Context, tx *sql.Tx, id string) error {
+// logRun logs run r as written: its body and comparisons decoded from the
+// stored JSON (raw, comps) as scanRun decodes them, its time in ms.
+func (db *DB) logRun(ctx context.Context, tx *sql.Tx, r *dotlab.Run, raw, comps []byte, at time.Time) error {
 	if db.log == nil {
 		return nil
 	}
-	r, err := db.findRun(ctx, tx, id)
-	if err != nil {
+	if err := json.Unmarshal(raw, &r.Body); err != nil {
 		return err
 	}
+	if err := json.Unmarshal(comps, &r.Comparisons); err != nil {
+		return err
+	}
+	r.PublishedAt = fromMS(ms(at))
 	return db.logEntry(ctx, tx, tlogfmt.RunEntry(r))
 }
 

@@ -77,3 +77,22 @@ func BenchmarkVerifyOneOfMillion(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/verify")
 }
+
+// BenchmarkSequencePostgres is BenchmarkSequenceSQLite on PostgreSQL.
+func BenchmarkSequencePostgres(b *testing.B) {
+	d := openDB(b, sqlstore.Postgres)
+	l := d.open(b, translog.Options{Origin: "bench.test/log"})
+	appendN(b, d, l, 0, 100)
+	b.ResetTimer()
+	appendN(b, d, l, 100, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+}
+
+// BenchmarkAppendInTxPostgres: appends alone, 100 to a transaction.
+func BenchmarkAppendInTxPostgres(b *testing.B) {
+	d := openDB(b, sqlstore.Postgres)
+	l := d.open(b, translog.Options{Origin: "bench.test/log"})
+	b.ResetTimer()
+	appendBatches(b, d, l, 0, b.N, 100)
+}

@@ -67,16 +67,16 @@ func (w Witness) Check(ctx context.Context, c *client.Client) (*Seen, error) {
 	key := known.VerifierKey
 	switch {
 	case w.Key != "" && info.VerifierKey != w.Key:
-		return nil, fmt.Errorf("log key: the server publishes %s, not the key given (%s)", info.VerifierKey, w.Key)
+		return nil, failf("log key: the server publishes %s, not the key given (%s)", info.VerifierKey, w.Key)
 	case key == "":
 		key = info.VerifierKey
 		seen.Notes = append(seen.Notes, "first use of this server's log: pinned its verifier key "+key)
 	case key != info.VerifierKey:
-		return nil, fmt.Errorf("log key changed: this machine pinned %s, the server now publishes %s (a new log or a forged one; remove the server from %s only if you trust the change)", key, info.VerifierKey, w.Path)
+		return nil, failf("log key changed: this machine pinned %s, the server now publishes %s (a new log or a forged one; remove the server from %s only if you trust the change)", key, info.VerifierKey, w.Path)
 	}
 	cp, err := open(info.Checkpoint, key)
 	if err != nil {
-		return nil, err
+		return nil, &Failure{err}
 	}
 	seen.Checkpoint = cp
 	keep := info.Checkpoint
@@ -87,7 +87,7 @@ func (w Witness) Check(ctx context.Context, c *client.Client) (*Seen, error) {
 		}
 		note, err := consistent(ctx, c, old, cp)
 		if err != nil {
-			return nil, err
+			return nil, &Failure{err}
 		}
 		seen.Notes = append(seen.Notes, note)
 		if old.Size > cp.Size {
@@ -97,6 +97,16 @@ func (w Witness) Check(ctx context.Context, c *client.Client) (*Seen, error) {
 	all[c.Server()] = Known{VerifierKey: key, Checkpoint: keep}
 	return seen, w.save(all)
 }
+
+// Failure is a log that does not verify: a changed key, a bad signature,
+// a checkpoint inconsistent with the one kept. Other errors of Check are
+// the server's answers or the network's.
+type Failure struct{ Err error }
+
+func (f *Failure) Error() string { return f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+func failf(format string, args ...any) error { return &Failure{fmt.Errorf(format, args...)} }
 
 // open verifies a signed checkpoint with vkey and parses it.
 func open(signed, vkey string) (tlogfmt.Checkpoint, error) {

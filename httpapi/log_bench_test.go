@@ -1,0 +1,91 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+)
+
+// BenchmarkWriteCycleLog is the API write cycle — GET /jobs/next, POST
+// /jobs/{id}/accept, POST /runs — with the transparency log and, side by
+// side in the same run, with logging switched off (sqlstore.Options.NoLog),
+// on each engine. Goal: the cycle with the log at least 0.9x the cycle
+// without (docs/verification.md "Performance"); the ratio is logged.
+func BenchmarkWriteCycleLog(b *testing.B) {
+	lk, err := leakcheck.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, engine := range sqlstoretest.Engines {
+		var nsOn, nsOff float64
+		for _, noLog := range []bool{false, true} {
+			name := fmt.Sprintf("engine=%s/log=%v", engine, !noLog)
+			b.Run(name, func(b *testing.B) {
+				ns := writeCycles(b, lk, engine, noLog)
+				if noLog {
+					nsOff = ns
+				} else {
+					nsOn = ns
+				}
+			})
+		}
+		if nsOn > 0 && nsOff > 0 {
+			b.Logf("%s: with the log %.0f cycles/s, without %.0f cycles/s: %.2fx", engine, 1e9/nsOn, 1e9/nsOff, nsOff/nsOn)
+		}
+	}
+}
+
+// writeCycles runs b.N write cycles on a fresh server and returns ns per
+// cycle; the claims are listed outside the timer.
+func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, noLog bool) float64 {
+	ctx := context.Background()
+	clock := sqlstoretest.NewClock()
+	db := sqlstoretest.Open(b, engine, sqlstore.Options{Clock: clock, NoLog: noLog})
+	api, err := httpapi.New(httpapi.Config{Store: db, Clock: clock, Version: "bench", Leaks: lk, Log: db.Log()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	b.Cleanup(func() { api.Close(); srv.Close() })
+	c, err := client.New(srv.URL, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sub, _, err := db.CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "bench", Capabilities: []string{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	created, err := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "bench", Capabilities: []string{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runner := c.WithKey(created.APIKey)
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		n++
+		if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(b, fmt.Sprintf("cycle %d", n))); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		j, err := runner.NextJob(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := runner.Accept(ctx, j.ClaimID); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := runner.PublishRun(ctx, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+}
