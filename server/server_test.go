@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,7 @@ func TestServeLifecycleRealClock(t *testing.T) {
 			if c.Outcome != dotlab.OutcomeReproduced {
 				t.Fatalf("outcome %s", c.Outcome)
 			}
+			checkLogServed(t, strings.TrimSuffix(base, "/api/v1"), c)
 			cancel()
 			select {
 			case err := <-served:
@@ -154,5 +156,39 @@ func TestSettleLoopSweepsAtStartAndNotifies(t *testing.T) {
 func TestRunRefusesNoSettlementPeriod(t *testing.T) {
 	if err := Run(context.Background(), Config{Addr: "127.0.0.1:0", DB: "sqlite::memory:"}); err == nil {
 		t.Fatal("Run with SettleEvery 0: want an error")
+	}
+}
+
+// checkLogServed: the server lists its log in /status, logged the
+// settlement the clock made, and the claim and run pages cite their log
+// entries with the checkpoint and the proof.
+func checkLogServed(t *testing.T, root string, c apiv1.ClaimView) {
+	t.Helper()
+	get := func(path string) (int, string) {
+		res, err := http.Get(root + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	var st apiv1.Status
+	_, body := get("/api/v1/status")
+	json.Unmarshal([]byte(body), &st)
+	if st.Log == nil || !strings.HasPrefix(st.Log.VerifierKey, st.Log.Origin+"+") {
+		t.Fatalf("status lists no log: %s", body)
+	}
+	if code, body := get("/api/v1/log/entries/settlement/" + c.ID); code != 200 || !strings.Contains(body, "inclusion_proof") {
+		t.Fatalf("settlement entry: %d %s", code, body)
+	}
+	for _, page := range []string{"/claims/" + c.ID, "/runs/" + c.RunID} {
+		code, body := get(page)
+		if code != 200 || !strings.Contains(body, `id="log-entry"`) || !strings.Contains(body, "/api/v1/log/entries/") {
+			t.Fatalf("%s shows no log entry (%d)", page, code)
+		}
+	}
+	if code, body := get("/log/checkpoint"); code != 200 || !strings.HasPrefix(body, st.Log.Origin+"\n") {
+		t.Fatalf("checkpoint: %d %q", code, body)
 	}
 }

@@ -20,18 +20,19 @@ type logRef struct {
 	Root     string // the checkpoint's root hash, base64
 	ProofURL string // /api/v1/log/entries/{type}/{id}?tree_size=Size
 	Verify   string // the command that checks it: dotlab verify ID
+	Missing  bool   // the server keeps a log, but this record has no entry
 }
 
 // logRef returns the log entry of the record typ/id with the current
-// checkpoint, or nil when the server keeps no log or has no entry (a record
-// older than the log).
+// checkpoint; nil when the server keeps no log, Missing when it has no
+// entry for the record (a record older than the log).
 func (h *Handler) logRef(ctx context.Context, typ tlogfmt.EntryType, id, subject string) (*logRef, error) {
 	if h.log == nil {
 		return nil, nil
 	}
 	e, err := h.log.Lookup(ctx, typ, id)
 	if dotlab.ErrorCode(err) == dotlab.ENOTFOUND {
-		return nil, nil
+		return &logRef{Missing: true}, nil
 	} else if err != nil {
 		return nil, err
 	}
