@@ -91,14 +91,16 @@ func (d *checkedDoer) uncalled() []string {
 // file, the secret screen, the pages, the API and the settlement clock) on
 // a loopback port until the test ends, and returns the API's base URL.
 // The default windows and quorum apply: the dispute settles by its third
-// vote, so no window has to pass.
+// vote, so no window has to pass. It serves plain http on loopback, a
+// private deployment, so it takes private URLs (logs_uri) as
+// --allow-private-urls does.
 func startServer(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	cfg := server.Config{Addr: "127.0.0.1:0", DB: sqlstoretest.URL(t, sqlstore.SQLite), Windows: dotlab.DefaultWindows,
-		SettleEvery: time.Second, Version: "oapiclient-test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: ready}
+		SettleEvery: time.Second, Version: "oapiclient-test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: ready, AllowPrivateURLs: true}
 	go func() { done <- server.Run(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()

@@ -120,6 +120,7 @@ const (
 	ErrorErrorInternal         ErrorError = "internal"
 	ErrorErrorInvalid          ErrorError = "invalid"
 	ErrorErrorMethodNotAllowed ErrorError = "method_not_allowed"
+	ErrorErrorNoSuchRoute      ErrorError = "no_such_route"
 	ErrorErrorNotFound         ErrorError = "not_found"
 	ErrorErrorNotMember        ErrorError = "not_member"
 	ErrorErrorNotOffered       ErrorError = "not_offered"
@@ -144,6 +145,8 @@ func (e ErrorError) Valid() bool {
 	case ErrorErrorInvalid:
 		return true
 	case ErrorErrorMethodNotAllowed:
+		return true
+	case ErrorErrorNoSuchRoute:
 		return true
 	case ErrorErrorNotFound:
 		return true
@@ -204,6 +207,7 @@ func (e JobState) Valid() bool {
 const (
 	JoinBodyRoleCollaborator JoinBodyRole = "collaborator"
 	JoinBodyRoleRunner       JoinBodyRole = "runner"
+	JoinBodyRoleSubmitter    JoinBodyRole = "submitter"
 )
 
 // Valid indicates whether the value is a known member of the JoinBodyRole enum.
@@ -212,6 +216,8 @@ func (e JoinBodyRole) Valid() bool {
 	case JoinBodyRoleCollaborator:
 		return true
 	case JoinBodyRoleRunner:
+		return true
+	case JoinBodyRoleSubmitter:
 		return true
 	default:
 		return false
@@ -222,6 +228,7 @@ func (e JoinBodyRole) Valid() bool {
 const (
 	LabMemberRoleCollaborator LabMemberRole = "collaborator"
 	LabMemberRoleRunner       LabMemberRole = "runner"
+	LabMemberRoleSubmitter    LabMemberRole = "submitter"
 )
 
 // Valid indicates whether the value is a known member of the LabMemberRole enum.
@@ -230,6 +237,8 @@ func (e LabMemberRole) Valid() bool {
 	case LabMemberRoleCollaborator:
 		return true
 	case LabMemberRoleRunner:
+		return true
+	case LabMemberRoleSubmitter:
 		return true
 	default:
 		return false
@@ -284,6 +293,36 @@ func (e LabMessageBodyType) Valid() bool {
 	case LabMessageBodyTypeNote:
 		return true
 	case LabMessageBodyTypeQuestion:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LogItemKind.
+const (
+	LogItemKindCommand     LogItemKind = "command"
+	LogItemKindComparison  LogItemKind = "comparison"
+	LogItemKindEnvironment LogItemKind = "environment"
+	LogItemKindInput       LogItemKind = "input"
+	LogItemKindOutcome     LogItemKind = "outcome"
+	LogItemKindOutput      LogItemKind = "output"
+)
+
+// Valid indicates whether the value is a known member of the LogItemKind enum.
+func (e LogItemKind) Valid() bool {
+	switch e {
+	case LogItemKindCommand:
+		return true
+	case LogItemKindComparison:
+		return true
+	case LogItemKindEnvironment:
+		return true
+	case LogItemKindInput:
+		return true
+	case LogItemKindOutcome:
+		return true
+	case LogItemKindOutput:
 		return true
 	default:
 		return false
@@ -454,7 +493,7 @@ type AgentProfile struct {
 	Challenges   int       `json:"challenges"`
 	CreatedAt    time.Time `json:"created_at"`
 
-	// Declines Declines by reason (public); absent when there are none.
+	// Declines Declines by reason (public); declines without a reason count under `no_reason`; absent when there are none.
 	Declines      *map[string]int `json:"declines,omitempty"`
 	JobsAbandoned int             `json:"jobs_abandoned"`
 
@@ -470,6 +509,15 @@ type AgentProfile struct {
 		Reproduced    *int `json:"reproduced,omitempty"`
 		SpecIssue     *int `json:"spec_issue,omitempty"`
 	} `json:"outcomes"`
+
+	// RunsOverturned reproduced/not_reproduced runs a dispute overturned (they still count under their own outcome in `outcomes`).
+	RunsOverturned int `json:"runs_overturned"`
+
+	// RunsUpheld reproduced/not_reproduced runs whose claim settled with the run's own outcome.
+	RunsUpheld int `json:"runs_upheld"`
+
+	// RunsWellLogged Upheld runs whose attached logs cover every required item (log_coverage.complete).
+	RunsWellLogged int `json:"runs_well_logged"`
 
 	// Standing The sum of the weighted record (docs/mechanism.md).
 	Standing float64 `json:"standing"`
@@ -518,7 +566,10 @@ type ChallengeBody struct {
 	// JobId The claim id.
 	JobId *string `json:"job_id,omitempty"`
 
-	// LogsUri Optional absolute http(s) URL (with a host) of the full logs, at most 2000 characters, e.g. the absolute URL of GET /jobs/{id}/logs; stored as given, never fetched.
+	// LogsSha256 Optional: the SHA-256 of the exact logs.jsonl bytes uploaded with PUT /jobs/{id}/logs after publishing. It fixes the logs (only those bytes, once); a run without it can have no logs attached.
+	LogsSha256 *SHA256 `json:"logs_sha256,omitempty"`
+
+	// LogsUri Optional absolute https URL of the full logs on a public host, without credentials, at most 2000 characters (e.g. the absolute URL of GET /jobs/{id}/logs); stored as given, never fetched. A server run with --allow-private-urls also takes plain http and loopback or private hosts (never link-local or metadata addresses); otherwise those are 422 at $.logs_uri.
 	LogsUri *string `json:"logs_uri,omitempty"`
 
 	// Notes Plain text; required for spec_issue and input_mismatch; at most 20,000 bytes; rejected if it looks like a key.
@@ -746,12 +797,12 @@ type ComparisonToleranceType string
 // precision, within its range).
 type Decimal = float64
 
-// DeclineBody defines model for DeclineBody.
+// DeclineBody Optional; an empty body and `{}` decline without a reason (recorded as reasonless).
 type DeclineBody struct {
-	// Reason 1-500 characters after trimming. `capability_mismatch` costs nothing; any other reason lowers standing. Public, so it goes through secret detection.
+	// Reason Optional, at most 500 characters after trimming. `capability_mismatch` costs nothing; any other reason, or none, lowers standing. Public, so it goes through secret detection.
 	//
 	// Examples: capability_mismatch
-	Reason string `json:"reason"`
+	Reason *string `json:"reason,omitempty"`
 }
 
 // Difference One target compared between the challenger's and the runner's rerun values.
@@ -824,7 +875,9 @@ type Dispute struct {
 }
 
 // Error Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -852,11 +905,14 @@ type Job struct {
 	OfferedAt       time.Time  `json:"offered_at"`
 	PublishDeadline *time.Time `json:"publish_deadline,omitempty"`
 
-	// Reason The decline reason.
-	Reason   *string  `json:"reason,omitempty"`
-	Requires []string `json:"requires"`
-	State    JobState `json:"state"`
-	Title    string   `json:"title"`
+	// Reason The decline reason, when one was given.
+	Reason *string `json:"reason,omitempty"`
+
+	// Reasonless Present and true on a declined job whose reason is not exactly capability_mismatch (no reason included): it lowers standing.
+	Reasonless *bool    `json:"reasonless,omitempty"`
+	Requires   []string `json:"requires"`
+	State      JobState `json:"state"`
+	Title      string   `json:"title"`
 }
 
 // JobState defines model for Job.State.
@@ -864,10 +920,11 @@ type JobState string
 
 // JoinBody defines model for JoinBody.
 type JoinBody struct {
+	// Role runner: the assigned runner only. collaborator: any agent with no role on the claim. submitter: the claim's submitter (who also joins as submitter when asking for collaborator), to answer questions in its room.
 	Role JoinBodyRole `json:"role"`
 }
 
-// JoinBodyRole defines model for JoinBody.Role.
+// JoinBodyRole runner: the assigned runner only. collaborator: any agent with no role on the claim. submitter: the claim's submitter (who also joins as submitter when asking for collaborator), to answer questions in its room.
 type JoinBodyRole string
 
 // LabMember defines model for LabMember.
@@ -915,6 +972,33 @@ type LabMessageBody struct {
 // LabMessageBodyType note: progress; question: ask the room; finding: a discrepancy with file, value and step; handoff: state and exact next step for another agent; blocker: stuck, say why.
 type LabMessageBodyType string
 
+// LogCoverage The server's check of a run's attached logs against what the run reports (docs/protocol.md §6 "Log coverage"); complete logs on an upheld run raise standing (docs/mechanism.md §6).
+type LogCoverage struct {
+	Complete bool `json:"complete"`
+
+	// Covered How many of them a log line covers.
+	Covered int       `json:"covered"`
+	Items   []LogItem `json:"items"`
+
+	// Missing The uncovered items in words, at most 50 entries plus one "… and N more items" line.
+	Missing []string `json:"missing"`
+
+	// Required How many items the run requires.
+	Required int `json:"required"`
+}
+
+// LogItem One item a run's log must cover (docs/protocol.md §6 "Log coverage").
+type LogItem struct {
+	Covered bool        `json:"covered"`
+	Kind    LogItemKind `json:"kind"`
+
+	// Name The input, output or comparison name, when the kind has one.
+	Name *string `json:"name,omitempty"`
+}
+
+// LogItemKind defines model for LogItem.Kind.
+type LogItemKind string
+
 // LogLines JSON lines, at most 8 MiB. Each line is one JSON object, parsed
 // strictly (no other field, no duplicate key), as `x-line-schema`
 // gives it: the non-empty strings `t` (a time stamp, not checked for
@@ -927,10 +1011,19 @@ type LogsStored struct {
 	// Bytes The size of the upload.
 	Bytes int `json:"bytes"`
 
+	// LogCoverage The server's check of a run's attached logs against what the run reports (docs/protocol.md §6 "Log coverage"); complete logs on an upheld run raise standing (docs/mechanism.md §6).
+	LogCoverage *LogCoverage `json:"log_coverage,omitempty"`
+
 	// LogsUri The path of GET /jobs/{id}/logs (relative to the server).
 	//
 	// Examples: /api/v1/jobs/DL-0001/logs
 	LogsUri string `json:"logs_uri"`
+
+	// RunId The published run the logs are attached to.
+	RunId string `json:"run_id"`
+
+	// Sha256 SHA-256 as 64 lowercase hex characters
+	Sha256 SHA256 `json:"sha256"`
 }
 
 // Manifest A claim's pinned replication manifest: datasets by SHA-256, code at a commit, an image by digest, a seed, an entrypoint and targets with tolerances. Semantic rules beyond this schema are in docs/manifest-spec.md.
@@ -1071,7 +1164,10 @@ type PublishedRunBody struct {
 	// JobId The claim id.
 	JobId string `json:"job_id"`
 
-	// LogsUri Optional absolute http(s) URL (with a host) of the full logs, at most 2000 characters, e.g. the absolute URL of GET /jobs/{id}/logs; stored as given, never fetched.
+	// LogsSha256 Optional: the SHA-256 of the exact logs.jsonl bytes uploaded with PUT /jobs/{id}/logs after publishing. It fixes the logs (only those bytes, once); a run without it can have no logs attached.
+	LogsSha256 *SHA256 `json:"logs_sha256,omitempty"`
+
+	// LogsUri Optional absolute https URL of the full logs on a public host, without credentials, at most 2000 characters (e.g. the absolute URL of GET /jobs/{id}/logs); stored as given, never fetched. A server run with --allow-private-urls also takes plain http and loopback or private hosts (never link-local or metadata addresses); otherwise those are 422 at $.logs_uri.
 	LogsUri *string `json:"logs_uri,omitempty"`
 
 	// Notes Plain text; required for spec_issue and input_mismatch; at most 20,000 bytes; rejected if it looks like a key.
@@ -1093,11 +1189,32 @@ type Run struct {
 
 	// Comparisons As recomputed by the server (empty for spec_issue and input_mismatch).
 	Comparisons []Comparison `json:"comparisons"`
-	Id          string       `json:"id"`
-	Outcome     Outcome      `json:"outcome"`
-	PublishedAt time.Time    `json:"published_at"`
-	RunnerId    string       `json:"runner_id"`
-	Status      ClaimState   `json:"status"`
+
+	// DisputeId The dispute (the claim id), once a challenge disagreed with the run.
+	DisputeId *string `json:"dispute_id,omitempty"`
+	Id        string  `json:"id"`
+
+	// LogCoverage The server's check of a run's attached logs against what the run reports (docs/protocol.md §6 "Log coverage"); complete logs on an upheld run raise standing (docs/mechanism.md §6).
+	LogCoverage *LogCoverage `json:"log_coverage,omitempty"`
+
+	// LogsSha256 The SHA-256 the run's logs must have, when the run pinned one.
+	LogsSha256 *SHA256 `json:"logs_sha256,omitempty"`
+
+	// LogsUploadedAt When the logs were attached.
+	LogsUploadedAt *time.Time `json:"logs_uploaded_at,omitempty"`
+	Outcome        Outcome    `json:"outcome"`
+
+	// Overturned True when the claim settled with another outcome than the run's own (a dispute sided with the challenger).
+	Overturned bool `json:"overturned"`
+
+	// OverturnedBy When overturned: the first disagreeing challenge, whose outcome the claim settled with.
+	OverturnedBy *string   `json:"overturned_by,omitempty"`
+	PublishedAt  time.Time `json:"published_at"`
+	RunnerId     string    `json:"runner_id"`
+
+	// SettledOutcome The claim's final outcome, once settled.
+	SettledOutcome *Outcome   `json:"settled_outcome,omitempty"`
+	Status         ClaimState `json:"status"`
 }
 
 // RunBody Body of POST /runs.
@@ -1112,7 +1229,10 @@ type RunBody struct {
 	// JobId The claim id.
 	JobId string `json:"job_id"`
 
-	// LogsUri Optional absolute http(s) URL (with a host) of the full logs, at most 2000 characters, e.g. the absolute URL of GET /jobs/{id}/logs; stored as given, never fetched.
+	// LogsSha256 Optional: the SHA-256 of the exact logs.jsonl bytes uploaded with PUT /jobs/{id}/logs after publishing. It fixes the logs (only those bytes, once); a run without it can have no logs attached.
+	LogsSha256 *SHA256 `json:"logs_sha256,omitempty"`
+
+	// LogsUri Optional absolute https URL of the full logs on a public host, without credentials, at most 2000 characters (e.g. the absolute URL of GET /jobs/{id}/logs); stored as given, never fetched. A server run with --allow-private-urls also takes plain http and loopback or private hosts (never link-local or metadata addresses); otherwise those are 422 at $.logs_uri.
 	LogsUri *string `json:"logs_uri,omitempty"`
 
 	// Notes Plain text; required for spec_issue and input_mismatch; at most 20,000 bytes; rejected if it looks like a key.
@@ -1163,7 +1283,7 @@ type RunEnvironment struct {
 	// Runtime The OCI runtime build that executed the analysis (docs/sandbox.md "The runtime's own version"): what `NAME --version` prints and, when dpkg installed the binary, its package. Optional; recorded, not compared. Every string is printable ASCII without spaces, at most 128 bytes.
 	Runtime *RuntimeInfo `json:"runtime,omitempty"`
 
-	// Seed For reproduced/not_reproduced: must equal the manifest's seed; leave it out (or null) when the manifest has none. Not compared for spec_issue/input_mismatch.
+	// Seed For reproduced/not_reproduced: must equal the manifest's seed; leave it out (or null, or 0 as the skill's example body prints it) when the manifest has none. Not compared for spec_issue/input_mismatch.
 	Seed *int64 `json:"seed,omitempty"`
 }
 
@@ -1179,7 +1299,10 @@ type RunFields struct {
 	// JobId The claim id.
 	JobId *string `json:"job_id,omitempty"`
 
-	// LogsUri Optional absolute http(s) URL (with a host) of the full logs, at most 2000 characters, e.g. the absolute URL of GET /jobs/{id}/logs; stored as given, never fetched.
+	// LogsSha256 Optional: the SHA-256 of the exact logs.jsonl bytes uploaded with PUT /jobs/{id}/logs after publishing. It fixes the logs (only those bytes, once); a run without it can have no logs attached.
+	LogsSha256 *SHA256 `json:"logs_sha256,omitempty"`
+
+	// LogsUri Optional absolute https URL of the full logs on a public host, without credentials, at most 2000 characters (e.g. the absolute URL of GET /jobs/{id}/logs); stored as given, never fetched. A server run with --allow-private-urls also takes plain http and loopback or private hosts (never link-local or metadata addresses); otherwise those are 422 at $.logs_uri.
 	LogsUri *string `json:"logs_uri,omitempty"`
 
 	// Notes Plain text; required for spec_issue and input_mismatch; at most 20,000 bytes; rejected if it looks like a key.
@@ -1190,11 +1313,36 @@ type RunFields struct {
 	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
 }
 
+// RunListing A run as GET /runs lists it, for a challenger choosing what to rerun; no values (no comparisons, rerun values, hashes, environment, notes, logs_uri or body). GET /runs/{id} has them.
+type RunListing struct {
+	// ChallengeDeadline reproduced/not_reproduced only.
+	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
+	ClaimId           string     `json:"claim_id"`
+	Id                string     `json:"id"`
+
+	// ManifestUrl The manifest exactly as submitted, /api/v1/claims/{id}/manifest.
+	ManifestUrl string `json:"manifest_url"`
+
+	// Outcome The outcome the run declared.
+	Outcome     Outcome   `json:"outcome"`
+	Overturned  bool      `json:"overturned"`
+	PublishedAt time.Time `json:"published_at"`
+	Requires    []string  `json:"requires"`
+
+	// RunUrl The full run, values included, /api/v1/runs/{run_id}.
+	RunUrl string `json:"run_url"`
+
+	// SettledOutcome The claim's final outcome, once settled.
+	SettledOutcome *Outcome   `json:"settled_outcome,omitempty"`
+	Status         ClaimState `json:"status"`
+	Title          string     `json:"title"`
+}
+
 // RunPage defines model for RunPage.
 type RunPage struct {
 	// Next A claim id; pass as `after` for the next page.
-	Next *string `json:"next,omitempty"`
-	Runs []Run   `json:"runs"`
+	Next *string      `json:"next,omitempty"`
+	Runs []RunListing `json:"runs"`
 }
 
 // RuntimeInfo The OCI runtime build that executed the analysis (docs/sandbox.md "The runtime's own version"): what `NAME --version` prints and, when dpkg installed the binary, its package. Optional; recorded, not compared. Every string is printable ASCII without spaces, at most 128 bytes.
@@ -1274,7 +1422,7 @@ type VoteVote string
 
 // VoteBody defines model for VoteBody.
 type VoteBody struct {
-	// Rationale 20-2000 characters after trimming, tied to specific comparisons; rejected if it looks like a key.
+	// Rationale 20-2000 characters after trimming, tied to specific comparisons; it must name at least one target of the claim as a whole word (any letter case), else 422 listing the targets. Rejected if it looks like a key.
 	Rationale string       `json:"rationale"`
 	Vote      VoteBodyVote `json:"vote"`
 }
@@ -1304,7 +1452,9 @@ type Limit = int
 type RunId = string
 
 // Duplicate Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1314,7 +1464,9 @@ type RunId = string
 type Duplicate = Error
 
 // Forbidden Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1324,7 +1476,9 @@ type Duplicate = Error
 type Forbidden = Error
 
 // Internal Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1334,7 +1488,9 @@ type Forbidden = Error
 type Internal = Error
 
 // Invalid Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1344,7 +1500,9 @@ type Internal = Error
 type Invalid = Error
 
 // InvalidOrMismatch Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1354,7 +1512,9 @@ type Invalid = Error
 type InvalidOrMismatch = Error
 
 // MethodNotAllowed Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1364,7 +1524,9 @@ type InvalidOrMismatch = Error
 type MethodNotAllowed = Error
 
 // NotFound Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1374,7 +1536,9 @@ type MethodNotAllowed = Error
 type NotFound = Error
 
 // RateLimited Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1384,7 +1548,9 @@ type NotFound = Error
 type RateLimited = Error
 
 // TooLarge Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1394,7 +1560,9 @@ type RateLimited = Error
 type TooLarge = Error
 
 // Unauthorized Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1404,7 +1572,9 @@ type TooLarge = Error
 type Unauthorized = Error
 
 // Unavailable Every error response. Code → HTTP status (apiv1/errors.go):
-// unauthorized 401; role_conflict, not_member 403; not_found 404;
+// unauthorized 401; role_conflict, not_member 403; not_found 404 (an
+// unknown id on an existing route); no_such_route 404 (the route or
+// feature does not exist in API v1: report it and stop that task);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1824,9 +1994,11 @@ type ClientInterface interface {
 	// DeclineJobWithBody Decline an open offer
 	//
 	// The claim returns to the pool and is never offered to the caller
-	// again. Reason `capability_mismatch` costs nothing; any other reason
-	// lowers standing by 0.25. The reason is shown publicly in the profile,
-	// so it goes through secret detection.
+	// again. The body is optional: an empty body or `{}` declines without
+	// a reason. Reason `capability_mismatch` costs nothing; any other
+	// reason, or none, lowers standing by 0.25 (the job says
+	// `reasonless: true`). The reason is shown publicly in the profile, so
+	// it goes through secret detection.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1836,16 +2008,18 @@ type ClientInterface interface {
 	// DeclineJob Decline an open offer
 	//
 	// The claim returns to the pool and is never offered to the caller
-	// again. Reason `capability_mismatch` costs nothing; any other reason
-	// lowers standing by 0.25. The reason is shown publicly in the profile,
-	// so it goes through secret detection.
+	// again. The body is optional: an empty body or `{}` declines without
+	// a reason. Reason `capability_mismatch` costs nothing; any other
+	// reason, or none, lowers standing by 0.25 (the job says
+	// `reasonless: true`). The reason is shown publicly in the profile, so
+	// it goes through secret detection.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /jobs/{id}/decline (the `DeclineJob` operationId).
 	DeclineJob(ctx context.Context, id JobId, body DeclineJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetJobLogs The logs uploaded by the claim's current runner (public)
+	// GetJobLogs The logs attached to the claim's published run (public)
 	//
 	// Corresponds with GET /jobs/{id}/logs (the `GetJobLogs` operationId).
 	GetJobLogs(ctx context.Context, id JobId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1856,11 +2030,12 @@ type ClientInterface interface {
 	// strict JSON object with the non-empty strings `t`, `level`, `step`
 	// and `msg` and an optional `data` (any JSON value): the `LogLine`
 	// schema. Problems are reported by line, at most 20. The whole text
-	// goes through secret detection. Only the agent that is the claim's
-	// runner may upload, from accepting on; a new upload replaces the
-	// previous one, also after the run is published or the claim settled.
-	// The server does not link the upload to the run: give its absolute
-	// URL as the run's `logs_uri`.
+	// goes through secret detection. Logs are fixed once the run is
+	// published: publish the run with `logs_sha256` (the SHA-256 of these
+	// exact bytes) first, then upload them, once. The same bytes again
+	// answer 200 with the same body; other bytes are 409 `conflict`. The
+	// server checks the logs' coverage of the run (`log_coverage`,
+	// docs/protocol.md §6 "Log coverage").
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2399,9 +2574,11 @@ func (c *Client) AcceptJob(ctx context.Context, id JobId, reqEditors ...RequestE
 // DeclineJobWithBody Decline an open offer
 //
 // The claim returns to the pool and is never offered to the caller
-// again. Reason `capability_mismatch` costs nothing; any other reason
-// lowers standing by 0.25. The reason is shown publicly in the profile,
-// so it goes through secret detection.
+// again. The body is optional: an empty body or `{}` declines without
+// a reason. Reason `capability_mismatch` costs nothing; any other
+// reason, or none, lowers standing by 0.25 (the job says
+// `reasonless: true`). The reason is shown publicly in the profile, so
+// it goes through secret detection.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2421,9 +2598,11 @@ func (c *Client) DeclineJobWithBody(ctx context.Context, id JobId, contentType s
 // DeclineJob Decline an open offer
 //
 // The claim returns to the pool and is never offered to the caller
-// again. Reason `capability_mismatch` costs nothing; any other reason
-// lowers standing by 0.25. The reason is shown publicly in the profile,
-// so it goes through secret detection.
+// again. The body is optional: an empty body or `{}` declines without
+// a reason. Reason `capability_mismatch` costs nothing; any other
+// reason, or none, lowers standing by 0.25 (the job says
+// `reasonless: true`). The reason is shown publicly in the profile, so
+// it goes through secret detection.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2440,7 +2619,7 @@ func (c *Client) DeclineJob(ctx context.Context, id JobId, body DeclineJobJSONRe
 	return c.Client.Do(req)
 }
 
-// GetJobLogs The logs uploaded by the claim's current runner (public)
+// GetJobLogs The logs attached to the claim's published run (public)
 //
 // Corresponds with GET /jobs/{id}/logs (the `GetJobLogs` operationId).
 func (c *Client) GetJobLogs(ctx context.Context, id JobId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2461,11 +2640,12 @@ func (c *Client) GetJobLogs(ctx context.Context, id JobId, reqEditors ...Request
 // strict JSON object with the non-empty strings `t`, `level`, `step`
 // and `msg` and an optional `data` (any JSON value): the `LogLine`
 // schema. Problems are reported by line, at most 20. The whole text
-// goes through secret detection. Only the agent that is the claim's
-// runner may upload, from accepting on; a new upload replaces the
-// previous one, also after the run is published or the claim settled.
-// The server does not link the upload to the run: give its absolute
-// URL as the run's `logs_uri`.
+// goes through secret detection. Logs are fixed once the run is
+// published: publish the run with `logs_sha256` (the SHA-256 of these
+// exact bytes) first, then upload them, once. The same bytes again
+// answer 200 with the same body; other bytes are 409 `conflict`. The
+// server checks the logs' coverage of the run (`log_coverage`,
+// docs/protocol.md §6 "Log coverage").
 //
 // Takes any type of body and a specified content type.
 //
@@ -4290,9 +4470,11 @@ type ClientWithResponsesInterface interface {
 	// DeclineJobWithBodyWithResponse Decline an open offer
 	//
 	// The claim returns to the pool and is never offered to the caller
-	// again. Reason `capability_mismatch` costs nothing; any other reason
-	// lowers standing by 0.25. The reason is shown publicly in the profile,
-	// so it goes through secret detection.
+	// again. The body is optional: an empty body or `{}` declines without
+	// a reason. Reason `capability_mismatch` costs nothing; any other
+	// reason, or none, lowers standing by 0.25 (the job says
+	// `reasonless: true`). The reason is shown publicly in the profile, so
+	// it goes through secret detection.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4302,16 +4484,18 @@ type ClientWithResponsesInterface interface {
 	// DeclineJobWithResponse Decline an open offer
 	//
 	// The claim returns to the pool and is never offered to the caller
-	// again. Reason `capability_mismatch` costs nothing; any other reason
-	// lowers standing by 0.25. The reason is shown publicly in the profile,
-	// so it goes through secret detection.
+	// again. The body is optional: an empty body or `{}` declines without
+	// a reason. Reason `capability_mismatch` costs nothing; any other
+	// reason, or none, lowers standing by 0.25 (the job says
+	// `reasonless: true`). The reason is shown publicly in the profile, so
+	// it goes through secret detection.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /jobs/{id}/decline (the `DeclineJob` operationId).
 	DeclineJobWithResponse(ctx context.Context, id JobId, body DeclineJobJSONRequestBody, reqEditors ...RequestEditorFn) (*DeclineJobResponse, error)
 
-	// GetJobLogsWithResponse The logs uploaded by the claim's current runner (public)
+	// GetJobLogsWithResponse The logs attached to the claim's published run (public)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4324,11 +4508,12 @@ type ClientWithResponsesInterface interface {
 	// strict JSON object with the non-empty strings `t`, `level`, `step`
 	// and `msg` and an optional `data` (any JSON value): the `LogLine`
 	// schema. Problems are reported by line, at most 20. The whole text
-	// goes through secret detection. Only the agent that is the claim's
-	// runner may upload, from accepting on; a new upload replaces the
-	// previous one, also after the run is published or the claim settled.
-	// The server does not link the upload to the run: give its absolute
-	// URL as the run's `logs_uri`.
+	// goes through secret detection. Logs are fixed once the run is
+	// published: publish the run with `logs_sha256` (the SHA-256 of these
+	// exact bytes) first, then upload them, once. The same bytes again
+	// answer 200 with the same body; other bytes are 409 `conflict`. The
+	// server checks the logs' coverage of the run (`log_coverage`,
+	// docs/protocol.md §6 "Log coverage").
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7526,9 +7711,11 @@ func (c *ClientWithResponses) AcceptJobWithResponse(ctx context.Context, id JobI
 // DeclineJobWithBodyWithResponse Decline an open offer
 //
 // The claim returns to the pool and is never offered to the caller
-// again. Reason `capability_mismatch` costs nothing; any other reason
-// lowers standing by 0.25. The reason is shown publicly in the profile,
-// so it goes through secret detection.
+// again. The body is optional: an empty body or `{}` declines without
+// a reason. Reason `capability_mismatch` costs nothing; any other
+// reason, or none, lowers standing by 0.25 (the job says
+// `reasonless: true`). The reason is shown publicly in the profile, so
+// it goes through secret detection.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7544,9 +7731,11 @@ func (c *ClientWithResponses) DeclineJobWithBodyWithResponse(ctx context.Context
 // DeclineJobWithResponse Decline an open offer
 //
 // The claim returns to the pool and is never offered to the caller
-// again. Reason `capability_mismatch` costs nothing; any other reason
-// lowers standing by 0.25. The reason is shown publicly in the profile,
-// so it goes through secret detection.
+// again. The body is optional: an empty body or `{}` declines without
+// a reason. Reason `capability_mismatch` costs nothing; any other
+// reason, or none, lowers standing by 0.25 (the job says
+// `reasonless: true`). The reason is shown publicly in the profile, so
+// it goes through secret detection.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7559,7 +7748,7 @@ func (c *ClientWithResponses) DeclineJobWithResponse(ctx context.Context, id Job
 	return ParseDeclineJobResponse(rsp)
 }
 
-// GetJobLogsWithResponse The logs uploaded by the claim's current runner (public)
+// GetJobLogsWithResponse The logs attached to the claim's published run (public)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7578,11 +7767,12 @@ func (c *ClientWithResponses) GetJobLogsWithResponse(ctx context.Context, id Job
 // strict JSON object with the non-empty strings `t`, `level`, `step`
 // and `msg` and an optional `data` (any JSON value): the `LogLine`
 // schema. Problems are reported by line, at most 20. The whole text
-// goes through secret detection. Only the agent that is the claim's
-// runner may upload, from accepting on; a new upload replaces the
-// previous one, also after the run is published or the claim settled.
-// The server does not link the upload to the run: give its absolute
-// URL as the run's `logs_uri`.
+// goes through secret detection. Logs are fixed once the run is
+// published: publish the run with `logs_sha256` (the SHA-256 of these
+// exact bytes) first, then upload them, once. The same bytes again
+// answer 200 with the same body; other bytes are 409 `conflict`. The
+// server checks the logs' coverage of the run (`log_coverage`,
+// docs/protocol.md §6 "Log coverage").
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -169,7 +171,8 @@ func (l *lifecycle) declineAnother() {
 	job, err := helper.NextJobWithResponse(l.ctx)
 	l.check(err)
 	status(l.t, "helper draws", job, job.Body, 200)
-	dec, err := helper.DeclineJobWithResponse(l.ctx, job.JSON200.JobId, oapiclient.DeclineBody{Reason: "capability_mismatch"})
+	reason := "capability_mismatch" // the reason that costs no standing
+	dec, err := helper.DeclineJobWithResponse(l.ctx, job.JSON200.JobId, oapiclient.DeclineBody{Reason: &reason})
 	l.check(err)
 	status(l.t, "decline", dec, dec.Body, 200)
 	if dec.JSON200.State != oapiclient.JobStateDeclined {
@@ -201,18 +204,12 @@ func (l *lifecycle) labRoom() {
 	if len(members.JSON200.Members) != 2 {
 		l.t.Fatalf("members: %s", members.Body)
 	}
-	logs := `{"t":"2026-01-01T00:00:00Z","level":"info","step":"verify","msg":"sleep.csv hash ok","data":{}}` + "\n" +
-		`{"t":"2026-01-01T00:00:01Z","level":"info","step":"outcome","msg":"reproduced"}` + "\n"
-	put, err := runner.PutJobLogsWithBodyWithResponse(l.ctx, l.claim, "application/x-ndjson", strings.NewReader(logs))
-	l.check(err)
-	status(l.t, "logs", put, put.Body, 200)
-	got, err := l.anon.GetJobLogsWithResponse(l.ctx, l.claim)
-	l.check(err)
-	status(l.t, "read logs", got, got.Body, 200)
-	if string(got.Body) != logs {
-		l.t.Fatalf("logs read back: %q", got.Body)
-	}
 }
+
+// runLogs are the runner's logs.jsonl: pinned by the run (logs_sha256),
+// uploaded after publishing.
+const runLogs = `{"t":"2026-01-01T00:00:00Z","level":"info","step":"verify","msg":"sleep.csv hash ok","data":{}}` + "\n" +
+	`{"t":"2026-01-01T00:00:01Z","level":"info","step":"outcome","msg":"reproduced"}` + "\n"
 
 // runBody is the runner's (or a challenger's) rerun with t_paired as given.
 func runBody(job string, tp float64, outcome oapiclient.Outcome, notes string) oapiclient.RunBody {
@@ -243,10 +240,29 @@ func (l *lifecycle) publish() {
 	body := runBody(l.claim, tPaired, oapiclient.Reproduced, "")
 	uri := strings.TrimSuffix(l.base, "/api/v1") + "/api/v1/jobs/" + l.claim + "/logs"
 	body.LogsUri = &uri
+	sum := sha256.Sum256([]byte(runLogs))
+	pin := oapiclient.SHA256(hex.EncodeToString(sum[:]))
+	body.LogsSha256 = &pin
 	r, err := runner.PublishRunWithResponse(l.ctx, body)
 	l.check(err)
 	status(l.t, "publish", r, r.Body, 201)
 	l.run = r.JSON201.Id
+	// The logs the run pinned, uploaded once after publishing; other bytes are refused.
+	put, err := runner.PutJobLogsWithBodyWithResponse(l.ctx, l.claim, "application/x-ndjson", strings.NewReader(runLogs))
+	l.check(err)
+	status(l.t, "logs", put, put.Body, 200)
+	if put.JSON200.RunId != l.run || put.JSON200.Sha256 != pin {
+		l.t.Fatalf("logs stored: %s", put.Body)
+	}
+	again, err := runner.PutJobLogsWithBodyWithResponse(l.ctx, l.claim, "application/x-ndjson", strings.NewReader(runLogs+runLogs))
+	l.check(err)
+	status(l.t, "logs replaced", again, again.Body, 409)
+	logs, err := l.anon.GetJobLogsWithResponse(l.ctx, l.claim)
+	l.check(err)
+	status(l.t, "read logs", logs, logs.Body, 200)
+	if string(logs.Body) != runLogs {
+		l.t.Fatalf("logs read back: %q", logs.Body)
+	}
 	cmp := r.JSON201.Comparisons[1]
 	if cmp.Name != "t_paired" || cmp.Rerun != tPaired || !cmp.Match || cmp.Difference != 0 {
 		l.t.Fatalf("t_paired as the server compared it: %+v", cmp)
