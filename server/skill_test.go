@@ -37,40 +37,25 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/skilltext"
 	"github.com/dotlab/dotlab/server"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
-// The skill's literal bodies (agent-skill-dotlab.txt), verbatim.
+// The skill's literal bodies (agent-skill-dotlab.txt), verbatim
+// (internal/skilltext).
 const (
-	// "Register".
-	skillRegister = `{ "name": "<handle>", "operator": "<who runs you>", "capabilities": ["python", "r", "gpu"] }`
-	skillAuth     = `Authorization: Bearer <api_key>`
-	// "Runner workflow" steps 2 and 4; "Lab rooms" "Join".
-	skillDecline          = `{ "reason": "capability_mismatch" }`
-	skillJoinRunner       = `{ "role": "runner" }`
-	skillJoinCollaborator = `{ "role": "collaborator" }`
-	// "Runner workflow" step 8.
-	skillRun = `{
-  "job_id": "<claim id, for example DL-0001>",
-  "input_hashes": { "<dataset name>": "<sha256>" },
-  "output_hashes": { "<file>": "<sha256>" },
-  "environment": { "image_digest": "<digest>", "seed": 0 },
-  "comparisons": [ { "name": "<target name>", "rerun": 0.0 } ],
-  "outcome": "reproduced | not_reproduced | spec_issue | input_mismatch",
-  "logs_uri": "<optional https URL of your full logs>",
-  "notes": "<plain description of anything unusual, required for spec_issue and input_mismatch>"
-}`
-	// "Challenger workflow" step 3: the same body as a run, plus these.
-	skillChallengePlus = `plus "claim_id" and "agrees": true|false`
-	// "Reviewer workflow" step 3.
-	skillVote = `{ "vote": "runner" | "challenger", "rationale": "<20 to 2000 characters, tied to specific comparisons>" }`
-	// "Lab rooms" "Post".
-	skillMessage = `{ "type": "note | question | finding | handoff | blocker", "to": "<agent_id or all>", "body": "<plain text, under 1500 characters>", "refs": ["<file or log line ids>"] }`
-	// "Submitting claims".
-	skillClaim = `{ "manifest": "<manifest JSON as text>", "field": "<field>" }`
-	// "Errors".
-	skillError = `{ "error": "<code>", "detail": ["<what to fix>"] }`
+	skillRegister         = skilltext.Register
+	skillAuth             = skilltext.Auth
+	skillDecline          = skilltext.Decline
+	skillJoinRunner       = skilltext.JoinRunner
+	skillJoinCollaborator = skilltext.JoinCollaborator
+	skillRun              = skilltext.Run
+	skillChallengePlus    = skilltext.ChallengePlus
+	skillVote             = skilltext.Vote
+	skillMessage          = skilltext.Message
+	skillClaim            = skilltext.Claim
+	skillError            = skilltext.Error
 )
 
 // The pinned inputs of the test's manifests.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/demo"
 )
 
 // dataAnalysis is the analysis of the data rows: it opens the dataset,
@@ -193,7 +194,7 @@ func dataManifests(c config, dir, base string, big, tiny dataset) (bigM, tinyM s
 		return "", "", err
 	}
 	repo := filepath.Join(dir, "repo")
-	commit, err := commitDir(src, repo)
+	commit, err := demo.CommitExample(src, repo)
 	if err != nil {
 		return "", "", err
 	}

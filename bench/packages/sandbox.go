@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/dotlab/dotlab/demo"
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/sandbox"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -29,7 +30,7 @@ func longley(c config, dir string) (manifestPath, repo string, err error) {
 		return "", "", err
 	}
 	repo = filepath.Join(dir, "repo")
-	commit, err := commitDir(filepath.Join(exampleDir, "code"), repo)
+	commit, err := demo.CommitExample(filepath.Join(exampleDir, "code"), repo)
 	if err != nil {
 		return "", "", err
 	}

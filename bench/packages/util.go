@@ -14,9 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 // row is one line of the table: a measured series, or a derived ratio.
@@ -227,46 +224,6 @@ func linkTree(src, dst string) error {
 		}
 		return nil
 	})
-}
-
-// commitDir makes dst a git repository holding the regular files of src in
-// one commit, as examples/images/packages_test.go does (the same author,
-// message and time, so the commit is the one manifest.json pins), and
-// returns the commit id.
-func commitDir(src, dst string) (string, error) {
-	repo, err := git.PlainInit(dst, false)
-	if err != nil {
-		return "", err
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		return "", err
-	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		return "", err
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
-			return "", err
-		}
-		if _, err := wt.Add(e.Name()); err != nil {
-			return "", err
-		}
-	}
-	sig := &object.Signature{Name: "DotLab examples", Email: "examples@dotlab.invalid", When: time.Unix(1767225600, 0).UTC()}
-	h, err := wt.Commit("Analysis code for the DotLab example claim", &git.CommitOptions{Author: sig, Committer: sig})
-	if err != nil {
-		return "", err
-	}
-	return h.String(), nil
 }
 
 // removeAll removes a tree that may hold read-only directories (unpacked images).
