@@ -1,7 +1,7 @@
 package demo
 
 import (
-	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/dotlab/dotlab"
@@ -39,7 +39,7 @@ func misreport(m *dotlab.Manifest, rec *runner.Record) {
 	for i, c := range rec.Body.Comparisons {
 		v := c.Rerun
 		if rec.Body.Outcome == dotlab.OutcomeReproduced && i == 0 {
-			v = dotlab.Decimal(fmt.Sprintf("%g", c.Rerun.Float64()*1.5+1))
+			v = dotlab.Decimal(strconv.FormatFloat(c.Rerun.Float64()*1.5+1, 'f', -1, 64))
 		} else if rec.Body.Outcome == dotlab.OutcomeNotReproduced {
 			for _, t := range m.Targets {
 				if t.Name == c.Name {

@@ -208,7 +208,7 @@ func (a *Archive) Prepare(examplesDir string, ex Example, images map[string]Imag
 	if ex.Code != "" {
 		codeDir = ex.Code
 	}
-	commit, err := gitRepo(filepath.Join(examplesDir, "claims", codeDir, "code"), filepath.Join(a.Root, "git", ex.Dir))
+	commit, err := CommitExample(filepath.Join(examplesDir, "claims", codeDir, "code"), filepath.Join(a.Root, "git", ex.Dir))
 	if err != nil {
 		return nil, fmt.Errorf("%s: code repository: %w", ex.Dir, err)
 	}
@@ -325,10 +325,13 @@ func copyFile(from, to string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), out.Close()
 }
 
-// gitRepo makes dst a git repository holding the files of src in one commit
-// with a fixed author, committer and time, and returns the commit id (the
-// same on every machine for the same files).
-func gitRepo(src, dst string) (string, error) {
+// CommitExample makes dst (removed first) a git repository holding the
+// regular files of src in one commit with the examples' fixed author,
+// committer, message and time (2026-01-01 UTC), and returns the commit id:
+// the same on every machine for the same files, so it is the commit an
+// example's manifest.json pins. The demo, the package tests and the
+// benchmarks commit examples/claims/*/code with it.
+func CommitExample(src, dst string) (string, error) {
 	if err := os.RemoveAll(dst); err != nil {
 		return "", err
 	}

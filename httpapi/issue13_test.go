@@ -16,6 +16,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/skilltext"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
@@ -431,26 +432,18 @@ func skillManifest(title string) string {
 }`, title, sqlstoretest.DataSHA256, sqlstoretest.ImageDigest)
 }
 
-// The literal example bodies of agent-skill-dotlab.txt, as printed: only
-// the <placeholders> (and the "a | b" lists of choices) are filled in.
+// The literal example bodies of agent-skill-dotlab.txt, as printed
+// (internal/skilltext): only the <placeholders> (and the "a | b" lists of
+// choices) are filled in.
 const (
-	skillRegister = `{ "name": "<handle>", "operator": "<who runs you>", "capabilities": ["python", "r", "gpu"] }`
-	skillDecline  = `{ "reason": "capability_mismatch" }`
-	skillJoinRun  = `{ "role": "runner" }`
-	skillJoinCol  = `{ "role": "collaborator" }`
-	skillRun      = `{
-  "job_id": "<claim id, for example DL-0001>",
-  "input_hashes": { "<dataset name>": "<sha256>" },
-  "output_hashes": { "<file>": "<sha256>" },
-  "environment": { "image_digest": "<digest>", "seed": 0 },
-  "comparisons": [ { "name": "<target name>", "rerun": 0.0 } ],
-  "outcome": "reproduced | not_reproduced | spec_issue | input_mismatch",
-  "logs_uri": "<optional https URL of your full logs>",
-  "notes": "<plain description of anything unusual, required for spec_issue and input_mismatch>"
-}`
-	skillVote    = `{ "vote": "runner" | "challenger", "rationale": "<20 to 2000 characters, tied to specific comparisons>" }`
-	skillMessage = `{ "type": "note | question | finding | handoff | blocker", "to": "<agent_id or all>", "body": "<plain text, under 1500 characters>", "refs": ["<file or log line ids>"] }`
-	skillClaim   = `{ "manifest": "<manifest JSON as text>", "field": "<field>" }`
+	skillRegister = skilltext.Register
+	skillDecline  = skilltext.Decline
+	skillJoinRun  = skilltext.JoinRunner
+	skillJoinCol  = skilltext.JoinCollaborator
+	skillRun      = skilltext.Run
+	skillVote     = skilltext.Vote
+	skillMessage  = skilltext.Message
+	skillClaim    = skilltext.Claim
 )
 
 // fill replaces each placeholder of a skill body with a value.

@@ -303,34 +303,3 @@ func TestStrictPolicyRefusesLoopbackRegistry(t *testing.T) {
 		t.Fatalf("local policy: %v", err)
 	}
 }
-
-func TestMappedHashCopy(t *testing.T) {
-	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<18+3) // 4 MiB + 48 bytes
-	open := func(size int64) *os.File {
-		f, err := os.CreateTemp(t.TempDir(), "m")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Truncate(size); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	f := open(int64(len(data)))
-	got, n, err := mappedHashCopy(context.Background(), f, bytes.NewReader(data), int64(len(data)), nil)
-	f.Close()
-	if err != nil || n != int64(len(data)) || got != sha256Hex(data) {
-		t.Fatalf("exact: %s %d %v", got, n, err)
-	}
-	if written, _ := os.ReadFile(f.Name()); !bytes.Equal(written, data) {
-		t.Fatal("file content differs")
-	}
-	f = open(int64(len(data)) + 10)
-	if _, _, err := mappedHashCopy(context.Background(), f, bytes.NewReader(data), int64(len(data))+10, nil); !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Fatalf("short input: %v", err)
-	}
-	f = open(int64(len(data)) - 10)
-	if _, _, err := mappedHashCopy(context.Background(), f, bytes.NewReader(data), int64(len(data))-10, nil); err == nil {
-		t.Fatal("long input accepted")
-	}
-}

@@ -33,7 +33,7 @@ type outputs struct {
 // sourceValues extracts the value of every target that has a source and no
 // value in have (results.json wins when it has the key). Every target whose
 // source does not give a number is reported, naming the target and the rule.
-func (o *outputs) sourceValues(log *Log, targets []dotlab.Target, have map[string]dotlab.Decimal) error {
+func (o *outputs) sourceValues(log *Log, targets []dotlab.Target, have map[string]dotlab.Decimal, readFrom map[string]string) error {
 	var probs []string
 	for _, t := range targets {
 		if t.Source == nil {
@@ -51,6 +51,7 @@ func (o *outputs) sourceValues(log *Log, targets []dotlab.Target, have map[strin
 		}
 		log.Info("results", "target "+t.Name+" read from "+s.Where(), map[string]any{"name": t.Name, "source": s.Where(), "rule": s.Rule(), "value": v})
 		have[t.Name] = v
+		readFrom[t.Name] = s.Where() + ", " + s.Rule()
 	}
 	if len(probs) > 0 {
 		return issuef("%s", strings.Join(probs, "; "))

@@ -15,8 +15,6 @@ import (
 
 	"github.com/dotlab/dotlab/internal/safefs"
 	"github.com/dotlab/dotlab/sandbox"
-
-	"golang.org/x/sys/unix"
 )
 
 // Cache is a content-addressed file cache: DIR/sha256/<hex> holds exactly the
@@ -24,6 +22,10 @@ import (
 // matched, and are read-only). DIR/tmp holds downloads in progress.
 type Cache struct {
 	dir string
+	// boot is this boot's id (/proc/sys/kernel/random/boot_id), stamped on
+	// every blob stored; empty when unknown (no blob is then reused, see
+	// Cache.reusable).
+	boot string
 }
 
 // OpenCache opens (creating) a cache in dir.
@@ -38,7 +40,7 @@ func OpenCache(dir string) (*Cache, error) {
 			return nil, err
 		}
 	}
-	return &Cache{dir: dir}, nil
+	return &Cache{dir: dir, boot: bootID()}, nil
 }
 
 // sealBlob makes a verified blob read-only for its owner and readable by
@@ -75,17 +77,16 @@ func (e *StatusError) Permanent() bool { return e.Code >= 400 && e.Code < 500 }
 var ErrTruncated = errors.New("download truncated")
 
 // Fetched is the result of one fetch: the sha256 (hex) of the bytes received,
-// how many, whether the cache already had them, and the cache path when the
-// hash matched what was wanted (empty otherwise: a mismatching file is not kept).
+// how many, whether the cache already had them (CacheHit: a blob with that
+// hash stored during this boot, see Cache.reusable; the download was hashed
+// and not written again), and the cache path when the hash matched what was
+// wanted (empty otherwise: a mismatching download is not kept).
 type Fetched struct {
 	SHA256   string
 	Bytes    int64
 	CacheHit bool
 	Path     string
 }
-
-// maxPrealloc bounds the disk reserved from a server's Content-Length.
-const maxPrealloc = 1 << 30
 
 // fetcher downloads into a Cache under a Policy.
 type fetcher struct {
@@ -180,41 +181,34 @@ func (f *fetcher) open(ctx context.Context, what string, u *url.URL) (io.ReadClo
 }
 
 // receive copies body into a temporary file of the cache while hashing it,
-// and renames it into the cache when its sha256 is want.
+// and renames it into the cache when its sha256 is want. When the cache
+// already holds a blob with that hash that may stand for these bytes
+// (Cache.reusable), the body is hashed without being written anywhere and,
+// when it matches, the cached blob is the result (Fetched.CacheHit): the
+// same bytes are not written to disk a second time.
 func (f *fetcher) receive(ctx context.Context, what string, body io.Reader, total int64, want string) (Fetched, error) {
 	if total > f.policy.maxBytes() {
 		return Fetched{}, fmt.Errorf("%s: %w: %d bytes, the limit is %d", what, ErrTooLarge, total, f.policy.maxBytes())
+	}
+	limited := &io.LimitedReader{R: body, N: f.policy.maxBytes() + 1}
+	if held := f.cache.reusable(want, total); held != nil {
+		defer held.Close()
+		return f.receiveOver(ctx, what, limited, total, want, held)
 	}
 	tmp, err := os.CreateTemp(filepath.Join(f.cache.dir, "tmp"), "fetch-*")
 	if err != nil {
 		return Fetched{}, err
 	}
 	defer os.Remove(tmp.Name())
-	limited := &io.LimitedReader{R: body, N: f.policy.maxBytes() + 1}
-	var got string
-	var n int64
-	// With the length known and the blocks reserved (so writing through the
-	// mapping cannot fail for lack of space), receive straight into a mapping
-	// of the file: one copy instead of two. Otherwise copy through buffers.
-	// Only modest sizes are reserved up front: a hostile Content-Length must
-	// not make the runner reserve disk it will never receive.
-	if total > 0 && total <= maxPrealloc && unix.Fallocate(int(tmp.Fd()), 0, 0, total) == nil {
-		got, n, err = mappedHashCopy(ctx, tmp, limited, total, f.report(what, total))
-	} else {
-		got, n, err = hashCopy(ctx, tmp, limited, f.report(what, total))
+	got, n, err := hashCopy(ctx, tmp, limited, f.report(what, total))
+	if err == nil {
+		f.cache.stamp(tmp)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return Fetched{}, fmt.Errorf("%s: %w after %d of %d bytes", what, ErrTruncated, n, total)
-	case err != nil:
-		return Fetched{}, fmt.Errorf("%s: %w", what, err)
-	case n > f.policy.maxBytes():
-		return Fetched{}, fmt.Errorf("%s: %w: more than %d bytes", what, ErrTooLarge, f.policy.maxBytes())
-	case total >= 0 && n != total:
-		return Fetched{}, fmt.Errorf("%s: %w after %d of %d bytes", what, ErrTruncated, n, total)
+	if err := f.received(what, err, n, total); err != nil {
+		return Fetched{}, err
 	}
 	res := Fetched{SHA256: got, Bytes: n}
 	if got != want {
@@ -224,11 +218,31 @@ func (f *fetcher) receive(ctx context.Context, what string, body io.Reader, tota
 		return Fetched{}, err
 	}
 	dst := f.cache.Path(got)
+	// Renamed over a blob already at dst (one not reusable: stored in an
+	// earlier boot), atomically, so that a concurrent run's path to it
+	// stays valid. (On ext4 the rename then starts writing the new file
+	// back at once, auto_da_alloc: most of a second for 1 GiB, once a boot.)
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return Fetched{}, err
 	}
 	res.Path = dst
 	return res, nil
+}
+
+// received turns how a transfer of n bytes (total announced, -1 when not)
+// ended into the fetch's error: truncation, the byte limit, or err itself.
+func (f *fetcher) received(what string, err error, n, total int64) error {
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%s: %w after %d of %d bytes", what, ErrTruncated, n, total)
+	case err != nil:
+		return fmt.Errorf("%s: %w", what, err)
+	case n > f.policy.maxBytes():
+		return fmt.Errorf("%s: %w: more than %d bytes", what, ErrTooLarge, f.policy.maxBytes())
+	case total >= 0 && n != total:
+		return fmt.Errorf("%s: %w after %d of %d bytes", what, ErrTruncated, n, total)
+	}
+	return nil
 }
 
 func (f *fetcher) report(what string, total int64) func(int64) {
@@ -304,58 +318,6 @@ func hashCopy(ctx context.Context, w io.Writer, r io.Reader, progress func(int64
 		return "", n, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
-}
-
-// mappedHashCopy reads exactly size bytes from r into f (already sized and
-// allocated to size) through a shared memory mapping, hashing each block on
-// a second goroutine as soon as it has arrived: the bytes are copied once,
-// from the socket into the page cache, and hashed from there. Fewer bytes is
-// io.ErrUnexpectedEOF (with the count); more is an error.
-func mappedHashCopy(ctx context.Context, f *os.File, r io.Reader, size int64, progress func(int64)) (string, int64, error) {
-	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return "", 0, err
-	}
-	defer unix.Munmap(mem)
-	h := sha256.New()
-	blocks := make(chan []byte, 16)
-	hashed := make(chan struct{})
-	go func() {
-		defer close(hashed)
-		for b := range blocks {
-			h.Write(b)
-		}
-	}()
-	var off int64
-	var rerr error
-	for off < size && rerr == nil {
-		if rerr = ctx.Err(); rerr != nil {
-			break
-		}
-		end := min(off+4*copyBufSize, size)
-		var m int
-		m, rerr = safefs.Fill(r, mem[off:end])
-		if m > 0 {
-			blocks <- mem[off : off+int64(m)]
-			off += int64(m)
-			if progress != nil {
-				progress(off)
-			}
-		}
-	}
-	close(blocks)
-	<-hashed
-	if rerr == io.EOF && off < size {
-		rerr = io.ErrUnexpectedEOF
-	}
-	if rerr != nil && rerr != io.EOF {
-		return "", off, rerr
-	}
-	var one [1]byte
-	if k, _ := r.Read(one[:]); k > 0 {
-		return "", off, fmt.Errorf("more than the %d bytes announced", size)
-	}
-	return hex.EncodeToString(h.Sum(nil)), off, nil
 }
 
 // sha256Hex is the lowercase hex SHA-256 of data.

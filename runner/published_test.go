@@ -82,6 +82,10 @@ func TestResultsJSONWinsOverSource(t *testing.T) {
 	if rec.Body.Comparisons[0].Rerun != "1" || rec.Body.Comparisons[1].Rerun != "2" {
 		t.Fatalf("comparisons %+v", rec.Body.Comparisons)
 	}
+	// The record says where each value came from.
+	if rec.ReadFrom["a"] != "/work/out/results.json" || rec.ReadFrom["b"] != `stdout, regex "b (\\d+)"` {
+		t.Fatalf("read from %q", rec.ReadFrom)
+	}
 	checkServer(t, m, rec)
 }
 
@@ -175,7 +179,7 @@ ln -s tables/t2.csv link.csv
 	})
 	t.Run("without scratch the code is read-only", func(t *testing.T) {
 		m := f.published(`echo x > figure.eps`, target("did", "1", &dotlab.TargetSource{Stream: "stdout", Regex: `(\d)`}))
-		f.mustRerun(m, dotlab.OutcomeSpecIssue, "exited with status", "Read-only file system")
+		f.mustRerun(m, dotlab.OutcomeSpecIssue, "exited with status", "Read-only file system", `needs "scratch": true`)
 	})
 }
 

@@ -99,6 +99,10 @@ type Record struct {
 	Comparisons []dotlab.Comparison
 	// Extra lists results.json keys that are not targets (logged, not fatal).
 	Extra []string
+	// ReadFrom says, by target name, where its rerun value was read:
+	// "/work/out/results.json", or the target's source ("stdout, regex …",
+	// "/work/scratch/t.csv, csv …"; docs/manifest-spec.md "targets[].source").
+	ReadFrom map[string]string
 }
 
 // Files written into the out directory.
@@ -348,8 +352,12 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 // comparison of docs/manifest-spec.md section 6.
 func (r *Runner) compare(log *Log, m *dotlab.Manifest, w *workspace, rec *Record) error {
 	rerun, extra, err := readResults(w.out.outDir, m.Targets)
+	rec.ReadFrom = map[string]string{}
+	for name := range rerun {
+		rec.ReadFrom[name] = dotlab.SourceOutDir + "results.json"
+	}
 	if err == nil {
-		err = w.out.sourceValues(log, m.Targets, rerun)
+		err = w.out.sourceValues(log, m.Targets, rerun, rec.ReadFrom)
 	}
 	if err != nil {
 		log.Error("results", err.Error(), nil)
@@ -668,6 +676,11 @@ func runProblems(m *dotlab.Manifest, res *sandbox.Result, stderr string) error {
 		notes = append(notes, fmt.Sprintf("the entrypoint was killed for exceeding limits.memory_mb=%d (out of memory; exit status %d)", lim.MemoryMB, res.ExitCode))
 	case res.ExitCode != 0:
 		notes = append(notes, fmt.Sprintf("the entrypoint exited with status %d; last stderr lines: %s", res.ExitCode, lastLines(stderr)))
+		if !m.Scratch && strings.Contains(stderr, "Read-only file system") {
+			// The package writes next to its code, which is read-only
+			// (docs/manifest-spec.md "scratch").
+			notes = append(notes, `the package wrote into a read-only place: a package that writes next to its code needs "scratch": true in its manifest (it then runs in a writable copy at /work/scratch)`)
+		}
 	}
 	if res.OutputFull {
 		notes = append(notes, "the output directory reached its size or file cap")

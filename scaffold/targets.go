@@ -88,7 +88,7 @@ func parseSource(s string) (string, *dotlab.TargetSource, error) {
 	case strings.HasPrefix(place, "/"):
 		src.File = place
 	default:
-		return bad("PLACE must be stdout, stderr or an absolute path")
+		return bad("PLACE must be stdout, stderr or an absolute sandbox path: /work/out/FILE for what the analysis writes to its output directory, /work/scratch/FILE for what a package writes next to its code (sets scratch: true)")
 	}
 	if rule == "" {
 		return bad("empty RULE")

@@ -53,7 +53,7 @@ func TestClaimPageShowsAPackageAsPublished(t *testing.T) {
 		t.Fatalf("status %d", code)
 	}
 	contains(t, "claim page", html.UnescapeString(body),
-		"None: the data is pinned inside the code",
+		"None: the data is inside the code",
 		"<h3>Helper files</h3>", "adapter", "/work/helpers/adapter.R", "1111111111111111111111111111111111111111111111111111111111111111",
 		"Where each number is read", `<code>stdout</code>, regex "estimate: (\\S+)"`,
 		`<code>/work/scratch/tables/re.csv</code>, csv column "se" where "term" = "estimate"`, "<code>tau2</code>: <code>/work/out/results.json</code>",

@@ -13,12 +13,11 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/demo"
 	"github.com/dotlab/dotlab/internal/testfix"
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
-	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 // packageExample is one of the package-shaped examples under examples/claims:
@@ -36,14 +35,8 @@ var packageExamples = []packageExample{
 	{dir: "longley-1967", recipe: "python-sci"},
 }
 
-// The example code repositories are committed like the demo's (demo/prepare.go
-// gitRepo): one commit of the files of code/, with a fixed author, committer,
-// message and time, so that the same files give the same commit id everywhere
-// and the commit pinned in manifest.json is checked here.
-const (
-	exampleCommitUnix = 1767225600 // 2026-01-01 UTC
-	exampleCommitMsg  = "Analysis code for the DotLab example claim"
-)
+// The example code repositories are committed as the demo commits them
+// (demo.CommitExample), so the commit pinned in manifest.json is checked here.
 
 // TestReplicationPackages reruns both package-shaped examples end to end with
 // the real runner (runner.New + Rerun, real runc): the scientific images are
@@ -173,37 +166,9 @@ func buildRecipe(t *testing.T, bin, varDir, name string) string {
 // in one commit, as the demo does, and returns the commit id.
 func exampleRepo(t *testing.T, src, dst string) string {
 	t.Helper()
-	repo, err := git.PlainInit(dst, false)
+	commit, err := demo.CommitExample(src, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := wt.Add(e.Name()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sig := &object.Signature{Name: "DotLab examples", Email: "examples@dotlab.invalid", When: time.Unix(exampleCommitUnix, 0).UTC()}
-	h, err := wt.Commit(exampleCommitMsg, &git.CommitOptions{Author: sig, Committer: sig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h.String()
+	return commit
 }

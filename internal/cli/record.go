@@ -10,11 +10,12 @@ import (
 	"github.com/dotlab/dotlab/runner"
 )
 
-// PrintRecord prints the comparison table, the outcome and the notes.
+// PrintRecord prints the comparison table (with where each value was
+// read), the outcome, the notes and the environment the run executed.
 func PrintRecord(w io.Writer, rec *runner.Record, outDir string) {
 	if len(rec.Comparisons) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "target\tpublished\trerun\tdifference\ttolerance\tmatch")
+		fmt.Fprintln(tw, "target\tpublished\trerun\tdifference\ttolerance\tmatch\tread from")
 		for _, c := range rec.Comparisons {
 			match := "yes"
 			if !c.Match {
@@ -24,7 +25,7 @@ func PrintRecord(w io.Writer, rec *runner.Record, outDir string) {
 			if c.ToleranceType == dotlab.ToleranceRelative {
 				tol += fmt.Sprintf(" (±%s)", c.Allowed)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Published, c.Rerun, c.Difference, tol, match)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, c.Published, c.Rerun, c.Difference, tol, match, rec.ReadFrom[c.Name])
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
