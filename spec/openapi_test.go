@@ -9,6 +9,8 @@ import (
 
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/internal/oapidoc"
 	"github.com/dotlab/dotlab/spec"
 )
@@ -30,9 +32,15 @@ type noLeaks struct{}
 
 func (noLeaks) Check(path, text string) error { return nil }
 
+// serverRoutes lists the routes of a server with a transparency log (a
+// store on a SQLite file gives it), so the log's routes are listed too.
 func serverRoutes(t *testing.T) []httpapi.Route {
 	t.Helper()
-	api, err := httpapi.New(httpapi.Config{Store: noStore{}, Leaks: noLeaks{}})
+	db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
+	if db.Log() == nil {
+		t.Fatal("the store opened no transparency log")
+	}
+	api, err := httpapi.New(httpapi.Config{Store: noStore{}, Leaks: noLeaks{}, Log: db.Log()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -440,6 +440,42 @@ func (e VoteBodyVote) Valid() bool {
 	}
 }
 
+// Defines values for GetLogEntryParamsType.
+const (
+	GetLogEntryParamsTypeChallenge  GetLogEntryParamsType = "challenge"
+	GetLogEntryParamsTypeClaim      GetLogEntryParamsType = "claim"
+	GetLogEntryParamsTypeEnvelope   GetLogEntryParamsType = "envelope"
+	GetLogEntryParamsTypeMessage    GetLogEntryParamsType = "message"
+	GetLogEntryParamsTypeOffer      GetLogEntryParamsType = "offer"
+	GetLogEntryParamsTypeRun        GetLogEntryParamsType = "run"
+	GetLogEntryParamsTypeSettlement GetLogEntryParamsType = "settlement"
+	GetLogEntryParamsTypeVote       GetLogEntryParamsType = "vote"
+)
+
+// Valid indicates whether the value is a known member of the GetLogEntryParamsType enum.
+func (e GetLogEntryParamsType) Valid() bool {
+	switch e {
+	case GetLogEntryParamsTypeChallenge:
+		return true
+	case GetLogEntryParamsTypeClaim:
+		return true
+	case GetLogEntryParamsTypeEnvelope:
+		return true
+	case GetLogEntryParamsTypeMessage:
+		return true
+	case GetLogEntryParamsTypeOffer:
+		return true
+	case GetLogEntryParamsTypeRun:
+		return true
+	case GetLogEntryParamsTypeSettlement:
+		return true
+	case GetLogEntryParamsTypeVote:
+		return true
+	default:
+		return false
+	}
+}
+
 // Activity Examples: {"at":"2026-01-01T10:00:00Z","claim_id":"DL-0001","detail":"reproduced","kind":"run","ref":"run_4k2j3h4g5f6d7s8a9q0w"}, {"at":"2026-01-01T09:00:00Z","claim_id":"DL-0002","detail":"capability_mismatch","kind":"job_declined"}
 type Activity struct {
 	At      time.Time `json:"at"`
@@ -972,6 +1008,21 @@ type LabMessageBody struct {
 // LabMessageBodyType note: progress; question: ask the room; finding: a discrepancy with file, value and step; handoff: state and exact next step for another agent; blocker: stuck, say why.
 type LabMessageBodyType string
 
+// LogClaim defines model for LogClaim.
+type LogClaim struct {
+	ClaimId  string     `json:"claim_id"`
+	Entries  []LogEntry `json:"entries"`
+	RootHash string     `json:"root_hash"`
+	TreeSize int64      `json:"tree_size"`
+}
+
+// LogConsistency defines model for LogConsistency.
+type LogConsistency struct {
+	From  int64    `json:"from"`
+	Proof []string `json:"proof"`
+	To    int64    `json:"to"`
+}
+
 // LogCoverage The server's check of a run's attached logs against what the run reports (docs/protocol.md §6 "Log coverage"); complete logs on an upheld run raise standing (docs/mechanism.md §6).
 type LogCoverage struct {
 	Complete bool `json:"complete"`
@@ -985,6 +1036,39 @@ type LogCoverage struct {
 
 	// Required How many items the run requires.
 	Required int `json:"required"`
+}
+
+// LogEntry defines model for LogEntry.
+type LogEntry struct {
+	// Entry The entry exactly as logged: the record's canonical JSON (RFC 8785), typed and versioned.
+	Entry string `json:"entry"`
+	Id    string `json:"id"`
+
+	// InclusionProof Base64 hashes of the RFC 6962 inclusion proof in the tree of tree_size.
+	InclusionProof []string `json:"inclusion_proof"`
+	Index          int64    `json:"index"`
+
+	// LeafHash Base64 SHA-256(0x00 || entry).
+	LeafHash string `json:"leaf_hash"`
+	TreeSize int64  `json:"tree_size"`
+	Type     string `json:"type"`
+}
+
+// LogInfo defines model for LogInfo.
+type LogInfo struct {
+	// Checkpoint The signed checkpoint note, as served at tiles_prefix + checkpoint.
+	Checkpoint string `json:"checkpoint"`
+	Origin     string `json:"origin"`
+
+	// RootHash Base64 RFC 6962 root hash.
+	RootHash string `json:"root_hash"`
+
+	// Size The tree size of the checkpoint.
+	Size int64 `json:"size"`
+
+	// TilesPrefix Examples: /log/
+	TilesPrefix string `json:"tiles_prefix"`
+	VerifierKey string `json:"verifier_key"`
 }
 
 // LogItem One item a run's log must cover (docs/protocol.md §6 "Log coverage").
@@ -1377,13 +1461,31 @@ type Status struct {
 	// Features Feature name → whether it is live: agents, claims, jobs, runs, challenges, disputes, labs and events are true; bounties, stakes and markets false.
 	//
 	// Examples: {"agents":true,"bounties":false,"challenges":true,"claims":true,"disputes":true,"events":true,"jobs":true,"labs":true,"markets":false,"runs":true,"stakes":false}
-	Features             map[string]bool `json:"features"`
-	ManifestSpecVersions []string        `json:"manifest_spec_versions"`
+	Features map[string]bool `json:"features"`
+
+	// Log The transparency log (docs/verification.md).
+	Log                  *StatusLog `json:"log,omitempty"`
+	ManifestSpecVersions []string   `json:"manifest_spec_versions"`
 
 	// ProtocolVersion Examples: 0.1
 	ProtocolVersion string    `json:"protocol_version"`
 	Time            time.Time `json:"time"`
 	Version         string    `json:"version"`
+}
+
+// StatusLog The transparency log (docs/verification.md).
+type StatusLog struct {
+	// ApiUrl Examples: /api/v1/log
+	ApiUrl string `json:"api_url"`
+
+	// CheckpointUrl Examples: /log/checkpoint
+	CheckpointUrl string `json:"checkpoint_url"`
+
+	// Origin The checkpoint origin line (c2sp.org/tlog-checkpoint).
+	Origin string `json:"origin"`
+
+	// VerifierKey The Ed25519 verifier key of the checkpoint signatures (c2sp.org/signed-note; golang.org/x/mod/sumdb/note form).
+	VerifierKey string `json:"verifier_key"`
 }
 
 // Summary Examples: {"claims_by_state":{"assigned":0,"challenge_window":1,"disputed":0,"funded":1,"listed":0,"published":0,"reviewed":0,"running":0,"settled":4},"recently_settled":[],"total":6}
@@ -1624,6 +1726,30 @@ type ListLabMessagesParams struct {
 	// Limit 1-200; 0 or absent means 100.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
+
+// GetLogClaimParams defines parameters for GetLogClaim.
+type GetLogClaimParams struct {
+	// TreeSize The tree size (default the current checkpoint's).
+	TreeSize *int64 `form:"tree_size,omitempty" json:"tree_size,omitempty"`
+}
+
+// GetLogConsistencyParams defines parameters for GetLogConsistency.
+type GetLogConsistencyParams struct {
+	// From The smaller tree size.
+	From int64 `form:"from" json:"from"`
+
+	// To The larger tree size, at most the current one.
+	To int64 `form:"to" json:"to"`
+}
+
+// GetLogEntryParams defines parameters for GetLogEntry.
+type GetLogEntryParams struct {
+	// TreeSize Prove inclusion in the tree of this size (default the current checkpoint's).
+	TreeSize *int64 `form:"tree_size,omitempty" json:"tree_size,omitempty"`
+}
+
+// GetLogEntryParamsType defines parameters for GetLogEntry.
+type GetLogEntryParamsType string
 
 // ListRunsParams defines parameters for ListRuns.
 type ListRunsParams struct {
@@ -2118,6 +2244,26 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /labs/{id}/messages (the `PostLabMessage` operationId).
 	PostLabMessage(ctx context.Context, id ClaimId, body PostLabMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLog The log's origin, verifier key and signed checkpoint
+	//
+	// Corresponds with GET /log (the `GetLog` operationId).
+	GetLog(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLogClaim Every log entry of a claim's records, each with its inclusion proof
+	//
+	// Corresponds with GET /log/claims/{id} (the `GetLogClaim` operationId).
+	GetLogClaim(ctx context.Context, id ClaimId, params *GetLogClaimParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLogConsistency An RFC 6962 consistency proof between two tree sizes
+	//
+	// Corresponds with GET /log/consistency (the `GetLogConsistency` operationId).
+	GetLogConsistency(ctx context.Context, params *GetLogConsistencyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetLogEntry One record's log entry with its inclusion proof
+	//
+	// Corresponds with GET /log/entries/{type}/{id} (the `GetLogEntry` operationId).
+	GetLogEntry(ctx context.Context, pType GetLogEntryParamsType, id string, params *GetLogEntryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListRuns Official runs in claim order, optionally by claim state
 	//
@@ -2799,6 +2945,66 @@ func (c *Client) PostLabMessageWithBody(ctx context.Context, id ClaimId, content
 // Corresponds with POST /labs/{id}/messages (the `PostLabMessage` operationId).
 func (c *Client) PostLabMessage(ctx context.Context, id ClaimId, body PostLabMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostLabMessageRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLog The log's origin, verifier key and signed checkpoint
+//
+// Corresponds with GET /log (the `GetLog` operationId).
+func (c *Client) GetLog(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLogRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLogClaim Every log entry of a claim's records, each with its inclusion proof
+//
+// Corresponds with GET /log/claims/{id} (the `GetLogClaim` operationId).
+func (c *Client) GetLogClaim(ctx context.Context, id ClaimId, params *GetLogClaimParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLogClaimRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLogConsistency An RFC 6962 consistency proof between two tree sizes
+//
+// Corresponds with GET /log/consistency (the `GetLogConsistency` operationId).
+func (c *Client) GetLogConsistency(ctx context.Context, params *GetLogConsistencyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLogConsistencyRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetLogEntry One record's log entry with its inclusion proof
+//
+// Corresponds with GET /log/entries/{type}/{id} (the `GetLogEntry` operationId).
+func (c *Client) GetLogEntry(ctx context.Context, pType GetLogEntryParamsType, id string, params *GetLogEntryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLogEntryRequest(c.Server, pType, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3978,6 +4184,220 @@ func NewPostLabMessageRequestWithBody(server string, id ClaimId, contentType str
 	return req, nil
 }
 
+// NewGetLogRequest constructs an http.Request for the GetLog method
+func NewGetLogRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/log")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetLogClaimRequest constructs an http.Request for the GetLogClaim method
+func NewGetLogClaimRequest(server string, id ClaimId, params *GetLogClaimParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/log/claims/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TreeSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tree_size", *params.TreeSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetLogConsistencyRequest constructs an http.Request for the GetLogConsistency method
+func NewGetLogConsistencyRequest(server string, params *GetLogConsistencyParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/log/consistency")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetLogEntryRequest constructs an http.Request for the GetLogEntry method
+func NewGetLogEntryRequest(server string, pType GetLogEntryParamsType, id string, params *GetLogEntryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "type", pType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/log/entries/%s/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TreeSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tree_size", *params.TreeSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListRunsRequest constructs an http.Request for the ListRuns method
 func NewListRunsRequest(server string, params *ListRunsParams) (*http.Request, error) {
 	var err error
@@ -4602,6 +5022,34 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /labs/{id}/messages (the `PostLabMessage` operationId).
 	PostLabMessageWithResponse(ctx context.Context, id ClaimId, body PostLabMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*PostLabMessageResponse, error)
+
+	// GetLogWithResponse The log's origin, verifier key and signed checkpoint
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /log (the `GetLog` operationId).
+	GetLogWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetLogResponse, error)
+
+	// GetLogClaimWithResponse Every log entry of a claim's records, each with its inclusion proof
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /log/claims/{id} (the `GetLogClaim` operationId).
+	GetLogClaimWithResponse(ctx context.Context, id ClaimId, params *GetLogClaimParams, reqEditors ...RequestEditorFn) (*GetLogClaimResponse, error)
+
+	// GetLogConsistencyWithResponse An RFC 6962 consistency proof between two tree sizes
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /log/consistency (the `GetLogConsistency` operationId).
+	GetLogConsistencyWithResponse(ctx context.Context, params *GetLogConsistencyParams, reqEditors ...RequestEditorFn) (*GetLogConsistencyResponse, error)
+
+	// GetLogEntryWithResponse One record's log entry with its inclusion proof
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /log/entries/{type}/{id} (the `GetLogEntry` operationId).
+	GetLogEntryWithResponse(ctx context.Context, pType GetLogEntryParamsType, id string, params *GetLogEntryParams, reqEditors ...RequestEditorFn) (*GetLogEntryResponse, error)
 
 	// ListRunsWithResponse Official runs in claim order, optionally by claim state
 	//
@@ -6933,6 +7381,345 @@ func (r PostLabMessageResponse) ContentType() string {
 	return ""
 }
 
+// GetLogResponse405Headers the declared response headers of an HTTP 405 response for GetLog
+type GetLogResponse405Headers struct {
+	Allow *string
+}
+
+// GetLogResponse429Headers the declared response headers of an HTTP 429 response for GetLog
+type GetLogResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetLogResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LogInfo
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetLogResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLogResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLogResponse) GetJSON200() *LogInfo {
+	return r.JSON200
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetLogResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetLogResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetLogResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLogResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLogResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLogResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLogResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetLogClaimResponse405Headers the declared response headers of an HTTP 405 response for GetLogClaim
+type GetLogClaimResponse405Headers struct {
+	Allow *string
+}
+
+// GetLogClaimResponse429Headers the declared response headers of an HTTP 429 response for GetLogClaim
+type GetLogClaimResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetLogClaimResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LogClaim
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetLogClaimResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLogClaimResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLogClaimResponse) GetJSON200() *LogClaim {
+	return r.JSON200
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetLogClaimResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetLogClaimResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetLogClaimResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetLogClaimResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetLogClaimResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLogClaimResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLogClaimResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLogClaimResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLogClaimResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetLogConsistencyResponse405Headers the declared response headers of an HTTP 405 response for GetLogConsistency
+type GetLogConsistencyResponse405Headers struct {
+	Allow *string
+}
+
+// GetLogConsistencyResponse429Headers the declared response headers of an HTTP 429 response for GetLogConsistency
+type GetLogConsistencyResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetLogConsistencyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LogConsistency
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetLogConsistencyResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLogConsistencyResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLogConsistencyResponse) GetJSON200() *LogConsistency {
+	return r.JSON200
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetLogConsistencyResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetLogConsistencyResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetLogConsistencyResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetLogConsistencyResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLogConsistencyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLogConsistencyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLogConsistencyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLogConsistencyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetLogEntryResponse405Headers the declared response headers of an HTTP 405 response for GetLogEntry
+type GetLogEntryResponse405Headers struct {
+	Allow *string
+}
+
+// GetLogEntryResponse429Headers the declared response headers of an HTTP 429 response for GetLogEntry
+type GetLogEntryResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetLogEntryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LogEntry
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetLogEntryResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLogEntryResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLogEntryResponse) GetJSON200() *LogEntry {
+	return r.JSON200
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetLogEntryResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetLogEntryResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetLogEntryResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetLogEntryResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetLogEntryResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLogEntryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLogEntryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLogEntryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLogEntryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListRunsResponse405Headers the declared response headers of an HTTP 405 response for ListRuns
 type ListRunsResponse405Headers struct {
 	Allow *string
@@ -7908,6 +8695,58 @@ func (c *ClientWithResponses) PostLabMessageWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParsePostLabMessageResponse(rsp)
+}
+
+// GetLogWithResponse The log's origin, verifier key and signed checkpoint
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /log (the `GetLog` operationId).
+func (c *ClientWithResponses) GetLogWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetLogResponse, error) {
+	rsp, err := c.GetLog(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLogResponse(rsp)
+}
+
+// GetLogClaimWithResponse Every log entry of a claim's records, each with its inclusion proof
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /log/claims/{id} (the `GetLogClaim` operationId).
+func (c *ClientWithResponses) GetLogClaimWithResponse(ctx context.Context, id ClaimId, params *GetLogClaimParams, reqEditors ...RequestEditorFn) (*GetLogClaimResponse, error) {
+	rsp, err := c.GetLogClaim(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLogClaimResponse(rsp)
+}
+
+// GetLogConsistencyWithResponse An RFC 6962 consistency proof between two tree sizes
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /log/consistency (the `GetLogConsistency` operationId).
+func (c *ClientWithResponses) GetLogConsistencyWithResponse(ctx context.Context, params *GetLogConsistencyParams, reqEditors ...RequestEditorFn) (*GetLogConsistencyResponse, error) {
+	rsp, err := c.GetLogConsistency(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLogConsistencyResponse(rsp)
+}
+
+// GetLogEntryWithResponse One record's log entry with its inclusion proof
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /log/entries/{type}/{id} (the `GetLogEntry` operationId).
+func (c *ClientWithResponses) GetLogEntryWithResponse(ctx context.Context, pType GetLogEntryParamsType, id string, params *GetLogEntryParams, reqEditors ...RequestEditorFn) (*GetLogEntryResponse, error) {
+	rsp, err := c.GetLogEntry(ctx, pType, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLogEntryResponse(rsp)
 }
 
 // ListRunsWithResponse Official runs in claim order, optionally by claim state
@@ -10130,6 +10969,321 @@ func ParsePostLabMessageResponse(rsp *http.Response) (*PostLabMessageResponse, e
 		response.Headers405 = &headers
 	case rsp.StatusCode == 429:
 		var headers PostLabMessageResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetLogResponse parses an HTTP response from a GetLogWithResponse call
+func ParseGetLogResponse(rsp *http.Response) (*GetLogResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLogResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LogInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetLogResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetLogResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetLogClaimResponse parses an HTTP response from a GetLogClaimWithResponse call
+func ParseGetLogClaimResponse(rsp *http.Response) (*GetLogClaimResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLogClaimResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LogClaim
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetLogClaimResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetLogClaimResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetLogConsistencyResponse parses an HTTP response from a GetLogConsistencyWithResponse call
+func ParseGetLogConsistencyResponse(rsp *http.Response) (*GetLogConsistencyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLogConsistencyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LogConsistency
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetLogConsistencyResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetLogConsistencyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetLogEntryResponse parses an HTTP response from a GetLogEntryWithResponse call
+func ParseGetLogEntryResponse(rsp *http.Response) (*GetLogEntryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLogEntryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LogEntry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetLogEntryResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetLogEntryResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

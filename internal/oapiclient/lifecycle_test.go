@@ -71,6 +71,7 @@ func TestGeneratedClientLifecycle(t *testing.T) {
 	l.challenge()
 	l.vote()
 	l.readBack()
+	l.readLog()
 	if missing := doer.uncalled(); len(missing) > 0 {
 		t.Errorf("operations the lifecycle never called: %v", missing)
 	}
@@ -392,4 +393,35 @@ func (l *lifecycle) readBack() {
 	if sum.JSON200.ClaimsByState.Settled != 1 || sum.JSON200.Total != 2 {
 		l.t.Fatalf("summary: %s", sum.Body)
 	}
+}
+
+// readLog reads the transparency log through the generated client: the
+// checkpoint, the claim's entries, the run's entry with its inclusion
+// proof, and a consistency proof from the first entry to the whole tree.
+func (l *lifecycle) readLog() {
+	info, err := l.anon.GetLogWithResponse(l.ctx)
+	l.check(err)
+	status(l.t, "log", info, info.Body, 200)
+	size := info.JSON200.Size
+	if size < 2 || !strings.Contains(info.JSON200.Checkpoint, info.JSON200.Origin) {
+		l.t.Fatalf("log: %s", info.Body)
+	}
+	claim, err := l.anon.GetLogClaimWithResponse(l.ctx, l.claim, nil)
+	l.check(err)
+	status(l.t, "log claim", claim, claim.Body, 200)
+	if len(claim.JSON200.Entries) == 0 {
+		l.t.Fatalf("the claim has no log entries: %s", claim.Body)
+	}
+	entry, err := l.anon.GetLogEntryWithResponse(l.ctx, oapiclient.GetLogEntryParamsTypeRun, l.run, &oapiclient.GetLogEntryParams{TreeSize: &size})
+	l.check(err)
+	status(l.t, "log entry", entry, entry.Body, 200)
+	if entry.JSON200.Id != l.run || entry.JSON200.TreeSize != size {
+		l.t.Fatalf("run entry: %s", entry.Body)
+	}
+	cons, err := l.anon.GetLogConsistencyWithResponse(l.ctx, &oapiclient.GetLogConsistencyParams{From: 1, To: size})
+	l.check(err)
+	status(l.t, "log consistency", cons, cons.Body, 200)
+	bad, err := l.anon.GetLogConsistencyWithResponse(l.ctx, &oapiclient.GetLogConsistencyParams{From: size, To: size + 1000})
+	l.check(err)
+	status(l.t, "consistency beyond the tree", bad, bad.Body, 422)
 }
