@@ -412,7 +412,9 @@ func TestHostileRunsAreContainedAndRecorded(t *testing.T) {
 	f := newFixture(t)
 	url := f.fileURL()
 	t.Run("fork bomb", func(t *testing.T) {
-		m := f.manifest(url, `bomb() { bomb | bomb & }; bomb; sleep 30`)
+		// The parent then spins on a builtin (no fork): with the pids limit
+		// exhausted a forked "sleep" could fail and end the run early.
+		m := f.manifest(url, `bomb() { bomb | bomb & }; bomb; while :; do :; done`)
 		m.Limits.TimeoutSeconds = 2
 		mustRerun(t, f.r, m, dotlab.OutcomeSpecIssue, "timed out")
 	})
