@@ -173,6 +173,20 @@ ln -s tables/t2.csv link.csv
 		m.Scratch = true
 		f.mustRerun(m, dotlab.OutcomeSpecIssue, "target did: source /work/scratch/link.csv", "symbolic link (not followed)")
 	})
+	// A shipped file (or its directory) the run deleted is said to be
+	// deleted, not to be "a device" (the overlay's whiteout).
+	t.Run("deleted by the run", func(t *testing.T) {
+		dir, commit := repo(t, map[string]string{"run.sh": `rm -f run.sh; rm -rf tables; echo ok`, "tables/t2.csv": "term,estimate\ndid,2.760\n"})
+		for _, c := range []struct{ file, says string }{
+			{"/work/scratch/run.sh", "was deleted by the run"},
+			{"/work/scratch/tables/t2.csv", "was deleted by the run (its directory tables was removed)"},
+		} {
+			m := f.published("", target("did", "2.76", &dotlab.TargetSource{File: c.file, Regex: `(\d)`}))
+			m.Code = dotlab.Code{Repository: dir, Commit: commit}
+			m.Scratch = true
+			f.mustRerun(m, dotlab.OutcomeSpecIssue, "target did: source "+c.file+", regex", c.says)
+		}
+	})
 	t.Run("without scratch the code is read-only", func(t *testing.T) {
 		m := f.published(`echo x > figure.eps`, target("did", "1", &dotlab.TargetSource{Stream: "stdout", Regex: `(\d)`}))
 		f.mustRerun(m, dotlab.OutcomeSpecIssue, "exited with status", "Read-only file system")
