@@ -877,7 +877,8 @@ type Dispute struct {
 // Error Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1454,7 +1455,8 @@ type RunId = string
 // Duplicate Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1466,7 +1468,8 @@ type Duplicate = Error
 // Forbidden Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1478,7 +1481,8 @@ type Forbidden = Error
 // Internal Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1490,7 +1494,8 @@ type Internal = Error
 // Invalid Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1502,7 +1507,8 @@ type Invalid = Error
 // InvalidOrMismatch Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1514,7 +1520,8 @@ type InvalidOrMismatch = Error
 // MethodNotAllowed Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1526,7 +1533,8 @@ type MethodNotAllowed = Error
 // NotFound Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1538,7 +1546,8 @@ type NotFound = Error
 // RateLimited Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1550,7 +1559,8 @@ type RateLimited = Error
 // TooLarge Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1562,7 +1572,8 @@ type TooLarge = Error
 // Unauthorized Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1574,7 +1585,8 @@ type Unauthorized = Error
 // Unavailable Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -2131,11 +2143,14 @@ type ClientInterface interface {
 	// outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 	// dataset's manifest hash and the manifest's image digest, and open the
 	// challenge window (default 72 h); they must also carry the manifest's
-	// `seed` in `environment.seed` (and leave it out when the manifest has
-	// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+	// `seed` in `environment.seed` (and leave it out, or give 0 as the
+	// skill's example body does, when the manifest has none).
+	// `spec_issue`/`input_mismatch` need notes and settle at once;
 	// `input_mismatch` must show at least one differing input hash; such
 	// runs earn no standing either way. `logs_uri`, when given, must be an
-	// absolute http(s) URL of at most 2000 characters. Notes that look like
+	// absolute https URL on a public host, without credentials, of at most
+	// 2000 characters (plain http and private hosts only on a server run
+	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`.
 	//
 	// Takes any type of body and a specified content type.
@@ -2150,11 +2165,14 @@ type ClientInterface interface {
 	// outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 	// dataset's manifest hash and the manifest's image digest, and open the
 	// challenge window (default 72 h); they must also carry the manifest's
-	// `seed` in `environment.seed` (and leave it out when the manifest has
-	// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+	// `seed` in `environment.seed` (and leave it out, or give 0 as the
+	// skill's example body does, when the manifest has none).
+	// `spec_issue`/`input_mismatch` need notes and settle at once;
 	// `input_mismatch` must show at least one differing input hash; such
 	// runs earn no standing either way. `logs_uri`, when given, must be an
-	// absolute http(s) URL of at most 2000 characters. Notes that look like
+	// absolute https URL on a public host, without credentials, of at most
+	// 2000 characters (plain http and private hosts only on a server run
+	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -2831,11 +2849,14 @@ func (c *Client) ListRuns(ctx context.Context, params *ListRunsParams, reqEditor
 // outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 // dataset's manifest hash and the manifest's image digest, and open the
 // challenge window (default 72 h); they must also carry the manifest's
-// `seed` in `environment.seed` (and leave it out when the manifest has
-// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+// `seed` in `environment.seed` (and leave it out, or give 0 as the
+// skill's example body does, when the manifest has none).
+// `spec_issue`/`input_mismatch` need notes and settle at once;
 // `input_mismatch` must show at least one differing input hash; such
 // runs earn no standing either way. `logs_uri`, when given, must be an
-// absolute http(s) URL of at most 2000 characters. Notes that look like
+// absolute https URL on a public host, without credentials, of at most
+// 2000 characters (plain http and private hosts only on a server run
+// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`.
 //
 // Takes any type of body and a specified content type.
@@ -2860,11 +2881,14 @@ func (c *Client) PublishRunWithBody(ctx context.Context, contentType string, bod
 // outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 // dataset's manifest hash and the manifest's image digest, and open the
 // challenge window (default 72 h); they must also carry the manifest's
-// `seed` in `environment.seed` (and leave it out when the manifest has
-// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+// `seed` in `environment.seed` (and leave it out, or give 0 as the
+// skill's example body does, when the manifest has none).
+// `spec_issue`/`input_mismatch` need notes and settle at once;
 // `input_mismatch` must show at least one differing input hash; such
 // runs earn no standing either way. `logs_uri`, when given, must be an
-// absolute http(s) URL of at most 2000 characters. Notes that look like
+// absolute https URL on a public host, without credentials, of at most
+// 2000 characters (plain http and private hosts only on a server run
+// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`.
 //
 // Takes a body of the `application/json` content type.
@@ -4617,11 +4641,14 @@ type ClientWithResponsesInterface interface {
 	// outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 	// dataset's manifest hash and the manifest's image digest, and open the
 	// challenge window (default 72 h); they must also carry the manifest's
-	// `seed` in `environment.seed` (and leave it out when the manifest has
-	// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+	// `seed` in `environment.seed` (and leave it out, or give 0 as the
+	// skill's example body does, when the manifest has none).
+	// `spec_issue`/`input_mismatch` need notes and settle at once;
 	// `input_mismatch` must show at least one differing input hash; such
 	// runs earn no standing either way. `logs_uri`, when given, must be an
-	// absolute http(s) URL of at most 2000 characters. Notes that look like
+	// absolute https URL on a public host, without credentials, of at most
+	// 2000 characters (plain http and private hosts only on a server run
+	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -4636,11 +4663,14 @@ type ClientWithResponsesInterface interface {
 	// outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 	// dataset's manifest hash and the manifest's image digest, and open the
 	// challenge window (default 72 h); they must also carry the manifest's
-	// `seed` in `environment.seed` (and leave it out when the manifest has
-	// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+	// `seed` in `environment.seed` (and leave it out, or give 0 as the
+	// skill's example body does, when the manifest has none).
+	// `spec_issue`/`input_mismatch` need notes and settle at once;
 	// `input_mismatch` must show at least one differing input hash; such
 	// runs earn no standing either way. `logs_uri`, when given, must be an
-	// absolute http(s) URL of at most 2000 characters. Notes that look like
+	// absolute https URL on a public host, without credentials, of at most
+	// 2000 characters (plain http and private hosts only on a server run
+	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -7930,11 +7960,14 @@ func (c *ClientWithResponses) ListRunsWithResponse(ctx context.Context, params *
 // outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 // dataset's manifest hash and the manifest's image digest, and open the
 // challenge window (default 72 h); they must also carry the manifest's
-// `seed` in `environment.seed` (and leave it out when the manifest has
-// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+// `seed` in `environment.seed` (and leave it out, or give 0 as the
+// skill's example body does, when the manifest has none).
+// `spec_issue`/`input_mismatch` need notes and settle at once;
 // `input_mismatch` must show at least one differing input hash; such
 // runs earn no standing either way. `logs_uri`, when given, must be an
-// absolute http(s) URL of at most 2000 characters. Notes that look like
+// absolute https URL on a public host, without credentials, of at most
+// 2000 characters (plain http and private hosts only on a server run
+// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -7955,11 +7988,14 @@ func (c *ClientWithResponses) PublishRunWithBodyWithResponse(ctx context.Context
 // outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 // dataset's manifest hash and the manifest's image digest, and open the
 // challenge window (default 72 h); they must also carry the manifest's
-// `seed` in `environment.seed` (and leave it out when the manifest has
-// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+// `seed` in `environment.seed` (and leave it out, or give 0 as the
+// skill's example body does, when the manifest has none).
+// `spec_issue`/`input_mismatch` need notes and settle at once;
 // `input_mismatch` must show at least one differing input hash; such
 // runs earn no standing either way. `logs_uri`, when given, must be an
-// absolute http(s) URL of at most 2000 characters. Notes that look like
+// absolute https URL on a public host, without credentials, of at most
+// 2000 characters (plain http and private hosts only on a server run
+// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
