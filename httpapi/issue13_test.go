@@ -187,6 +187,15 @@ func TestDeclineWithoutAReason(t *testing.T) {
 		if expect(t, r, 422, "invalid"); !strings.Contains(r.err().Detail[0], "$.reason") {
 			t.Fatalf("long reason: %q", r.err().Detail)
 		}
+		// A body that is not a JSON object (a plain-text reason, an array, a
+		// bare string) is refused with the bodies that work.
+		for _, body := range []string{"busy this week", `["capability_mismatch"]`, `"capability_mismatch"`, `{"why":"busy"}`} {
+			r := e.do("POST", "/api/v1/jobs/"+id+"/decline", runnerKey, body)
+			expect(t, r, 422, "invalid")
+			if d := strings.Join(r.err().Detail, "\n"); !strings.Contains(d, `no body, {} or {"reason": "<any text>"}`) {
+				t.Fatalf("decline body %s: %q", body, d)
+			}
+		}
 		for _, c := range []struct {
 			body       any
 			reason     string
