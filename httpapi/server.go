@@ -39,6 +39,7 @@ type Store interface {
 	dotlab.ActivityService
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
 	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
+	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 }
 

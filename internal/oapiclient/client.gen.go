@@ -2045,9 +2045,12 @@ type ClientInterface interface {
 	// goes through secret detection. Logs are fixed once the run is
 	// published: publish the run with `logs_sha256` (the SHA-256 of these
 	// exact bytes) first, then upload them, once. The same bytes again
-	// answer 200 with the same body; other bytes are 409 `conflict`. The
-	// server checks the logs' coverage of the run (`log_coverage`,
-	// docs/protocol.md §6 "Log coverage").
+	// answer 200 with the same body; other bytes are 409 `conflict`. Who
+	// uploads and the bytes' SHA-256 are checked before the lines and the
+	// secret detection, so a malformed body that is not the pinned one is
+	// 409 or 422 for that, not for its lines. The server checks the logs'
+	// coverage of the run (`log_coverage`, docs/protocol.md §6 "Log
+	// coverage").
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2661,9 +2664,12 @@ func (c *Client) GetJobLogs(ctx context.Context, id JobId, reqEditors ...Request
 // goes through secret detection. Logs are fixed once the run is
 // published: publish the run with `logs_sha256` (the SHA-256 of these
 // exact bytes) first, then upload them, once. The same bytes again
-// answer 200 with the same body; other bytes are 409 `conflict`. The
-// server checks the logs' coverage of the run (`log_coverage`,
-// docs/protocol.md §6 "Log coverage").
+// answer 200 with the same body; other bytes are 409 `conflict`. Who
+// uploads and the bytes' SHA-256 are checked before the lines and the
+// secret detection, so a malformed body that is not the pinned one is
+// 409 or 422 for that, not for its lines. The server checks the logs'
+// coverage of the run (`log_coverage`, docs/protocol.md §6 "Log
+// coverage").
 //
 // Takes any type of body and a specified content type.
 //
@@ -4535,9 +4541,12 @@ type ClientWithResponsesInterface interface {
 	// goes through secret detection. Logs are fixed once the run is
 	// published: publish the run with `logs_sha256` (the SHA-256 of these
 	// exact bytes) first, then upload them, once. The same bytes again
-	// answer 200 with the same body; other bytes are 409 `conflict`. The
-	// server checks the logs' coverage of the run (`log_coverage`,
-	// docs/protocol.md §6 "Log coverage").
+	// answer 200 with the same body; other bytes are 409 `conflict`. Who
+	// uploads and the bytes' SHA-256 are checked before the lines and the
+	// secret detection, so a malformed body that is not the pinned one is
+	// 409 or 422 for that, not for its lines. The server checks the logs'
+	// coverage of the run (`log_coverage`, docs/protocol.md §6 "Log
+	// coverage").
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7800,9 +7809,12 @@ func (c *ClientWithResponses) GetJobLogsWithResponse(ctx context.Context, id Job
 // goes through secret detection. Logs are fixed once the run is
 // published: publish the run with `logs_sha256` (the SHA-256 of these
 // exact bytes) first, then upload them, once. The same bytes again
-// answer 200 with the same body; other bytes are 409 `conflict`. The
-// server checks the logs' coverage of the run (`log_coverage`,
-// docs/protocol.md §6 "Log coverage").
+// answer 200 with the same body; other bytes are 409 `conflict`. Who
+// uploads and the bytes' SHA-256 are checked before the lines and the
+// secret detection, so a malformed body that is not the pinned one is
+// 409 or 422 for that, not for its lines. The server checks the logs'
+// coverage of the run (`log_coverage`, docs/protocol.md §6 "Log
+// coverage").
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
