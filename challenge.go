@@ -78,7 +78,9 @@ func Differences(run, challenger []Comparison) []Difference {
 
 // CheckDisagreementNotes is the notes rule of docs/mechanism.md §3: a
 // disagreeing challenge's notes name every comparison whose match differs
-// from the run's, and say by how much (a number must appear in the notes). It returns nil or an EINVALID error
+// from the run's (as a whole word in any letter case, MentionsName, as a
+// vote's rationale names a target), and say by how much (a number must
+// appear in the notes). It returns nil or an EINVALID error
 // listing what to add. The error names each missing comparison with the
 // challenger's own value and which side is within tolerance, never the
 // runner's value or the difference (docs/protocol.md §7).
@@ -93,7 +95,7 @@ func CheckDisagreementNotes(notes string, diffs []Difference) error {
 		if !d.MatchDiffers() {
 			continue
 		}
-		if !strings.Contains(notes, d.Name) {
+		if !MentionsName(notes, d.Name) {
 			p.Add("$.notes", "name the comparison %q and say by how much it differs: your rerun %s is %s tolerance, the run's value is %s it (GET /api/v1/runs/{run_id} shows the run's values, now that you have your own)",
 				d.Name, d.Challenger, within(d.ChallengerMatch), within(d.RunnerMatch))
 			continue

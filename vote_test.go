@@ -50,3 +50,22 @@ func TestDisagreementNotesErrorQuotesNoRunnerValue(t *testing.T) {
 		t.Errorf("notes error: %v", err)
 	}
 }
+
+// The notes rule's "name every comparison that differs" reads names as the
+// rationale rule does (MentionsName): a whole word in any letter case, so
+// "mean" is not named by "meaning" or "mean_x", and is by "MEAN:".
+func TestDisagreementNotesNameWholeWords(t *testing.T) {
+	run := []dotlab.Comparison{{Name: "mean", Rerun: "2.6", Match: false}}
+	mine := []dotlab.Comparison{{Name: "mean", Rerun: "2.5", Match: true}}
+	diffs := dotlab.Differences(run, mine)
+	for notes, named := range map[string]bool{
+		"the meaning of the test differs: 2 things":      false,
+		"mean_x is 0.1 off":                              false,
+		"MEAN: my rerun 2.5 is within, the run 0.1 over": true,
+		"mean 2.5 vs 2.6, difference 0.1":                true,
+	} {
+		if err := dotlab.CheckDisagreementNotes(notes, diffs); (err == nil) != named {
+			t.Errorf("notes %q: %v, want named %v", notes, err, named)
+		}
+	}
+}

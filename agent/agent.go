@@ -186,12 +186,9 @@ func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record)
 		// string, a huge output listing), publish the outcome without them
 		// rather than abandon the job. logs.jsonl keeps the full record.
 		a.logf("%s: publish refused (%v); retrying without analysis-controlled text", id, err)
-		body.Notes = fmt.Sprintf("%s. The analysis's own messages were withheld: the server refused them (%s); see logs.jsonl.", body.Outcome, code)
+		body.Notes = fmt.Sprintf("%s. %s", body.Outcome, withheld(code))
 		if code == dotlab.ETOOLARGE {
-			body.OutputHashes = map[string]string{}
-			if h, ok := rec.Body.OutputHashes["results.json"]; ok {
-				body.OutputHashes["results.json"] = h
-			}
+			body.OutputHashes = resultsOnly(rec.Body.OutputHashes)
 		}
 		run, err = a.Client.PublishRun(ctx, &body)
 	}
@@ -206,6 +203,22 @@ func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record)
 	}
 	a.post(ctx, id, "note", note)
 	return nil
+}
+
+// withheld says that the analysis's own messages were left out because the
+// server refused them with code.
+func withheld(code string) string {
+	return fmt.Sprintf("The analysis's own messages were withheld: the server refused them (%s); see logs.jsonl.", code)
+}
+
+// resultsOnly keeps results.json's hash of an output listing the server
+// refused as too large (the files the analysis wrote are its doing).
+func resultsOnly(hashes map[string]string) map[string]string {
+	out := map[string]string{}
+	if h, ok := hashes["results.json"]; ok {
+		out["results.json"] = h
+	}
+	return out
 }
 
 // uploadLogs attaches the published run's logs and says how the server
@@ -273,6 +286,22 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 		body.Notes = DisagreementNotes(run, rec)
 	}
 	ch, err := a.Client.Challenge(ctx, &body)
+	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
+		// As for a run (publish): the analysis's messages and file names
+		// must not make an honest challenge impossible; the comparisons
+		// and the disagreement lines are this agent's own text.
+		a.logf("%s: challenge refused (%v); retrying without analysis-controlled text", claimID, err)
+		own := *rec
+		own.Body.Notes = withheld(code)
+		body.Notes = own.Body.Notes
+		if !agrees {
+			body.Notes = DisagreementNotes(run, &own)
+		}
+		if code == dotlab.ETOOLARGE {
+			body.OutputHashes = resultsOnly(rec.Body.OutputHashes)
+		}
+		ch, err = a.Client.Challenge(ctx, &body)
+	}
 	switch code := dotlab.ErrorCode(err); {
 	case code == dotlab.EROLECONFLICT || code == dotlab.ECONFLICT || code == dotlab.EWINDOWCLOSED:
 		a.logf("%s: not challenged: %v", claimID, err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dotlab/dotlab"
@@ -91,4 +93,69 @@ func TestRunOncePublishesThenAttachesLogs(t *testing.T) {
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// bulkyEngine reruns like fakeEngine, but its analysis also wrote
+// `files` more output files (20000 make a body over the server's 1 MiB limit) and
+// left notes (which may be text the server refuses as public text).
+type bulkyEngine struct {
+	files int
+	notes string
+}
+
+func (e bulkyEngine) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (*runner.Record, error) {
+	rec, err := fakeEngine{}.Rerun(ctx, m, outDir)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < e.files; i++ {
+		rec.Body.OutputHashes[fmt.Sprintf("figures/panel-%05d.eps", i)] = strings.Repeat("3", 64)
+	}
+	rec.Body.Notes = e.notes
+	return rec, nil
+}
+
+// TestChallengeRefusedForAnalysisTextIsRetried: a challenge the server
+// refuses for what the analysis controls (an output listing over the body
+// limit, notes that look like a key) is posted again without it, as a
+// run is (publish): otherwise a package that writes many files would make
+// every honest challenge of its run impossible.
+func TestChallengeRefusedForAnalysisTextIsRetried(t *testing.T) {
+	ctx := context.Background()
+	lc, err := leakcheck.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []bulkyEngine{{files: 20000}, {notes: "warning: key AKIAZ7Q4MX2LPJRT3WKD"}} {
+		db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
+		api, err := httpapi.New(httpapi.Config{Store: db, Leaks: lc, AllowPrivateURLs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(api)
+		t.Cleanup(func() { api.Close(); srv.Close() })
+		c, _ := client.New(srv.URL, "")
+		sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
+		run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
+		ch, _ := c.Register(ctx, dotlab.NewAgent{Name: "challenger", Operator: "test"})
+		claim, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("bulky"), "statistics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Agent{Client: c.WithKey(run.APIKey), Engine: fakeEngine{}, WorkDir: t.TempDir()}
+		if _, err := a.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cy := &Agent{Client: c.WithKey(ch.APIKey), Engine: e, WorkDir: t.TempDir()}
+		if id, err := cy.ChallengeOnce(ctx); err != nil || id != claim.ID {
+			t.Fatalf("%+v: ChallengeOnce: %q %v", e.files, id, err)
+		}
+		list, err := c.Challenges(ctx, claim.ID)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("%+v: challenges: %+v %v", e.files, list, err)
+		}
+		if got := list[0]; strings.Contains(got.Notes, "AKIA") || !got.Agrees {
+			t.Fatalf("challenge %+v", got)
+		}
+	}
 }

@@ -138,6 +138,23 @@ func TestMissingRouteIsNotAMissingRecord(t *testing.T) {
 				t.Errorf("%s %s: %q", c.method, c.path, d)
 			}
 		}
+		// A route spelled with a trailing slash or in another letter case
+		// is no_such_route too, but the detail names the route that is
+		// there, not a missing feature.
+		id := e.submit(key, "near routes")
+		for _, c := range []struct{ method, path, route string }{
+			{"GET", "/api/v1/claims/", "GET /api/v1/claims"},
+			{"GET", "/api/v1/claims/" + id + "/", "GET /api/v1/claims/" + id},
+			{"GET", "/api/v1/Claims/" + id + "/Manifest", "GET /api/v1/claims/" + id + "/manifest"},
+			{"POST", "/api/v1/RUNS", "POST /api/v1/runs"},
+			{"PUT", "/api/v1/jobs/" + id + "/logs/", "PUT /api/v1/jobs/" + id + "/logs"},
+		} {
+			r := e.do(c.method, c.path, key, nil)
+			expect(t, r, 404, dotlab.ENOSUCHROUTE)
+			if d := r.err().Detail[0]; !strings.Contains(d, "the route is "+c.route+":") || strings.Contains(d, "the feature is not there") {
+				t.Errorf("%s %s: %q", c.method, c.path, d)
+			}
+		}
 		// The hints work: the listings they name answer.
 		expect(t, e.do("GET", "/api/v1/status", "", nil), 200, "")
 		expect(t, e.do("GET", "/api/v1/claims", "", nil), 200, "")
@@ -170,6 +187,15 @@ func TestDeclineWithoutAReason(t *testing.T) {
 		r := e.do("POST", "/api/v1/jobs/"+id+"/decline", runnerKey, map[string]string{"reason": strings.Repeat("x", 501)})
 		if expect(t, r, 422, "invalid"); !strings.Contains(r.err().Detail[0], "$.reason") {
 			t.Fatalf("long reason: %q", r.err().Detail)
+		}
+		// A body that is not a JSON object (a plain-text reason, an array, a
+		// bare string) is refused with the bodies that work.
+		for _, body := range []string{"busy this week", `["capability_mismatch"]`, `"capability_mismatch"`, `{"why":"busy"}`} {
+			r := e.do("POST", "/api/v1/jobs/"+id+"/decline", runnerKey, body)
+			expect(t, r, 422, "invalid")
+			if d := strings.Join(r.err().Detail, "\n"); !strings.Contains(d, `no body, {} or {"reason": "<any text>"}`) {
+				t.Fatalf("decline body %s: %q", body, d)
+			}
 		}
 		for _, c := range []struct {
 			body       any

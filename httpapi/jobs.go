@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +46,10 @@ func (s *Server) handleAcceptJob(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleDeclineJob(w http.ResponseWriter, r *http.Request) error {
 	var b apiv1.DeclineBody
 	if err := s.readOptionalBody(w, r, &b); err != nil {
+		if dotlab.ErrorCode(err) == dotlab.EINVALID {
+			return &dotlab.Error{Code: dotlab.EINVALID, Detail: append(dotlab.ErrorDetail(err),
+				`$: decline with no body, {} or {"reason": "<any text>"}; {"reason": "capability_mismatch"} costs nothing`)}
+		}
 		return err
 	}
 	if err := s.checkText(map[string]string{"$.reason": b.Reason}); err != nil {
@@ -70,11 +76,14 @@ type logLine struct {
 }
 
 // handlePutLogs attaches the runner's logs.jsonl to its published run (PUT
-// /jobs/{id}/logs; docs/protocol.md §6 "Logs"): every line a strict JSON
-// object with t, level, step and msg; no keys or tokens; exactly the bytes
-// whose SHA-256 the run pinned as logs_sha256, once (the same bytes again
-// answer 200 as before; others 409). It answers with the server's check of
-// the log against the run (dotlab.CheckLogCoverage).
+// /jobs/{id}/logs; docs/protocol.md §6 "Logs"): exactly the bytes whose
+// SHA-256 the run pinned as logs_sha256, once (the same bytes again answer
+// 200 as before; others 409); every line a strict JSON object with t,
+// level, step and msg; no keys or tokens. Who uploads and the bytes' hash
+// are checked first (store.CheckJobLogs), so only the runner's pinned
+// bytes are parsed and screened, once: that costs seconds for 8 MiB, and
+// anyone else's upload costs the server one hash. It answers with the
+// server's check of the log against the run (dotlab.CheckLogCoverage).
 func (s *Server) handlePutLogs(w http.ResponseWriter, r *http.Request) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxLogBytes))
 	if err != nil {
@@ -84,16 +93,22 @@ func (s *Server) handlePutLogs(w http.ResponseWriter, r *http.Request) error {
 		}
 		return dotlab.Errorf(dotlab.EINVALID, "could not read the logs")
 	}
-	if err := checkLogLines(data); err != nil {
-		return err
-	}
-	if err := s.leaks.Check("logs", string(data)); err != nil {
-		return err
-	}
 	id := r.PathValue("id")
-	run, err := s.store.PutJobLogs(r.Context(), agentFrom(r).ID, id, data)
+	sum := sha256.Sum256(data)
+	run, err := s.store.CheckJobLogs(r.Context(), agentFrom(r).ID, id, hex.EncodeToString(sum[:]))
 	if err != nil {
 		return err
+	}
+	if run.LogsUploadedAt == nil {
+		if err := checkLogLines(data); err != nil {
+			return err
+		}
+		if err := s.leaks.Check("logs", string(data)); err != nil {
+			return err
+		}
+		if run, err = s.store.PutJobLogs(r.Context(), agentFrom(r).ID, id, data); err != nil {
+			return err
+		}
 	}
 	s.writeJSON(w, http.StatusOK, apiv1.LogsStored{LogsURI: "/api/v1/jobs/" + id + "/logs", Bytes: len(data),
 		SHA256: run.LogsSHA256, RunID: run.ID, LogCoverage: run.LogCoverage})

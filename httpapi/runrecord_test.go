@@ -107,6 +107,36 @@ func TestRunLogs(t *testing.T) {
 	})
 }
 
+// TestLogsUploadCheapChecksFirst: an upload is refused on who sends it and
+// on its hash before its lines are parsed and screened for secrets (each
+// costs seconds for 8 MiB), so a stranger or a mismatching body costs the
+// server one hash: a stranger's malformed, key-bearing 8 MiB log is
+// 409 not_offered, the runner's is 422 for its hash, not for its lines
+// (docs/protocol.md §6 "Logs").
+func TestLogsUploadCheapChecksFirst(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e *env) {
+		_, subKey := e.register("submitter")
+		_, runnerKey := e.register("runner")
+		_, otherKey := e.register("other")
+		id := e.assigned(subKey, runnerKey, "cheap checks")
+		body := sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced)
+		logs := sqlstoretest.Logs(body)
+		body.LogsSHA256 = hexSHA256(logs)
+		put := "/api/v1/jobs/" + id + "/logs"
+		hostile := strings.Repeat("not a log line, key AKIAZ7Q4MX2LPJRT3WKD\n", (8<<20)/42)
+		expect(t, e.do("PUT", put, runnerKey, hostile), 409, "window_closed")
+		expect(t, e.do("POST", "/api/v1/runs", runnerKey, body), 201, "")
+		expect(t, e.do("PUT", put, otherKey, hostile), 409, "not_offered")
+		r := e.do("PUT", put, runnerKey, hostile)
+		if expect(t, r, 422, "invalid"); !strings.Contains(r.err().Detail[0], "pins logs_sha256 "+body.LogsSHA256) {
+			t.Fatalf("a mismatching body was parsed: %q", r.err().Detail)
+		}
+		expect(t, e.do("PUT", put, runnerKey, logs), 200, "")
+		expect(t, e.do("PUT", put, runnerKey, hostile), 409, "conflict")
+		expect(t, e.do("PUT", put, runnerKey, logs), 200, "")
+	})
+}
+
 // TestLogCoverageOverHTTP: a log missing the comparisons is judged
 // incomplete, naming each missing comparison, on the PUT answer and on
 // GET /runs/{id}; standing rewards only the complete log

@@ -40,6 +40,7 @@ type Store interface {
 	dotlab.ActivityService
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
 	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
+	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 }
 
@@ -301,7 +302,49 @@ func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		return dotlab.Errorf(apiv1.EMETHODNOTALLOWED, "%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))
 	}
+	if route, ok := s.nearRoute(r.Method, r.URL.Path); ok {
+		return dotlab.Errorf(dotlab.ENOSUCHROUTE, "%s %s: this route does not exist as written, but the route is %s: paths have no trailing slash and their fixed parts are lower case; the feature is there, send the request to that route", r.Method, r.URL.Path, route)
+	}
 	return noSuchRoute(r.Method, r.URL.Path)
+}
+
+// nearRoute finds the API route that path spells only differently: with
+// trailing slashes, or with its fixed segments in another letter case
+// (/api/v1/claims/, /api/v1/Claims/DL-0001/Manifest). It returns the
+// route as "METHOD PATH", ids kept as sent, preferring one served for
+// method; ok is false when there is none.
+func (s *Server) nearRoute(method, path string) (string, bool) {
+	segs := strings.Split(strings.TrimRight(path, "/"), "/")
+	found := ""
+	for _, rt := range s.routeList {
+		rsegs := strings.Split("/api/v1"+rt.Path, "/")
+		if len(rsegs) != len(segs) {
+			continue
+		}
+		fixed := make([]string, len(segs))
+		for i, seg := range rsegs {
+			switch {
+			case strings.HasPrefix(seg, "{") && segs[i] != "":
+				fixed[i] = segs[i]
+			case strings.EqualFold(seg, segs[i]):
+				fixed[i] = seg
+			default:
+				fixed = nil
+			}
+			if fixed == nil {
+				break
+			}
+		}
+		if fixed == nil || strings.Join(fixed, "/") == path {
+			continue
+		}
+		if cand := rt.Method + " " + strings.Join(fixed, "/"); rt.Method == method {
+			return cand, true
+		} else if found == "" {
+			found = cand
+		}
+	}
+	return found, found != ""
 }
 
 // noSuchRoute is the 404 of a route the API does not have: a feature that

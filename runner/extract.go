@@ -133,14 +133,20 @@ func extractJSON(path string, data []byte) (string, string) {
 	for _, st := range steps {
 		switch n := node.(type) {
 		case map[string]any:
+			if st.Index >= 0 {
+				return "", fmt.Sprintf("%s is an object, not an array: [%d] selects an array item (a key is written [%q])", at, st.Index, fmt.Sprint(st.Index))
+			}
 			v, ok := n[st.Key]
-			if st.Index >= 0 || !ok {
+			if !ok {
 				return "", fmt.Sprintf("%s has no key %q", at, st.Key)
 			}
 			node, at = v, fmt.Sprintf("%s[%q]", at, st.Key)
 		case []any:
-			if st.Index < 0 || st.Index >= len(n) {
-				return "", fmt.Sprintf("%s is an array of %d items: no such index", at, len(n))
+			switch {
+			case st.Index < 0:
+				return "", fmt.Sprintf("%s is an array of %d items, not an object: [%q] selects a key (an item is written [N])", at, len(n), st.Key)
+			case st.Index >= len(n):
+				return "", fmt.Sprintf("%s is an array of %d items: no item [%d]", at, len(n), st.Index)
 			}
 			node, at = n[st.Index], fmt.Sprintf("%s[%d]", at, st.Index)
 		default:

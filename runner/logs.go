@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"github.com/dotlab/dotlab"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -92,15 +93,18 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// String is the kept text, with a marker where bytes were dropped.
+// String is the kept text, with a marker where bytes were dropped. A NUL
+// byte is shown as U+FFFD: the text goes into logs.jsonl and notes, and a
+// server accepts no NUL in any text (docs/protocol.md §6 "Logs").
 func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	kept := int64(len(b.head) + len(b.tail))
-	if kept >= b.total {
-		return string(b.head) + string(b.tail)
+	s := string(b.head) + string(b.tail)
+	if kept < b.total {
+		s = string(b.head) + "\n[… " + itoa(b.total-kept) + " bytes dropped …]\n" + string(b.tail)
 	}
-	return string(b.head) + "\n[… " + itoa(b.total-kept) + " bytes dropped …]\n" + string(b.tail)
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 func itoa(n int64) string {

@@ -111,6 +111,12 @@ func TestTargetSourceProblems(t *testing.T) {
 			[]string{"target x: source /work/out/t.csv", "does not exist"}},
 		{"json not a number", `echo '{"did": "2.76"}' > $DOTLAB_OUT_DIR/e.json`, dotlab.TargetSource{File: "/work/out/e.json", JSON: "$.did"},
 			[]string{"target x", `$["did"] is a string, not a number`}},
+		{"json index into an object", `echo '{"0": 2.76}' > $DOTLAB_OUT_DIR/e.json`, dotlab.TargetSource{File: "/work/out/e.json", JSON: "$[0]"},
+			[]string{"target x", `$ is an object, not an array: [0] selects an array item (a key is written ["0"])`}},
+		{"json key into an array", `echo '[{"did": 2.76}]' > $DOTLAB_OUT_DIR/e.json`, dotlab.TargetSource{File: "/work/out/e.json", JSON: "$.did"},
+			[]string{"target x", `$ is an array of 1 items, not an object: ["did"] selects a key (an item is written [N])`}},
+		{"json index past the end", `echo '[1, 2]' > $DOTLAB_OUT_DIR/e.json`, dotlab.TargetSource{File: "/work/out/e.json", JSON: "$[2]"},
+			[]string{"target x", `$ is an array of 2 items: no item [2]`}},
 		{"symlinked file", `echo '{"did": 2.76}' > /tmp/e.json; ln -s /tmp/e.json $DOTLAB_OUT_DIR/e.json`, dotlab.TargetSource{File: "/work/out/e.json", JSON: "$.did"},
 			[]string{"symlink in the output directory: e.json"}},
 		{"oversized file", `dd if=/dev/zero of=$DOTLAB_OUT_DIR/big.txt bs=1M count=17 2>/dev/null`, dotlab.TargetSource{File: "/work/out/big.txt", Regex: `(\d+)`},
@@ -176,6 +182,20 @@ ln -s tables/t2.csv link.csv
 		m := f.published(script, target("did", "2.76", &dotlab.TargetSource{File: "/work/scratch/link.csv", CSV: csv}))
 		m.Scratch = true
 		f.mustRerun(m, dotlab.OutcomeSpecIssue, "target did: source /work/scratch/link.csv", "symbolic link (not followed)")
+	})
+	// A shipped file (or its directory) the run deleted is said to be
+	// deleted, not to be "a device" (the overlay's whiteout).
+	t.Run("deleted by the run", func(t *testing.T) {
+		dir, commit := repo(t, map[string]string{"run.sh": `rm -f run.sh; rm -rf tables; echo ok`, "tables/t2.csv": "term,estimate\ndid,2.760\n"})
+		for _, c := range []struct{ file, says string }{
+			{"/work/scratch/run.sh", "was deleted by the run"},
+			{"/work/scratch/tables/t2.csv", "was deleted by the run (its directory tables was removed)"},
+		} {
+			m := f.published("", target("did", "2.76", &dotlab.TargetSource{File: c.file, Regex: `(\d)`}))
+			m.Code = dotlab.Code{Repository: dir, Commit: commit}
+			m.Scratch = true
+			f.mustRerun(m, dotlab.OutcomeSpecIssue, "target did: source "+c.file+", regex", c.says)
+		}
 	})
 	t.Run("without scratch the code is read-only", func(t *testing.T) {
 		m := f.published(`echo x > figure.eps`, target("did", "1", &dotlab.TargetSource{Stream: "stdout", Regex: `(\d)`}))

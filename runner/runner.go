@@ -325,9 +325,9 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 	}
 	rt := res.Runtime
 	rec.Body.Environment.Runtime = &rt
+	outs := make([]output, 0, len(res.Files)+len(res.Kept))
 	for _, of := range res.Files {
-		rec.Body.OutputHashes[of.Path] = of.SHA256
-		log.Info("outputs", "output "+of.Path, map[string]any{"path": of.Path, "bytes": of.Size, "sha256": of.SHA256})
+		outs = append(outs, output{of.Path, of.SHA256, of.Size, ""})
 	}
 	// The scratch files that target sources read are outputs too: their
 	// hashes, keyed by their path in the sandbox (/work/scratch/…), let a
@@ -335,16 +335,63 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 	for _, rel := range dotlab.SortedKeys(res.Kept) {
 		if k := res.Kept[rel]; k.Problem == "" {
 			sum := sha256.Sum256(k.Data)
-			path := dotlab.SourceScratchDir + rel
-			rec.Body.OutputHashes[path] = hex.EncodeToString(sum[:])
-			log.Info("outputs", "output "+path+" (scratch, read by a target source)", map[string]any{"path": path, "bytes": len(k.Data), "sha256": rec.Body.OutputHashes[path]})
+			outs = append(outs, output{dotlab.SourceScratchDir + rel, hex.EncodeToString(sum[:]), int64(len(k.Data)), " (scratch, read by a target source)"})
 		}
 	}
+	reportOutputs(log, outs, rec)
 	for _, rj := range res.Rejected {
 		log.Warn("outputs", "rejected "+rj.Type+" "+rj.Path+" (not followed, not copied)", map[string]any{"path": rj.Path, "type": rj.Type})
 	}
 	w.out = &outputs{outDir: outDir, streams: cap.full, kept: res.Kept}
 	return runProblems(m, res, cap.stderr.String())
+}
+
+// output is one file a run reports in output_hashes: its key, hash and
+// size, and what the log line adds to "output KEY".
+type output struct {
+	key, sha256 string
+	size        int64
+	what        string
+}
+
+// reportOutputs puts outs in rec's output_hashes and the log, except the
+// files whose key a run body cannot carry. A server reads run bodies as
+// strict JSON (docs/manifest-spec.md "4. Strict JSON parsing"): a key must
+// be valid UTF-8 (two invalid names would both arrive as the same U+FFFD
+// text), and no two keys may differ only in letter case. The analysis
+// names its files, so such names are its doing; rather than make the run
+// unpublishable, those files (every member of a group that differs only in
+// case) are left out of output_hashes, each logged as a warning and named
+// in the notes (docs/sandbox.md "After the run"). The outcome stands: output
+// hashes are evidence, not results.
+func reportOutputs(log *Log, outs []output, rec *Record) {
+	folded := map[string]int{}
+	for _, o := range outs {
+		if utf8.ValidString(o.key) {
+			folded[strings.ToLower(o.key)]++
+		}
+	}
+	var left []string
+	for _, o := range outs {
+		why := ""
+		switch {
+		case !utf8.ValidString(o.key):
+			why = "its name is not valid UTF-8"
+		case folded[strings.ToLower(o.key)] > 1:
+			why = "its path differs from another output's only in letter case"
+		}
+		if why == "" {
+			rec.Body.OutputHashes[o.key] = o.sha256
+			log.Info("outputs", "output "+o.key+o.what, map[string]any{"path": o.key, "bytes": o.size, "sha256": o.sha256})
+			continue
+		}
+		msg := fmt.Sprintf("output %q is not in output_hashes: %s, which a run body cannot carry", o.key, why)
+		log.Warn("outputs", msg, map[string]any{"name": fmt.Sprintf("%q", o.key), "bytes": o.size, "sha256": o.sha256})
+		left = append(left, msg)
+	}
+	if len(left) > 0 {
+		rec.Body.Notes = joinNotes(rec.Body.Notes, strings.Join(left, "; "))
+	}
 }
 
 // compare reads results.json from the output directory, then every target
@@ -366,7 +413,7 @@ func (r *Runner) compare(log *Log, m *dotlab.Manifest, w *workspace, rec *Record
 	rec.Extra = extra
 	if len(extra) > 0 {
 		log.Warn("results", "results.json has keys that are not targets (ignored)", map[string]any{"keys": extra})
-		rec.Body.Notes = "results.json also had keys that are not targets (ignored): " + strings.Join(extra, ", ")
+		rec.Body.Notes = joinNotes(rec.Body.Notes, "results.json also had keys that are not targets (ignored): "+strings.Join(extra, ", "))
 	}
 	cs, outcome, err := dotlab.Decide(m.Targets, rerun)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/dotlab/dotlab/internal/safefs"
 	"golang.org/x/sys/unix"
@@ -24,8 +25,9 @@ const (
 const MaxKeepBytes = 16 << 20
 
 // KeptFile is one Spec.Keep file as the run left it: its bytes, or why it
-// could not be read (Problem: "does not exist", "is a symbolic link (not
-// followed)", "is … bytes, over the …-byte bound", …).
+// could not be read (Problem: "was not written by the run", "was deleted
+// by the run", "is a symbolic link (not followed)", "is … bytes, over the
+// …-byte bound", …).
 type KeptFile struct {
 	Data    []byte
 	Problem string
@@ -120,6 +122,14 @@ func readKept(bundle string, keep []string) (map[string]KeptFile, error) {
 	defer root.Close()
 	kept := map[string]KeptFile{}
 	for _, name := range keep {
+		if gone, ok := whiteout(root, name); ok {
+			why := "was deleted by the run"
+			if gone != name {
+				why += " (its directory " + gone + " was removed)"
+			}
+			kept[name] = KeptFile{Problem: why}
+			continue
+		}
 		data, err := safefs.ReadNoFollow(root, name, MaxKeepBytes)
 		var rp *safefs.ReadProblem
 		switch {
@@ -134,6 +144,30 @@ func readKept(bundle string, keep []string) (map[string]KeptFile, error) {
 		}
 	}
 	return kept, nil
+}
+
+// whiteout reports whether name (a clean relative path) or a directory on
+// its way is an overlay whiteout in the upper layer root, a character
+// device 0:0: what overlayfs leaves where the run deleted a file of the
+// lower layer. It returns the deleted path.
+func whiteout(root *os.Root, name string) (string, bool) {
+	parts := strings.Split(name, "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		fi, err := root.Lstat(p)
+		if err != nil {
+			return "", false
+		}
+		if fi.Mode()&fs.ModeCharDevice != 0 {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Rdev == 0 {
+				return p, true
+			}
+		}
+		if !fi.IsDir() {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // cleanupBundle unmounts what mountWork mounted in bundle (lazily if busy),

@@ -26,23 +26,10 @@ import (
 // run pinned no logs_sha256); EINVALID (the bytes' SHA-256 is not the one
 // the run pinned).
 func (db *DB) PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error) {
-	c, err := db.FindClaim(ctx, claimID)
-	if err != nil {
-		return nil, err
-	}
-	if c.RunnerID != agentID || c.State == dotlab.StateFunded {
-		return nil, dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only its runner uploads the run's logs, from accepting the job on (POST /api/v1/jobs/%s/accept, when it is offered to you)", claimID, claimID)
-	}
-	if c.RunID == "" {
-		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the run of %s is not published yet: publish it first (POST /runs with logs_sha256, the SHA-256 of these logs), then upload them", claimID)
-	}
-	run, err := db.FindRun(ctx, c.RunID)
-	if err != nil {
-		return nil, err
-	}
 	sum := sha256.Sum256(logs)
 	got := hex.EncodeToString(sum[:])
-	if err := attachable(run, got); err != nil || run.LogsUploadedAt != nil {
+	c, run, err := db.logsTarget(ctx, agentID, claimID, got)
+	if err != nil || run.LogsUploadedAt != nil {
 		return run, err // nil error: the same bytes again
 	}
 	cov := dotlab.CheckLogCoverage(c.Manifest, &run.Body, logs)
@@ -76,6 +63,40 @@ func (db *DB) PutJobLogs(ctx context.Context, agentID, claimID string, logs []by
 		return nil, err
 	}
 	return db.findRun(ctx, db.r, run.ID)
+}
+
+// CheckJobLogs makes PutJobLogs' checks of who uploads and of the bytes'
+// SHA-256 (sum, 64 lowercase hex) without the bytes themselves, so that a
+// caller can refuse an upload before the costly work on its text
+// (httpapi parses every line and screens it for secrets): it returns the
+// run the logs would be attached to, with LogsUploadedAt set when these
+// very bytes are attached already, or PutJobLogs' error for them.
+func (db *DB) CheckJobLogs(ctx context.Context, agentID, claimID, sum string) (*dotlab.Run, error) {
+	_, run, err := db.logsTarget(ctx, agentID, claimID, sum)
+	return run, err
+}
+
+// logsTarget finds the claim and run that logs hashing to sum would be
+// attached to, and checks they may be (PutJobLogs' errors).
+func (db *DB) logsTarget(ctx context.Context, agentID, claimID, sum string) (*dotlab.Claim, *dotlab.Run, error) {
+	c, err := db.FindClaim(ctx, claimID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.RunnerID != agentID || c.State == dotlab.StateFunded {
+		return nil, nil, dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only its runner uploads the run's logs, from accepting the job on (POST /api/v1/jobs/%s/accept, when it is offered to you)", claimID, claimID)
+	}
+	if c.RunID == "" {
+		return nil, nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the run of %s is not published yet: publish it first (POST /runs with logs_sha256, the SHA-256 of these logs), then upload them", claimID)
+	}
+	run, err := db.FindRun(ctx, c.RunID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := attachable(run, sum); err != nil {
+		return nil, nil, err
+	}
+	return c, run, nil
 }
 
 // attachable says whether logs hashing to sum may be attached to run: nil

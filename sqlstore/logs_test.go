@@ -50,6 +50,14 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		wantCode(t, err, dotlab.ENOTOFFERED)
 		_, err = w.db.PutJobLogs(ctx, runner.ID, id, append([]byte("{}\n"), logs...))
 		wantCode(t, err, dotlab.EINVALID)
+		// CheckJobLogs makes the same checks from the hash alone.
+		_, err = w.db.CheckJobLogs(ctx, other.ID, id, body.LogsSHA256)
+		wantCode(t, err, dotlab.ENOTOFFERED)
+		_, err = w.db.CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
+		wantCode(t, err, dotlab.EINVALID)
+		if r, err := w.db.CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.ID != run.ID || r.LogsUploadedAt != nil {
+			t.Fatalf("check before the upload: %v %+v", err, r)
+		}
 
 		// Concurrent uploads of the pinned bytes: all succeed, one attaches.
 		var wg sync.WaitGroup
@@ -86,6 +94,11 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 			t.Fatalf("repeat: %v %+v", err, again)
 		}
 		_, err = w.db.PutJobLogs(ctx, runner.ID, id, sqlstoretest.Logs(body, "compare"))
+		wantCode(t, err, dotlab.ECONFLICT)
+		if r, err := w.db.CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.LogsUploadedAt == nil {
+			t.Fatalf("check of the attached bytes: %v %+v", err, r)
+		}
+		_, err = w.db.CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
 		wantCode(t, err, dotlab.ECONFLICT)
 		if got, err := w.db.JobLogs(ctx, id); err != nil || string(got) != string(logs) {
 			t.Fatalf("served logs: %v %q", err, got)

@@ -913,7 +913,8 @@ type Dispute struct {
 // Error Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1556,7 +1557,8 @@ type RunId = string
 // Duplicate Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1568,7 +1570,8 @@ type Duplicate = Error
 // Forbidden Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1580,7 +1583,8 @@ type Forbidden = Error
 // Internal Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1592,7 +1596,8 @@ type Internal = Error
 // Invalid Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1604,7 +1609,8 @@ type Invalid = Error
 // InvalidOrMismatch Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1616,7 +1622,8 @@ type InvalidOrMismatch = Error
 // MethodNotAllowed Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1628,7 +1635,8 @@ type MethodNotAllowed = Error
 // NotFound Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1640,7 +1648,8 @@ type NotFound = Error
 // RateLimited Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1652,7 +1661,8 @@ type RateLimited = Error
 // TooLarge Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1664,7 +1674,8 @@ type TooLarge = Error
 // Unauthorized Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -1676,7 +1687,8 @@ type Unauthorized = Error
 // Unavailable Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
 // unknown id on an existing route); no_such_route 404 (the route or
-// feature does not exist in API v1: report it and stop that task);
+// feature does not exist in API v1: report it and stop that task;
+// when the detail names a route, the path only misspelled it);
 // method_not_allowed 405 (written by the route fallback, with an
 // Allow header); conflict, not_offered, window_closed, duplicate 409;
 // too_large 413; invalid, outcome_mismatch 422; rate_limited 429;
@@ -2159,9 +2171,12 @@ type ClientInterface interface {
 	// goes through secret detection. Logs are fixed once the run is
 	// published: publish the run with `logs_sha256` (the SHA-256 of these
 	// exact bytes) first, then upload them, once. The same bytes again
-	// answer 200 with the same body; other bytes are 409 `conflict`. The
-	// server checks the logs' coverage of the run (`log_coverage`,
-	// docs/protocol.md §6 "Log coverage").
+	// answer 200 with the same body; other bytes are 409 `conflict`. Who
+	// uploads and the bytes' SHA-256 are checked before the lines and the
+	// secret detection, so a malformed body that is not the pinned one is
+	// 409 or 422 for that, not for its lines. The server checks the logs'
+	// coverage of the run (`log_coverage`, docs/protocol.md §6 "Log
+	// coverage").
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2277,11 +2292,14 @@ type ClientInterface interface {
 	// outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 	// dataset's manifest hash and the manifest's image digest, and open the
 	// challenge window (default 72 h); they must also carry the manifest's
-	// `seed` in `environment.seed` (and leave it out when the manifest has
-	// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+	// `seed` in `environment.seed` (and leave it out, or give 0 as the
+	// skill's example body does, when the manifest has none).
+	// `spec_issue`/`input_mismatch` need notes and settle at once;
 	// `input_mismatch` must show at least one differing input hash; such
 	// runs earn no standing either way. `logs_uri`, when given, must be an
-	// absolute http(s) URL of at most 2000 characters. Notes that look like
+	// absolute https URL on a public host, without credentials, of at most
+	// 2000 characters (plain http and private hosts only on a server run
+	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`.
 	//
 	// Takes any type of body and a specified content type.
@@ -2296,11 +2314,14 @@ type ClientInterface interface {
 	// outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 	// dataset's manifest hash and the manifest's image digest, and open the
 	// challenge window (default 72 h); they must also carry the manifest's
-	// `seed` in `environment.seed` (and leave it out when the manifest has
-	// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+	// `seed` in `environment.seed` (and leave it out, or give 0 as the
+	// skill's example body does, when the manifest has none).
+	// `spec_issue`/`input_mismatch` need notes and settle at once;
 	// `input_mismatch` must show at least one differing input hash; such
 	// runs earn no standing either way. `logs_uri`, when given, must be an
-	// absolute http(s) URL of at most 2000 characters. Notes that look like
+	// absolute https URL on a public host, without credentials, of at most
+	// 2000 characters (plain http and private hosts only on a server run
+	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -2789,9 +2810,12 @@ func (c *Client) GetJobLogs(ctx context.Context, id JobId, reqEditors ...Request
 // goes through secret detection. Logs are fixed once the run is
 // published: publish the run with `logs_sha256` (the SHA-256 of these
 // exact bytes) first, then upload them, once. The same bytes again
-// answer 200 with the same body; other bytes are 409 `conflict`. The
-// server checks the logs' coverage of the run (`log_coverage`,
-// docs/protocol.md §6 "Log coverage").
+// answer 200 with the same body; other bytes are 409 `conflict`. Who
+// uploads and the bytes' SHA-256 are checked before the lines and the
+// secret detection, so a malformed body that is not the pinned one is
+// 409 or 422 for that, not for its lines. The server checks the logs'
+// coverage of the run (`log_coverage`, docs/protocol.md §6 "Log
+// coverage").
 //
 // Takes any type of body and a specified content type.
 //
@@ -3037,11 +3061,14 @@ func (c *Client) ListRuns(ctx context.Context, params *ListRunsParams, reqEditor
 // outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 // dataset's manifest hash and the manifest's image digest, and open the
 // challenge window (default 72 h); they must also carry the manifest's
-// `seed` in `environment.seed` (and leave it out when the manifest has
-// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+// `seed` in `environment.seed` (and leave it out, or give 0 as the
+// skill's example body does, when the manifest has none).
+// `spec_issue`/`input_mismatch` need notes and settle at once;
 // `input_mismatch` must show at least one differing input hash; such
 // runs earn no standing either way. `logs_uri`, when given, must be an
-// absolute http(s) URL of at most 2000 characters. Notes that look like
+// absolute https URL on a public host, without credentials, of at most
+// 2000 characters (plain http and private hosts only on a server run
+// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`.
 //
 // Takes any type of body and a specified content type.
@@ -3066,11 +3093,14 @@ func (c *Client) PublishRunWithBody(ctx context.Context, contentType string, bod
 // outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 // dataset's manifest hash and the manifest's image digest, and open the
 // challenge window (default 72 h); they must also carry the manifest's
-// `seed` in `environment.seed` (and leave it out when the manifest has
-// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+// `seed` in `environment.seed` (and leave it out, or give 0 as the
+// skill's example body does, when the manifest has none).
+// `spec_issue`/`input_mismatch` need notes and settle at once;
 // `input_mismatch` must show at least one differing input hash; such
 // runs earn no standing either way. `logs_uri`, when given, must be an
-// absolute http(s) URL of at most 2000 characters. Notes that look like
+// absolute https URL on a public host, without credentials, of at most
+// 2000 characters (plain http and private hosts only on a server run
+// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`.
 //
 // Takes a body of the `application/json` content type.
@@ -4931,9 +4961,12 @@ type ClientWithResponsesInterface interface {
 	// goes through secret detection. Logs are fixed once the run is
 	// published: publish the run with `logs_sha256` (the SHA-256 of these
 	// exact bytes) first, then upload them, once. The same bytes again
-	// answer 200 with the same body; other bytes are 409 `conflict`. The
-	// server checks the logs' coverage of the run (`log_coverage`,
-	// docs/protocol.md §6 "Log coverage").
+	// answer 200 with the same body; other bytes are 409 `conflict`. Who
+	// uploads and the bytes' SHA-256 are checked before the lines and the
+	// secret detection, so a malformed body that is not the pinned one is
+	// 409 or 422 for that, not for its lines. The server checks the logs'
+	// coverage of the run (`log_coverage`, docs/protocol.md §6 "Log
+	// coverage").
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5065,11 +5098,14 @@ type ClientWithResponsesInterface interface {
 	// outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 	// dataset's manifest hash and the manifest's image digest, and open the
 	// challenge window (default 72 h); they must also carry the manifest's
-	// `seed` in `environment.seed` (and leave it out when the manifest has
-	// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+	// `seed` in `environment.seed` (and leave it out, or give 0 as the
+	// skill's example body does, when the manifest has none).
+	// `spec_issue`/`input_mismatch` need notes and settle at once;
 	// `input_mismatch` must show at least one differing input hash; such
 	// runs earn no standing either way. `logs_uri`, when given, must be an
-	// absolute http(s) URL of at most 2000 characters. Notes that look like
+	// absolute https URL on a public host, without credentials, of at most
+	// 2000 characters (plain http and private hosts only on a server run
+	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5084,11 +5120,14 @@ type ClientWithResponsesInterface interface {
 	// outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 	// dataset's manifest hash and the manifest's image digest, and open the
 	// challenge window (default 72 h); they must also carry the manifest's
-	// `seed` in `environment.seed` (and leave it out when the manifest has
-	// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+	// `seed` in `environment.seed` (and leave it out, or give 0 as the
+	// skill's example body does, when the manifest has none).
+	// `spec_issue`/`input_mismatch` need notes and settle at once;
 	// `input_mismatch` must show at least one differing input hash; such
 	// runs earn no standing either way. `logs_uri`, when given, must be an
-	// absolute http(s) URL of at most 2000 characters. Notes that look like
+	// absolute https URL on a public host, without credentials, of at most
+	// 2000 characters (plain http and private hosts only on a server run
+	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -8557,9 +8596,12 @@ func (c *ClientWithResponses) GetJobLogsWithResponse(ctx context.Context, id Job
 // goes through secret detection. Logs are fixed once the run is
 // published: publish the run with `logs_sha256` (the SHA-256 of these
 // exact bytes) first, then upload them, once. The same bytes again
-// answer 200 with the same body; other bytes are 409 `conflict`. The
-// server checks the logs' coverage of the run (`log_coverage`,
-// docs/protocol.md §6 "Log coverage").
+// answer 200 with the same body; other bytes are 409 `conflict`. Who
+// uploads and the bytes' SHA-256 are checked before the lines and the
+// secret detection, so a malformed body that is not the pinned one is
+// 409 or 422 for that, not for its lines. The server checks the logs'
+// coverage of the run (`log_coverage`, docs/protocol.md §6 "Log
+// coverage").
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8769,11 +8811,14 @@ func (c *ClientWithResponses) ListRunsWithResponse(ctx context.Context, params *
 // outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 // dataset's manifest hash and the manifest's image digest, and open the
 // challenge window (default 72 h); they must also carry the manifest's
-// `seed` in `environment.seed` (and leave it out when the manifest has
-// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+// `seed` in `environment.seed` (and leave it out, or give 0 as the
+// skill's example body does, when the manifest has none).
+// `spec_issue`/`input_mismatch` need notes and settle at once;
 // `input_mismatch` must show at least one differing input hash; such
 // runs earn no standing either way. `logs_uri`, when given, must be an
-// absolute http(s) URL of at most 2000 characters. Notes that look like
+// absolute https URL on a public host, without credentials, of at most
+// 2000 characters (plain http and private hosts only on a server run
+// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -8794,11 +8839,14 @@ func (c *ClientWithResponses) PublishRunWithBodyWithResponse(ctx context.Context
 // outcome_mismatch`. `reproduced`/`not_reproduced` must show every
 // dataset's manifest hash and the manifest's image digest, and open the
 // challenge window (default 72 h); they must also carry the manifest's
-// `seed` in `environment.seed` (and leave it out when the manifest has
-// none). `spec_issue`/`input_mismatch` need notes and settle at once;
+// `seed` in `environment.seed` (and leave it out, or give 0 as the
+// skill's example body does, when the manifest has none).
+// `spec_issue`/`input_mismatch` need notes and settle at once;
 // `input_mismatch` must show at least one differing input hash; such
 // runs earn no standing either way. `logs_uri`, when given, must be an
-// absolute http(s) URL of at most 2000 characters. Notes that look like
+// absolute https URL on a public host, without credentials, of at most
+// 2000 characters (plain http and private hosts only on a server run
+// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
