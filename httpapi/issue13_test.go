@@ -446,16 +446,8 @@ func TestRationaleNamesATarget(t *testing.T) {
 // published value is 0.0, so that the skill's example run body, "seed": 0
 // and "rerun": 0.0 as printed, is a consistent reproduced run.
 func skillManifest(title string) string {
-	return fmt.Sprintf(`{
-  "spec_version": "0.1",
-  "title": %q,
-  "source": {"citation": "Student (1908). The probable error of a mean. Biometrika 6(1):1-25.", "doi": "10.1093/biomet/6.1.1"},
-  "datasets": [{"name": "sleep", "url": "https://data.example.org/sleep.csv", "sha256": %q, "path": "sleep.csv"}],
-  "code": {"repository": "https://code.example.org/sleep.git", "commit": "0123456789abcdef0123456789abcdef01234567"},
-  "environment": {"image": "registry.example.org/python@%s", "dependencies": {"python3": "3.11.2"}},
-  "entrypoint": ["python3", "analysis.py"],
-  "targets": [{"name": "median_shift", "value": 0.0, "tolerance": {"type": "absolute", "value": 0.005}}]
-}`, title, sqlstoretest.DataSHA256, sqlstoretest.ImageDigest)
+	return sqlstoretest.StudentManifest(sqlstoretest.ManifestParts{Title: title, Dependencies: `{"python3": "3.11.2"}`,
+		Targets: `[{"name": "median_shift", "value": 0.0, "tolerance": {"type": "absolute", "value": 0.005}}]`})
 }
 
 // The literal example bodies of agent-skill-dotlab.txt, as printed

@@ -168,21 +168,8 @@ func claimBody(t *testing.T, manifest, field string) string {
 // manifestText is a spec v0.1 manifest with the test's pinned inputs.
 // seed "" sets none; targets is the JSON array of targets.
 func manifestText(title, seed, targets string) string {
-	seedLine := ""
-	if seed != "" {
-		seedLine = `"seed": ` + seed + ",\n  "
-	}
-	return fmt.Sprintf(`{
-  "spec_version": "0.1",
-  "title": %q,
-  "source": {"citation": "Student (1908). The probable error of a mean. Biometrika 6(1):1-25.", "doi": "10.1093/biomet/6.1.1"},
-  "datasets": [{"name": "sleep", "url": "https://data.example.org/sleep.csv", "sha256": %q, "path": "sleep.csv"}],
-  "code": {"repository": "https://code.example.org/sleep.git", "commit": "0123456789abcdef0123456789abcdef01234567"},
-  "environment": {"image": "registry.example.org/python@%s", "dependencies": {"python3": "3.11.2", "numpy": "1.26.4"}},
-  %s"requires": ["python"],
-  "entrypoint": ["python3", "analysis.py"],
-  "targets": %s
-}`, title, dataSHA, imageDigest, seedLine, targets)
+	return sqlstoretest.StudentManifest(sqlstoretest.ManifestParts{Title: title, DataSHA256: dataSHA, ImageDigest: imageDigest,
+		Dependencies: `{"python3": "3.11.2", "numpy": "1.26.4"}`, Seed: seed, Requires: []string{"python"}, Targets: targets})
 }
 
 // The test's manifests: one target at 0.0 and no seed, so that the skill's

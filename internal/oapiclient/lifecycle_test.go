@@ -22,20 +22,10 @@ const tPaired = 4.0621234567
 // lifecycleManifest is a claim with that target (and an absolute one),
 // made unique by title.
 func lifecycleManifest(title string) string {
-	return fmt.Sprintf(`{
-  "spec_version": "0.1",
-  "title": %q,
-  "source": {"citation": "Student (1908). The probable error of a mean. Biometrika 6(1):1-25.", "doi": "10.1093/biomet/6.1.1"},
-  "datasets": [{"name": "sleep", "url": "https://data.example.org/sleep.csv", "sha256": %q, "path": "sleep.csv"}],
-  "code": {"repository": "https://code.example.org/sleep.git", "commit": "0123456789abcdef0123456789abcdef01234567"},
-  "environment": {"image": "registry.example.org/python@%s"},
-  "seed": 1908,
-  "entrypoint": ["python3", "analysis.py"],
-  "targets": [
+	return sqlstoretest.StudentManifest(sqlstoretest.ManifestParts{Title: title, Seed: "1908", Targets: `[
     {"name": "mean_diff", "value": 1.58, "tolerance": {"type": "absolute", "value": 0.005}},
     {"name": "t_paired", "value": 4.0621234567, "tolerance": {"type": "relative", "value": 1e-9}}
-  ]
-}`, title, sqlstoretest.DataSHA256, sqlstoretest.ImageDigest)
+  ]`})
 }
 
 // lifecycle is one run of TestGeneratedClientLifecycle.

@@ -3,6 +3,7 @@ package sqlstoretest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,22 +47,56 @@ func ManifestJSON(title string, requires ...string) []byte {
 	if requires == nil {
 		requires = []string{}
 	}
-	req, _ := json.Marshal(requires)
-	return []byte(fmt.Sprintf(`{
+	return []byte(StudentManifest(ManifestParts{Title: title, Dependencies: `{"python3": "3.11.2"}`, Seed: "1908", Requires: requires,
+		Targets: `[
+    {"name": "mean_diff", "value": 1.58, "tolerance": {"type": "absolute", "value": 0.005}},
+    {"name": "sd_diff", "value": 1.17, "tolerance": {"type": "absolute", "value": 0.005}}
+  ]`}))
+}
+
+// ManifestParts are the parts of a Student (1908) test manifest that tests
+// vary; the rest (source, the sleep dataset, code, entrypoint) is fixed.
+type ManifestParts struct {
+	Title        string
+	DataSHA256   string   // the sleep dataset's pin (default DataSHA256)
+	ImageDigest  string   // the image's digest (default ImageDigest)
+	Dependencies string   // environment.dependencies as JSON object text ("" leaves it out)
+	Seed         string   // the seed as JSON number text ("" sets none)
+	Requires     []string // nil leaves requires out
+	Targets      string   // the targets as JSON array text
+}
+
+// StudentManifest returns the manifest text of p (spec v0.1; valid when
+// p's parts are).
+func StudentManifest(p ManifestParts) string {
+	if p.DataSHA256 == "" {
+		p.DataSHA256 = DataSHA256
+	}
+	if p.ImageDigest == "" {
+		p.ImageDigest = ImageDigest
+	}
+	env := fmt.Sprintf(`{"image": "registry.example.org/python@%s"}`, p.ImageDigest)
+	if p.Dependencies != "" {
+		env = fmt.Sprintf(`{"image": "registry.example.org/python@%s", "dependencies": %s}`, p.ImageDigest, p.Dependencies)
+	}
+	var opt strings.Builder
+	if p.Seed != "" {
+		fmt.Fprintf(&opt, "  \"seed\": %s,\n", p.Seed)
+	}
+	if p.Requires != nil {
+		req, _ := json.Marshal(p.Requires)
+		fmt.Fprintf(&opt, "  \"requires\": %s,\n", req)
+	}
+	return fmt.Sprintf(`{
   "spec_version": "0.1",
   "title": %q,
   "source": {"citation": "Student (1908). The probable error of a mean. Biometrika 6(1):1-25.", "doi": "10.1093/biomet/6.1.1"},
   "datasets": [{"name": "sleep", "url": "https://data.example.org/sleep.csv", "sha256": %q, "path": "sleep.csv"}],
   "code": {"repository": "https://code.example.org/sleep.git", "commit": "0123456789abcdef0123456789abcdef01234567"},
-  "environment": {"image": "registry.example.org/python@%s", "dependencies": {"python3": "3.11.2"}},
-  "seed": 1908,
-  "requires": %s,
-  "entrypoint": ["python3", "analysis.py"],
-  "targets": [
-    {"name": "mean_diff", "value": 1.58, "tolerance": {"type": "absolute", "value": 0.005}},
-    {"name": "sd_diff", "value": 1.17, "tolerance": {"type": "absolute", "value": 0.005}}
-  ]
-}`, title, DataSHA256, ImageDigest, req))
+  "environment": %s,
+%s  "entrypoint": ["python3", "analysis.py"],
+  "targets": %s
+}`, p.Title, p.DataSHA256, env, opt.String(), p.Targets)
 }
 
 // NewClaim parses ManifestJSON(title, requires…) into a listing.
