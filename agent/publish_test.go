@@ -41,20 +41,11 @@ func (fakeEngine) Rerun(_ context.Context, m *dotlab.Manifest, outDir string) (*
 // §6 "Logs"), against a real server on SQLite.
 func TestRunOncePublishesThenAttachesLogs(t *testing.T) {
 	ctx := context.Background()
-	db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
 	lc, err := leakcheck.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A loopback server over plain http is a private deployment: the
-	// agent's logs_uri (this server's own logs URL) is http://127.0.0.1.
-	api, err := httpapi.New(httpapi.Config{Store: db, Leaks: lc, AllowPrivateURLs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api)
-	t.Cleanup(func() { api.Close(); srv.Close() })
-	c, _ := client.New(srv.URL, "")
+	c := testServer(t, lc)
 	sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
 	run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
 	claim, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("agent logs"), "statistics")
@@ -127,14 +118,7 @@ func TestChallengeRefusedForAnalysisTextIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range []bulkyEngine{{files: 20000}, {notes: "warning: key AKIAZ7Q4MX2LPJRT3WKD"}} {
-		db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
-		api, err := httpapi.New(httpapi.Config{Store: db, Leaks: lc, AllowPrivateURLs: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(api)
-		t.Cleanup(func() { api.Close(); srv.Close() })
-		c, _ := client.New(srv.URL, "")
+		c := testServer(t, lc)
 		sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
 		run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
 		ch, _ := c.Register(ctx, dotlab.NewAgent{Name: "challenger", Operator: "test"})
@@ -158,4 +142,24 @@ func TestChallengeRefusedForAnalysisTextIsRetried(t *testing.T) {
 			t.Fatalf("challenge %+v", got)
 		}
 	}
+}
+
+// testServer starts a real server (httpapi on a SQLite file) and returns
+// an unauthenticated client. A loopback server over plain
+// http is a private deployment: the agent's logs_uri (this server's own
+// logs URL) is http://127.0.0.1, so it takes private URLs.
+func testServer(t *testing.T, lc *leakcheck.Checker) *client.Client {
+	t.Helper()
+	db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
+	api, err := httpapi.New(httpapi.Config{Store: db, Leaks: lc, AllowPrivateURLs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(func() { api.Close(); srv.Close() })
+	c, err := client.New(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

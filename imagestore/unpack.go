@@ -77,7 +77,7 @@ func (s *Store) Rootfs(img *Image, progress Progress) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer removeTree(tmp)
+	defer RemoveTree(tmp)
 	if err := s.unpackInto(tmp, img, limits, progress); err != nil {
 		return "", fmt.Errorf("unpack %s: %w", img.Digest, err)
 	}
@@ -93,10 +93,10 @@ func (s *Store) Rootfs(img *Image, progress Progress) (string, error) {
 	return final, nil
 }
 
-// removeTree removes dir and everything below it, first making directories
+// RemoveTree removes dir and everything below it, first making directories
 // writable if a plain RemoveAll fails (an image may carry 0555 directories,
 // which stop a non-root process from removing their contents).
-func removeTree(dir string) {
+func RemoveTree(dir string) {
 	if os.RemoveAll(dir) == nil {
 		return
 	}

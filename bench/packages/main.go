@@ -32,6 +32,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/dotlab/dotlab/imagestore"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,7 +93,7 @@ func run(c config) error {
 		}
 	}
 	if !c.keep {
-		defer removeAll(c.work)
+		defer imagestore.RemoveTree(c.work)
 	}
 	printMachine(c)
 	var rows []row

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab/demo"
+	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/sandbox"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -194,7 +195,7 @@ func unpackRows(c config) ([]row, error) {
 		size = treeBytes(l.rootfs)
 		tUnpack, tFirst, tCached = append(tUnpack, l.unpack), append(tFirst, first), append(tCached, cached)
 		fmt.Printf("  %d: unpack %s; first rerun %s, cached rerun %s\n", i+1, secs(l.unpack), secs(first), secs(cached))
-		removeAll(cache)
+		imagestore.RemoveTree(cache)
 	}
 	ratio := median(tFirst).Seconds() / median(tCached).Seconds()
 	return []row{

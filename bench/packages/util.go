@@ -225,17 +225,3 @@ func linkTree(src, dst string) error {
 		return nil
 	})
 }
-
-// removeAll removes a tree that may hold read-only directories (unpacked images).
-func removeAll(dir string) {
-	if os.RemoveAll(dir) == nil {
-		return
-	}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	os.RemoveAll(dir)
-}
