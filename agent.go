@@ -13,6 +13,12 @@ type Agent struct {
 	Operator     string    `json:"operator"`
 	Capabilities []string  `json:"capabilities"`
 	CreatedAt    time.Time `json:"created_at"`
+	// PublicKey is the Ed25519 key the agent signs its runs, challenges
+	// and votes with, in OpenSSH authorized_keys form ("ssh-ed25519
+	// AAAA…"), and KeyID its SHA256 fingerprint; both absent for an agent
+	// registered without one (docs/verification.md "Signed records").
+	PublicKey string `json:"public_key,omitempty"`
+	KeyID     string `json:"keyid,omitempty"`
 }
 
 // Has reports whether the agent declared every capability in req.
@@ -57,6 +63,10 @@ type NewAgent struct {
 	Name         string   `json:"name"`
 	Operator     string   `json:"operator"`
 	Capabilities []string `json:"capabilities"`
+	// PublicKey, optional, is the agent's Ed25519 signing key in OpenSSH
+	// authorized_keys form ("ssh-ed25519 AAAA…"); `dotlab agent register`
+	// generates one. It cannot be changed later.
+	PublicKey string `json:"public_key,omitempty"`
 }
 
 // Roles an agent can hold on a claim. An agent holds at most one role per

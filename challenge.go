@@ -33,6 +33,11 @@ type Challenge struct {
 	OutputHashes map[string]string `json:"output_hashes"`
 	Notes        string            `json:"notes,omitempty"`
 	CreatedAt    time.Time         `json:"created_at"`
+	// Envelope is the challenge's signature as posted, its predicate the
+	// whole challenge body (absent: unsigned); SignedBy its key id
+	// (docs/verification.md "Signed records").
+	Envelope *Envelope `json:"envelope,omitempty"`
+	SignedBy string    `json:"signed_by,omitempty"`
 }
 
 // Difference is one target compared between the challenger's and the

@@ -58,6 +58,10 @@ type RunBody struct {
 	// without it can have no logs attached.
 	LogsSHA256 string `json:"logs_sha256,omitempty"`
 	Notes      string `json:"notes,omitempty"`
+	// Envelope, when present, signs this body (without the envelope) as
+	// the predicate of an in-toto Statement (docs/verification.md "Signed
+	// records"); absent, the record is unsigned.
+	Envelope *Envelope `json:"envelope,omitempty"`
 }
 
 // RunEnvironment records the environment actually used.
@@ -218,6 +222,11 @@ type Run struct {
 	LogsSHA256     string       `json:"logs_sha256,omitempty"`
 	LogsUploadedAt *time.Time   `json:"logs_uploaded_at,omitempty"`
 	LogCoverage    *LogCoverage `json:"log_coverage,omitempty"`
+
+	// SignedBy is the key id of the envelope (Body.Envelope) the server
+	// verified against the runner's registered key; absent when the run is
+	// unsigned (docs/verification.md "Signed records").
+	SignedBy string `json:"signed_by,omitempty"`
 }
 
 var (

@@ -25,12 +25,22 @@ type Vote struct {
 	Vote       string    `json:"vote"`
 	Rationale  string    `json:"rationale"`
 	CreatedAt  time.Time `json:"created_at"`
+	// Envelope is the vote's signature as posted (absent: unsigned);
+	// SignedBy its key id (docs/verification.md "Signed records").
+	Envelope *Envelope `json:"envelope,omitempty"`
+	SignedBy string    `json:"signed_by,omitempty"`
 }
 
 // VoteBody is the body of POST /disputes/{id}/vote.
 type VoteBody struct {
 	Vote      string `json:"vote"`
 	Rationale string `json:"rationale"`
+	// DisputeID, when given, must be the dispute voted on (the path's id);
+	// a signed vote gives it so its signature binds the dispute.
+	DisputeID string `json:"dispute_id,omitempty"`
+	// Envelope, when present, signs this body without the envelope
+	// (docs/verification.md "Signed records").
+	Envelope *Envelope `json:"envelope,omitempty"`
 }
 
 // Validate checks the vote side and the 20-2000 character rationale.

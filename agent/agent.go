@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/runner"
@@ -55,6 +56,10 @@ type Agent struct {
 	// leaves there is what gets published. The demo uses it to stage a
 	// misreporting runner (clearly labelled there); real agents leave it nil.
 	BeforePublish func(m *dotlab.Manifest, rec *runner.Record)
+
+	// Key, when set, signs every run, challenge and vote the agent posts
+	// (docs/verification.md "Signed records"); nil posts them unsigned.
+	Key *attest.Key
 
 	// Witness, when set, checks the server's log after each step that did
 	// work and keeps its last checkpoint (KeepCheckpoints).
@@ -179,7 +184,15 @@ func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record)
 	} else {
 		a.logf("%s: no logs to publish: %v", id, err)
 	}
+	key := a.Key
+	a.signRun(ctx, key, &body)
 	run, err := a.Client.PublishRun(ctx, &body)
+	if refusedSignature(err) {
+		a.logf("%s: the server refused this agent's signature (%v); publishing unsigned", id, err)
+		key = nil
+		a.signRun(ctx, key, &body)
+		run, err = a.Client.PublishRun(ctx, &body)
+	}
 	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
 		// The notes and output file names come from the analysis, which a
 		// claim controls: if they are what the server refuses (a token-like
@@ -190,6 +203,7 @@ func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record)
 		if code == dotlab.ETOOLARGE {
 			body.OutputHashes = resultsOnly(rec.Body.OutputHashes)
 		}
+		a.signRun(ctx, key, &body)
 		run, err = a.Client.PublishRun(ctx, &body)
 	}
 	if err != nil {
@@ -285,7 +299,15 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 	if !agrees {
 		body.Notes = DisagreementNotes(run, rec)
 	}
+	key := a.Key
+	a.signChallenge(ctx, key, &body)
 	ch, err := a.Client.Challenge(ctx, &body)
+	if refusedSignature(err) {
+		a.logf("%s: the server refused this agent's signature (%v); challenging unsigned", claimID, err)
+		key = nil
+		a.signChallenge(ctx, key, &body)
+		ch, err = a.Client.Challenge(ctx, &body)
+	}
 	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
 		// As for a run (publish): the analysis's messages and file names
 		// must not make an honest challenge impossible; the comparisons
@@ -300,6 +322,7 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 		if code == dotlab.ETOOLARGE {
 			body.OutputHashes = resultsOnly(rec.Body.OutputHashes)
 		}
+		a.signChallenge(ctx, key, &body)
 		ch, err = a.Client.Challenge(ctx, &body)
 	}
 	switch code := dotlab.ErrorCode(err); {

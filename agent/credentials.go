@@ -17,6 +17,10 @@ type Credentials struct {
 	AgentID string `json:"agent_id"`
 	Name    string `json:"name"`
 	APIKey  string `json:"api_key"`
+	// SigningKey is the file of the agent's private signing key (PKCS #8
+	// PEM, mode 0600; attest.LoadKey), empty for an agent registered
+	// without one.
+	SigningKey string `json:"signing_key,omitempty"`
 }
 
 // ConfigDir is $DOTLAB_CONFIG_DIR when set, else <the user's config

@@ -4,6 +4,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"path/filepath"
 
+	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
@@ -27,6 +28,10 @@ type Config struct {
 	// after each step and keep its last checkpoint in LogsPath, as `dotlab
 	// verify` does (docs/verification.md §5); the commands set it.
 	KeepCheckpoints bool
+	// Key signs the agent's records (Agent.Key); with SignWithStoredKey and
+	// no Key, the key stored for the server (StoredKey) is used, when any.
+	Key               *attest.Key
+	SignWithStoredKey bool
 }
 
 // New returns an agent working through c with a runner.Runner as its
@@ -43,7 +48,16 @@ func New(c *client.Client, cfg Config) (*Agent, error) {
 	if work == "" {
 		work = filepath.Join(cfg.CacheDir, "agent-runs")
 	}
-	a := &Agent{Client: c, Engine: eng, Capabilities: cfg.Capabilities, WorkDir: work, Clock: cfg.Clock, Logf: cfg.Logf}
+	a := &Agent{Client: c, Engine: eng, Capabilities: cfg.Capabilities, WorkDir: work, Clock: cfg.Clock, Logf: cfg.Logf, Key: cfg.Key}
+	if a.Key == nil && cfg.SignWithStoredKey {
+		k, ok, err := StoredKey(c.Server())
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			a.Key = k
+		}
+	}
 	if cfg.KeepCheckpoints {
 		path, err := LogsPath()
 		if err != nil {

@@ -42,7 +42,11 @@ func (a *Agent) Review(ctx context.Context, decide Decider) (*Reviewed, error) {
 	if rv.Decision, err = decide(ctx, d); err != nil || rv.Decision.Vote == "" {
 		return rv, err
 	}
-	rv.Result, err = a.Client.Vote(ctx, d.ID, dotlab.VoteBody{Vote: rv.Decision.Vote, Rationale: rv.Decision.Rationale})
+	rv.Result, err = a.Client.Vote(ctx, d.ID, a.voteBody(ctx, a.Key, d.ID, rv.Decision.Vote, rv.Decision.Rationale))
+	if refusedSignature(err) {
+		a.logf("%s: the server refused this agent's signature (%v); voting unsigned", d.ID, err)
+		rv.Result, err = a.Client.Vote(ctx, d.ID, a.voteBody(ctx, nil, d.ID, rv.Decision.Vote, rv.Decision.Rationale))
+	}
 	return rv, err
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
+	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/client"
 )
 
@@ -23,29 +24,30 @@ type cast struct {
 	reviewers   []*agent.Agent
 }
 
-// register registers one agent and returns its authenticated client.
-func (s *session) register(ctx context.Context, name string) (*client.Client, error) {
-	a, err := s.pub.Register(ctx, dotlab.NewAgent{Name: name, Operator: "dotlab demo", Capabilities: capabilities()})
+// register registers one agent with a new signing key and returns its
+// authenticated client and the key.
+func (s *session) register(ctx context.Context, name string) (*client.Client, *attest.Key, error) {
+	a, k, err := agent.RegisterSigned(ctx, s.pub, dotlab.NewAgent{Name: name, Operator: "dotlab demo", Capabilities: capabilities()})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.pub.WithKey(a.APIKey), nil
+	return s.pub.WithKey(a.APIKey), k, nil
 }
 
 // newAgent registers name and gives it its own rerun engine (runc, the
 // demo's private-address fetch policy) and work directory.
 func (s *session) newAgent(ctx context.Context, name string) (*agent.Agent, error) {
-	c, err := s.register(ctx, name)
+	c, k, err := s.register(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return agent.New(c, agent.Config{CacheDir: filepath.Join(s.imagesVar, "cache"), WorkDir: filepath.Join(s.varDir, "runs", name), Runtime: "runc",
+	return agent.New(c, agent.Config{Key: k, CacheDir: filepath.Join(s.imagesVar, "cache"), WorkDir: filepath.Join(s.varDir, "runs", name), Runtime: "runc",
 		AllowPrivate: true, Capabilities: capabilities(), Clock: s.o.Clock,
 		Logf: func(format string, args ...any) { s.logf("%-14s %s", name, fmt.Sprintf(format, args...)) }})
 }
 
 func (s *session) newCast(ctx context.Context) (*cast, error) {
-	submitter, err := s.register(ctx, "lab-submitter")
+	submitter, _, err := s.register(ctx, "lab-submitter")
 	if err != nil {
 		return nil, err
 	}

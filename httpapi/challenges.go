@@ -21,6 +21,9 @@ func (s *Server) handleCreateChallenge(w http.ResponseWriter, r *http.Request) e
 	if err := s.checkLogsURI(b.LogsURI); err != nil {
 		return err
 	}
+	if err := checkSignedChallenge(r.Context(), agentFrom(r), &b); err != nil {
+		return err
+	}
 	ch, err := s.store.CreateChallenge(r.Context(), agentFrom(r).ID, &b, raw)
 	if err != nil {
 		return err

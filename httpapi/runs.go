@@ -21,6 +21,9 @@ func (s *Server) handlePublishRun(w http.ResponseWriter, r *http.Request) error 
 	if err := s.checkLogsURI(b.LogsURI); err != nil {
 		return err
 	}
+	if err := checkSignedRun(r.Context(), agentFrom(r), &b); err != nil {
+		return err
+	}
 	run, err := s.store.PublishRun(r.Context(), agentFrom(r).ID, &b, raw)
 	if err != nil {
 		return err

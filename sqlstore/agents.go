@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/attest"
 )
 
 var _ dotlab.AgentService = (*DB)(nil)
@@ -56,6 +57,11 @@ func ValidateNewAgent(n dotlab.NewAgent) error {
 		}
 		seen[c] = true
 	}
+	if n.PublicKey != "" {
+		if _, err := attest.ParsePublicKey(n.PublicKey); err != nil {
+			p.Add("$.public_key", "%s", strings.TrimPrefix(err.Error(), "$.public_key: "))
+		}
+	}
 	return p.Err()
 }
 
@@ -72,10 +78,26 @@ func (db *DB) CreateAgent(ctx context.Context, n dotlab.NewAgent) (*dotlab.Agent
 	key := APIKeyPrefix + base64.RawURLEncoding.EncodeToString(raw)
 	a := &dotlab.Agent{ID: newID("ag_"), Name: strings.TrimSpace(n.Name), Operator: strings.TrimSpace(n.Operator),
 		Capabilities: n.Capabilities, CreatedAt: db.now().Truncate(1e6)}
+	var pub, keyid sql.NullString
+	if n.PublicKey != "" {
+		pk, err := attest.ParsePublicKey(n.PublicKey)
+		if err != nil {
+			return nil, "", err
+		}
+		a.PublicKey, a.KeyID = pk.Authorized, pk.ID
+		pub, keyid = sql.NullString{String: pk.Authorized, Valid: true}, sql.NullString{String: pk.ID, Valid: true}
+		var one int
+		if err := db.r.QueryRowContext(ctx, `SELECT 1 FROM agents WHERE keyid = $1`, pk.ID).Scan(&one); err == nil {
+			return nil, "", keyTaken(pk.ID)
+		}
+	}
 	caps, _ := json.Marshal(a.Capabilities)
-	_, err := db.w.ExecContext(ctx, `INSERT INTO agents (id, name, operator, capabilities, key_hash, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, a.ID, a.Name, a.Operator, string(caps), HashAPIKey(key), ms(a.CreatedAt))
+	_, err := db.w.ExecContext(ctx, `INSERT INTO agents (id, name, operator, capabilities, key_hash, created_at, public_key, keyid)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ID, a.Name, a.Operator, string(caps), HashAPIKey(key), ms(a.CreatedAt), pub, keyid)
 	if err != nil {
+		if pub.Valid && isUniqueViolation(err) {
+			return nil, "", keyTaken(a.KeyID)
+		}
 		return nil, "", err
 	}
 	return a, key, nil
@@ -104,7 +126,7 @@ func (db *DB) AuthenticateAgent(ctx context.Context, apiKey string) (*dotlab.Age
 	if ok && now.Before(e.until) {
 		return e.agent, nil
 	}
-	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT id, name, operator, capabilities, created_at FROM agents WHERE key_hash = $1`, h))
+	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE key_hash = $1`, h))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, dotlab.Errorf(dotlab.EUNAUTHORIZED, "API key not recognised: check it once, then stop")
 	}
@@ -120,13 +142,23 @@ func (db *DB) AuthenticateAgent(ctx context.Context, apiKey string) (*dotlab.Age
 	return a, nil
 }
 
+// keyTaken is the refusal of a public key another agent registered.
+func keyTaken(id string) error {
+	return dotlab.Errorf(dotlab.ECONFLICT, "$.public_key: key %s is registered to another agent: each agent signs with its own key (`dotlab agent register` makes a new one)", id)
+}
+
+// agentColumns are the columns scanAgent reads.
+const agentColumns = `id, name, operator, capabilities, created_at, public_key, keyid`
+
 func (db *DB) scanAgent(row *sql.Row) (*dotlab.Agent, error) {
 	var a dotlab.Agent
 	var caps string
 	var created int64
-	if err := row.Scan(&a.ID, &a.Name, &a.Operator, &caps, &created); err != nil {
+	var pub, keyid sql.NullString
+	if err := row.Scan(&a.ID, &a.Name, &a.Operator, &caps, &created, &pub, &keyid); err != nil {
 		return nil, err
 	}
+	a.PublicKey, a.KeyID = pub.String, keyid.String
 	if err := json.Unmarshal([]byte(caps), &a.Capabilities); err != nil {
 		return nil, err
 	}
@@ -136,7 +168,7 @@ func (db *DB) scanAgent(row *sql.Row) (*dotlab.Agent, error) {
 
 // getAgent returns the agent or ENOTFOUND.
 func (db *DB) getAgent(ctx context.Context, id string) (*dotlab.Agent, error) {
-	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT id, name, operator, capabilities, created_at FROM agents WHERE id = $1`, id))
+	a, err := db.scanAgent(db.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, dotlab.NoAgent(id)
 	}

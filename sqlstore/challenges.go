@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/tlogfmt"
 )
 
 var _ dotlab.ChallengeService = (*DB)(nil)
@@ -50,7 +51,7 @@ func (db *DB) CreateChallenge(ctx context.Context, agentID string, body *dotlab.
 	}
 	ch := &dotlab.Challenge{ID: newID("ch_"), ClaimID: c.ID, RunID: run.ID, ChallengerID: agentID, Agrees: agrees,
 		Outcome: body.Outcome, Comparisons: comps, Differences: diffs, Notes: body.Notes, CreatedAt: now.Truncate(time.Millisecond),
-		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes}
+		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes, Envelope: body.Envelope, SignedBy: body.Envelope.SignedBy()}
 	if err := db.insertChallenge(ctx, ch, raw, now); err != nil {
 		return nil, err
 	}
@@ -136,7 +137,10 @@ func (db *DB) insertChallenge(ctx context.Context, ch *dotlab.Challenge, raw []b
 				}
 			}
 		}
-		return db.logChallenge(ctx, tx, ch.ID)
+		if err := db.logChallenge(ctx, tx, ch.ID); err != nil {
+			return err
+		}
+		return db.logEnvelope(ctx, tx, tlogfmt.TypeChallenge, ch.ClaimID, ch.ID, ch.Envelope)
 	})
 	if isUniqueViolation(err) {
 		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim; GET /api/v1/runs?status=challenge_window lists other runs", ch.ClaimID)
@@ -209,6 +213,7 @@ func scanChallenge(row rowScanner) (*dotlab.Challenge, error) {
 	}
 	ch.Notes = b.Notes
 	ch.InputHashes, ch.OutputHashes = b.InputHashes, b.OutputHashes
+	ch.Envelope, ch.SignedBy = b.Envelope, b.Envelope.SignedBy()
 	if err := json.Unmarshal([]byte(comps), &ch.Comparisons); err != nil {
 		return nil, err
 	}

@@ -3,12 +3,15 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/tlogfmt"
 )
 
 // NextDispute assigns the caller a dispute to review, drawn at random among
@@ -90,7 +93,7 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 }
 
 func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT reviewer_id, vote, rationale, created_at FROM votes WHERE claim_id = $1 ORDER BY created_at, reviewer_id`, claimID)
+	rows, err := db.r.QueryContext(ctx, `SELECT reviewer_id, vote, rationale, created_at, envelope FROM votes WHERE claim_id = $1 ORDER BY created_at, reviewer_id`, claimID)
 	if err != nil {
 		return nil, err
 	}
@@ -99,10 +102,17 @@ func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) 
 	for rows.Next() {
 		v := dotlab.Vote{ClaimID: claimID}
 		var at int64
-		if err := rows.Scan(&v.ReviewerID, &v.Vote, &v.Rationale, &at); err != nil {
+		var env sql.NullString
+		if err := rows.Scan(&v.ReviewerID, &v.Vote, &v.Rationale, &at, &env); err != nil {
 			return nil, err
 		}
 		v.CreatedAt = fromMS(at)
+		if env.Valid {
+			if err := json.Unmarshal([]byte(env.String), &v.Envelope); err != nil {
+				return nil, fmt.Errorf("vote %s/%s envelope: %w", claimID, v.ReviewerID, err)
+			}
+			v.SignedBy = v.Envelope.SignedBy()
+		}
 		out = append(out, v)
 	}
 	return out, rows.Err()
@@ -160,12 +170,19 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 			return nil
 		}
 		locked = true
-		if _, err := tx.ExecContext(ctx, `INSERT INTO votes (claim_id, reviewer_id, vote, rationale, created_at) VALUES ($1, $2, $3, $4, $5)`,
-			claimID, agentID, v.Vote, strings.TrimSpace(v.Rationale), ms(now)); err != nil {
+		env, err := envelopeText(v.Envelope)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO votes (claim_id, reviewer_id, vote, rationale, created_at, envelope) VALUES ($1, $2, $3, $4, $5, $6)`,
+			claimID, agentID, v.Vote, strings.TrimSpace(v.Rationale), ms(now), env); err != nil {
 			return err
 		}
 		vote := dotlab.Vote{ClaimID: claimID, ReviewerID: agentID, Vote: v.Vote, Rationale: strings.TrimSpace(v.Rationale), CreatedAt: now}
 		if err := db.logVote(ctx, tx, vote); err != nil {
+			return err
+		}
+		if err := db.logEnvelope(ctx, tx, tlogfmt.TypeVote, claimID, tlogfmt.VoteID(claimID, agentID), v.Envelope); err != nil {
 			return err
 		}
 		return db.tally(ctx, tx, claimID, now)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/tlogfmt"
 )
 
 var _ dotlab.RunService = (*DB)(nil)
@@ -122,6 +123,9 @@ func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID strin
 		if err := db.logRun(ctx, tx, &dotlab.Run{ID: runID, ClaimID: c.ID, RunnerID: agentID, Outcome: outcome, LogsSHA256: body.LogsSHA256}, raw, comps, now); err != nil {
 			return err
 		}
+		if err := db.logEnvelope(ctx, tx, tlogfmt.TypeRun, c.ID, runID, body.Envelope); err != nil {
+			return err
+		}
 		if ev == dotlab.EventPublishFinal {
 			return db.logSettlement(ctx, tx, c.ID)
 		}
@@ -172,6 +176,7 @@ func scanRun(row rowScanner) (*dotlab.Run, error) {
 		r.Comparisons = []dotlab.Comparison{}
 	}
 	r.PublishedAt = fromMS(published)
+	r.SignedBy = r.Body.Envelope.SignedBy()
 	if r.Status == dotlab.StateSettled {
 		r.SettledOutcome = dotlab.Outcome(final)
 		r.Overturned = r.SettledOutcome != r.Outcome

@@ -107,3 +107,24 @@ func (db *DB) logVote(ctx context.Context, tx *sql.Tx, v dotlab.Vote) error {
 func (db *DB) logMessage(ctx context.Context, tx *sql.Tx, m *dotlab.LabMessage) error {
 	return db.logEntry(ctx, tx, tlogfmt.MessageEntry(m))
 }
+
+// logEnvelope logs env, the verified signature of record subjectID of type
+// subjectType on claimID (nothing when env is nil: an unsigned record).
+func (db *DB) logEnvelope(ctx context.Context, tx *sql.Tx, subjectType tlogfmt.EntryType, claimID, subjectID string, env *dotlab.Envelope) error {
+	if env == nil {
+		return nil
+	}
+	return db.logEntry(ctx, tx, tlogfmt.EnvelopeEntry(subjectType, claimID, subjectID, env))
+}
+
+// envelopeText is env's stored JSON, NULL for an unsigned record.
+func envelopeText(env *dotlab.Envelope) (sql.NullString, error) {
+	if env == nil {
+		return sql.NullString{}, nil
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		return sql.NullString{}, err
+	}
+	return sql.NullString{String: string(data), Valid: true}, nil
+}

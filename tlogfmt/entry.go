@@ -27,9 +27,8 @@ const (
 	TypeVote       EntryType = "vote"       // a reviewer's vote (VoteRecord)
 	TypeSettlement EntryType = "settlement" // a claim settled with its final outcome (SettlementRecord)
 	TypeMessage    EntryType = "message"    // the digest of a lab message (MessageRecord)
-	// TypeEnvelope is reserved for signed records (issue #14 item 4): a DSSE
-	// envelope logged beside the run, challenge or vote it signs
-	// (EnvelopeRecord). Nothing writes it yet.
+	// TypeEnvelope is a signed record's DSSE envelope, logged in the same
+	// transaction as the run, challenge or vote it signs (EnvelopeRecord).
 	TypeEnvelope EntryType = "envelope"
 )
 

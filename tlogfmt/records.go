@@ -243,14 +243,42 @@ func MessageEntry(m *dotlab.LabMessage) Entry {
 		AgentID: m.AgentID, Seq: m.Seq, SHA256: MessageDigest(m), CreatedAt: Time(m.CreatedAt)}}
 }
 
-// EnvelopeRecord is reserved for signed records (issue #14 item 4): the
-// digest of a DSSE envelope over an in-toto Statement whose predicate is the
-// record SubjectType/SubjectID, and the signing agent's key id
-// (TypeEnvelope; id: "<subject type>:<subject id>").
+// EnvelopeRecord is a signed record's envelope (docs/verification.md
+// "Signed records"): the record it signs (SubjectType, SubjectID), the DSSE
+// payload type, the SHA-256 of the envelope's RFC 8785 canonical JSON
+// (EnvelopeDigest) and the signing key's id (TypeEnvelope; id: "<subject
+// type>:<subject id>", e.g. "run:run_…", "vote:DL-0001:ag_…").
 type EnvelopeRecord struct {
 	SubjectType    EntryType `json:"subject_type"`
 	SubjectID      string    `json:"subject_id"`
 	PayloadType    string    `json:"payload_type"`
 	EnvelopeSHA256 string    `json:"envelope_sha256"`
 	KeyID          string    `json:"keyid"`
+}
+
+// EnvelopeID is an envelope entry's id: "<subject type>:<subject id>".
+func EnvelopeID(subjectType EntryType, subjectID string) string {
+	return string(subjectType) + ":" + subjectID
+}
+
+// EnvelopeEntry is the entry of env, which signs record subjectID of type
+// subjectType on claimID.
+func EnvelopeEntry(subjectType EntryType, claimID, subjectID string, env *dotlab.Envelope) Entry {
+	return Entry{Type: TypeEnvelope, ClaimID: claimID, ID: EnvelopeID(subjectType, subjectID), Record: EnvelopeRecord{
+		SubjectType: subjectType, SubjectID: subjectID, PayloadType: env.PayloadType, EnvelopeSHA256: EnvelopeDigest(env), KeyID: env.SignedBy()}}
+}
+
+// EnvelopeDigest is the lowercase hex SHA-256 of env's RFC 8785 canonical
+// JSON ({"payload","payloadType","signatures":[{"keyid","sig"}]}).
+func EnvelopeDigest(env *dotlab.Envelope) string {
+	raw, err := json.Marshal(env)
+	if err != nil {
+		panic(err) // strings only
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		panic(err) // json.Marshal's output is valid JSON
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
 }

@@ -76,12 +76,22 @@ func (rs *records) expectations() []expected {
 	add("claim "+rs.claim.ID+" listing", tlogfmt.ClaimEntry(rs.claim.Claim))
 	if rs.run != nil {
 		add("run "+rs.run.ID, tlogfmt.RunEntry(rs.run))
+		if env := rs.run.Body.Envelope; env != nil {
+			add("signature of run "+rs.run.ID, tlogfmt.EnvelopeEntry(tlogfmt.TypeRun, rs.claim.ID, rs.run.ID, env))
+		}
 	}
 	for _, ch := range rs.challenges {
 		add("challenge "+ch.ID, tlogfmt.ChallengeEntry(ch))
+		if ch.Envelope != nil {
+			add("signature of challenge "+ch.ID, tlogfmt.EnvelopeEntry(tlogfmt.TypeChallenge, rs.claim.ID, ch.ID, ch.Envelope))
+		}
 	}
 	for i := range rs.votes {
-		add("vote of "+rs.votes[i].ReviewerID, tlogfmt.VoteEntry(&rs.votes[i]))
+		v := &rs.votes[i]
+		add("vote of "+v.ReviewerID, tlogfmt.VoteEntry(v))
+		if v.Envelope != nil {
+			add("signature of the vote of "+v.ReviewerID, tlogfmt.EnvelopeEntry(tlogfmt.TypeVote, rs.claim.ID, tlogfmt.VoteID(rs.claim.ID, v.ReviewerID), v.Envelope))
+		}
 	}
 	if rs.claim.State == dotlab.StateSettled {
 		add("settlement of "+rs.claim.ID, tlogfmt.SettlementEntry(rs.claim.Claim))

@@ -57,7 +57,8 @@ func (v Verifier) Run(ctx context.Context, id string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	only := map[tlogfmt.Key]bool{{Type: tlogfmt.TypeClaim, ID: run.ClaimID}: true, {Type: tlogfmt.TypeRun, ID: id}: true}
+	only := map[tlogfmt.Key]bool{{Type: tlogfmt.TypeClaim, ID: run.ClaimID}: true, {Type: tlogfmt.TypeRun, ID: id}: true,
+		{Type: tlogfmt.TypeEnvelope, ID: tlogfmt.EnvelopeID(tlogfmt.TypeRun, id)}: true}
 	return v.check(ctx, run.ClaimID, "run "+id, only)
 }
 
@@ -93,6 +94,7 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 		}
 	}
 	matchRecords(rep, rs, logged, only)
+	v.checkSignatures(ctx, rep, rs, only)
 	checkManifest(rep, rs)
 	if rs.run != nil {
 		checkComparisons(rep, rs)
@@ -160,8 +162,9 @@ type loggedEntry struct {
 }
 
 // matchRecords checks that every record has its entry, equal to the
-// record, and that every entry (but offers and envelopes, which the API
-// shows no record of) has its record.
+// record, and that every entry (but offers, which the API shows no record
+// of) has its record: an envelope entry without its envelope is a
+// signature the server dropped.
 func matchRecords(rep *Report, rs *records, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Key]bool) {
 	want := map[tlogfmt.Key]bool{}
 	for _, x := range rs.expectations() {
@@ -192,7 +195,7 @@ func matchRecords(rep *Report, rs *records, logged map[tlogfmt.Key]loggedEntry, 
 			continue
 		}
 		switch k.Type {
-		case tlogfmt.TypeOffer, tlogfmt.TypeEnvelope:
+		case tlogfmt.TypeOffer:
 			rep.ok("%s: log entry %d, included", k, l.index)
 		default:
 			rep.fail("%s (log entry %d) is missing from the server's records: deleted or hidden after it was logged", describe(k), l.index)
@@ -207,7 +210,7 @@ func unread(rs *records, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Ke
 		have[x.entry.Key()] = true
 	}
 	for k := range logged {
-		if !have[k] && (only == nil || only[k]) && k.Type != tlogfmt.TypeOffer && k.Type != tlogfmt.TypeEnvelope {
+		if !have[k] && (only == nil || only[k]) && k.Type != tlogfmt.TypeOffer {
 			return true
 		}
 	}
@@ -215,6 +218,9 @@ func unread(rs *records, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Ke
 }
 
 func describe(k tlogfmt.Key) string {
+	if k.Type == tlogfmt.TypeEnvelope {
+		return "the signature " + k.ID
+	}
 	if k.Type == tlogfmt.TypeMessage {
 		return "lab message " + k.ID
 	}

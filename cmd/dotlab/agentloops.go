@@ -49,7 +49,7 @@ func (f *agentFlags) newAgent(cmd *cobra.Command) (*agent.Agent, error) {
 		return nil, cli.APIErr(err)
 	}
 	clock, out := dotlab.SystemClock{}, cmd.ErrOrStderr()
-	return agent.New(c, agent.Config{KeepCheckpoints: true, CacheDir: f.cacheDir, WorkDir: f.workDir, Runtime: f.runtimeName, AllowPrivate: f.allowPrivate,
+	return agent.New(c, agent.Config{KeepCheckpoints: true, SignWithStoredKey: true, CacheDir: f.cacheDir, WorkDir: f.workDir, Runtime: f.runtimeName, AllowPrivate: f.allowPrivate,
 		Capabilities: agent.LocalCapabilities(me.Capabilities), Clock: clock,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(out, "%s %s: %s\n", clock.Now().Local().Format(time.TimeOnly), me.Name, fmt.Sprintf(format, args...))

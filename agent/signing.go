@@ -1,0 +1,168 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/attest"
+	"github.com/dotlab/dotlab/client"
+)
+
+// Signing (docs/verification.md "Signed records"): `dotlab agent register`
+// makes an Ed25519 key, keeps its private half in <config dir>/keys (mode
+// 0600) and registers the public half with the agent; the agent then signs
+// every run, challenge and vote it posts (attest). An agent with no key
+// posts unsigned records.
+
+// RegisterSigned registers n with a new signing key and returns the
+// registration and the key (kept in memory only; the demo and tests use
+// it, `dotlab agent register` stores it with Register).
+func RegisterSigned(ctx context.Context, c *client.Client, n dotlab.NewAgent) (*apiv1.AgentCreated, *attest.Key, error) {
+	k, err := attest.GenerateKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	n.PublicKey = k.Public().Authorized
+	a, err := c.Register(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, k, nil
+}
+
+// keyPath is where a key is kept: <config dir>/keys/<hex SHA-256 of the
+// authorized_keys line>.pem.
+func keyPath(k *attest.PublicKey) (string, error) {
+	dir, err := ConfigDir()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(k.Authorized))
+	return filepath.Join(dir, "keys", hex.EncodeToString(sum[:16])+".pem"), nil
+}
+
+// Register is `dotlab agent register`: a new signing key stored under the
+// config dir (before the server hears of it, so a registered key is never
+// lost), the agent registered with it, and its credentials stored for
+// c.Server() (CredentialsPath). It returns the registration and where the
+// credentials were stored. The API key is never printed.
+func Register(ctx context.Context, c *client.Client, n dotlab.NewAgent) (*apiv1.AgentCreated, string, error) {
+	k, err := attest.GenerateKey()
+	if err != nil {
+		return nil, "", err
+	}
+	kp, err := keyPath(k.Public())
+	if err == nil {
+		err = k.Save(kp)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("store the signing key: %w", err)
+	}
+	n.PublicKey = k.Public().Authorized
+	a, err := c.Register(ctx, n)
+	if err != nil {
+		os.Remove(kp)
+		return nil, "", err
+	}
+	p, err := CredentialsPath()
+	if err == nil {
+		err = SaveCredentials(p, c.Server(), Credentials{AgentID: a.ID, Name: a.Name, APIKey: a.APIKey, SigningKey: kp})
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("registered as %s but could not store the key: %w", a.ID, err)
+	}
+	return a, p, nil
+}
+
+// StoredKey is the signing key of the agent registered for server:
+// $DOTLAB_SIGNING_KEY (a key file) when set; else, unless $DOTLAB_API_KEY
+// names some other agent, the key file in the server's stored credentials.
+// ok is false when there is none (the agent posts unsigned records).
+func StoredKey(server string) (k *attest.Key, ok bool, err error) {
+	if p := os.Getenv("DOTLAB_SIGNING_KEY"); p != "" {
+		k, err := attest.LoadKey(p)
+		return k, err == nil, err
+	}
+	path, err := CredentialsPath()
+	if err != nil {
+		return nil, false, err
+	}
+	all, err := LoadCredentials(path)
+	if err != nil {
+		return nil, false, err
+	}
+	cr, found := all[strings.TrimRight(server, "/")]
+	if !found {
+		cr, found = all[server]
+	}
+	if !found || cr.SigningKey == "" {
+		return nil, false, nil
+	}
+	if key := os.Getenv("DOTLAB_API_KEY"); key != "" && key != cr.APIKey {
+		return nil, false, nil // another agent's key: it signs with DOTLAB_SIGNING_KEY or not at all
+	}
+	k, err = attest.LoadKey(cr.SigningKey)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, fmt.Errorf("the signing key of %s is missing (%s): restore it, or register a new agent", cr.AgentID, cr.SigningKey)
+	}
+	return k, err == nil, err
+}
+
+// refusedSignature reports a refusal of a record's envelope (not of the
+// record): the key on file is not the one the server holds for this agent.
+func refusedSignature(err error) bool {
+	return dotlab.ErrorCode(err) == dotlab.EINVALID && strings.Contains(err.Error(), "$.envelope")
+}
+
+// signRun signs b with k for publishing (nothing when k is nil).
+func (a *Agent) signRun(ctx context.Context, k *attest.Key, b *dotlab.RunBody) {
+	b.Envelope = nil
+	if k == nil {
+		return
+	}
+	env, err := attest.SignRun(ctx, k, b)
+	if err != nil {
+		a.logf("%s: publishing unsigned: %v", b.JobID, err)
+		return
+	}
+	b.Envelope = env
+}
+
+// signChallenge signs b with k for posting (nothing when k is nil).
+func (a *Agent) signChallenge(ctx context.Context, k *attest.Key, b *dotlab.ChallengeBody) {
+	b.Envelope = nil
+	if k == nil {
+		return
+	}
+	env, err := attest.SignChallenge(ctx, k, b)
+	if err != nil {
+		a.logf("%s: challenging unsigned: %v", b.ClaimID, err)
+		return
+	}
+	b.Envelope = env
+}
+
+// voteBody is the vote on disputeID, signed with k when not nil (the
+// rationale trimmed, as the server stores it, and the dispute named).
+func (a *Agent) voteBody(ctx context.Context, k *attest.Key, disputeID, vote, rationale string) dotlab.VoteBody {
+	b := dotlab.VoteBody{Vote: vote, Rationale: rationale}
+	if k == nil {
+		return b
+	}
+	b.Rationale, b.DisputeID = strings.TrimSpace(rationale), disputeID
+	env, err := attest.SignVote(ctx, k, &b)
+	if err != nil {
+		a.logf("%s: voting unsigned: %v", disputeID, err)
+		return b
+	}
+	b.Envelope = env
+	return b
+}

@@ -1,0 +1,252 @@
+// Package attest signs and verifies DotLab's signed records
+// (docs/verification.md "Signed records"): a run, challenge or vote body as
+// the predicate of an in-toto Statement v1 (github.com/in-toto/attestation,
+// spec/v1/statement.md), wrapped in a DSSE envelope
+// (github.com/secure-systems-lab/dsse, envelope.md and protocol.md) signed
+// with the agent's Ed25519 key.
+//
+// The statement is written and read as JSON with the predicate kept as the
+// exact bytes of the body: the in-toto Go bindings hold a predicate as a
+// protobuf Struct, whose numbers are doubles, and a body's decimals
+// (dotlab.Decimal) must survive digit for digit. The bindings still check
+// every statement (attestation/go/v1 Statement.Validate).
+//
+// The package is agent side and server side: it links neither's packages.
+package attest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/dotlab/dotlab"
+	attv1 "github.com/in-toto/attestation/go/v1"
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// PayloadType is the DSSE payload type of an in-toto statement.
+const PayloadType = "application/vnd.in-toto+json"
+
+// The predicate types of DotLab's signed records; each predicate is the
+// request body of its route without "envelope", as spec/predicates/*.json
+// describe it.
+const (
+	PredicateRun       = "https://dotlab.dev/attestation/run/v1"       // POST /api/v1/runs body (dotlab.RunBody)
+	PredicateChallenge = "https://dotlab.dev/attestation/challenge/v1" // POST /api/v1/challenges body (dotlab.ChallengeBody)
+	PredicateVote      = "https://dotlab.dev/attestation/vote/v1"      // POST /api/v1/disputes/{id}/vote body (dotlab.VoteBody)
+)
+
+// Subject names: the files a run or challenge statement is about, and the
+// text a vote's is.
+const (
+	SubjectResults   = "results.json" // the analysis's results.json (output_hashes["results.json"])
+	SubjectLogs      = "logs.jsonl"   // the run's logs (logs_sha256)
+	SubjectRationale = "rationale.txt"
+)
+
+// Statement is an in-toto Statement v1 with its predicate as raw JSON.
+type Statement struct {
+	Type          string          `json:"_type"`
+	Subject       []Subject       `json:"subject"`
+	PredicateType string          `json:"predicateType"`
+	Predicate     json.RawMessage `json:"predicate"`
+}
+
+// Subject is an in-toto ResourceDescriptor naming a file by its digest.
+type Subject struct {
+	Name   string            `json:"name"`
+	Digest map[string]string `json:"digest"`
+}
+
+func subject(name, sha string) Subject {
+	return Subject{Name: name, Digest: map[string]string{"sha256": sha}}
+}
+
+// runSubjects are results.json and logs.jsonl, each when the body pins it.
+func runSubjects(b *dotlab.RunBody) []Subject {
+	var out []Subject
+	if h := b.OutputHashes[SubjectResults]; h != "" {
+		out = append(out, subject(SubjectResults, h))
+	}
+	if b.LogsSHA256 != "" {
+		out = append(out, subject(SubjectLogs, b.LogsSHA256))
+	}
+	return out
+}
+
+func voteSubjects(b *dotlab.VoteBody) []Subject {
+	sum := sha256.Sum256([]byte(b.Rationale))
+	return []Subject{subject(SubjectRationale, hex.EncodeToString(sum[:]))}
+}
+
+// SignRun signs b (without its envelope) as a run predicate. A body that
+// pins neither results.json nor logs has no subject and cannot be signed.
+func SignRun(ctx context.Context, k *Key, b *dotlab.RunBody) (*dotlab.Envelope, error) {
+	p := *b
+	p.Envelope = nil
+	return sign(ctx, k, PredicateRun, runSubjects(&p), &p)
+}
+
+// SignChallenge signs b (without its envelope) as a challenge predicate.
+func SignChallenge(ctx context.Context, k *Key, b *dotlab.ChallengeBody) (*dotlab.Envelope, error) {
+	p := *b
+	p.Envelope = nil
+	return sign(ctx, k, PredicateChallenge, runSubjects(&p.RunBody), &p)
+}
+
+// SignVote signs b (without its envelope) as a vote predicate; b should
+// name its dispute (DisputeID) so the signature binds it.
+func SignVote(ctx context.Context, k *Key, b *dotlab.VoteBody) (*dotlab.Envelope, error) {
+	p := *b
+	p.Envelope = nil
+	return sign(ctx, k, PredicateVote, voteSubjects(&p), &p)
+}
+
+func sign(ctx context.Context, k *Key, predicateType string, subjects []Subject, predicate any) (*dotlab.Envelope, error) {
+	if len(subjects) == 0 {
+		return nil, fmt.Errorf("nothing to sign: the body pins neither %s nor %s", SubjectResults, SubjectLogs)
+	}
+	pred, err := json.Marshal(predicate)
+	if err != nil {
+		return nil, fmt.Errorf("encode predicate: %w", err)
+	}
+	payload, err := json.Marshal(Statement{Type: attv1.StatementTypeUri, Subject: subjects, PredicateType: predicateType, Predicate: pred})
+	if err != nil {
+		return nil, fmt.Errorf("encode statement: %w", err)
+	}
+	es, err := dsse.NewEnvelopeSigner(k)
+	if err != nil {
+		return nil, err
+	}
+	env, err := es.SignPayload(ctx, PayloadType, payload)
+	if err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
+	}
+	out := &dotlab.Envelope{PayloadType: env.PayloadType, Payload: env.Payload}
+	for _, s := range env.Signatures {
+		out.Signatures = append(out.Signatures, dotlab.Signature{KeyID: s.KeyID, Sig: s.Sig})
+	}
+	return out, nil
+}
+
+// Open checks env offline against the public key alone: one signature, by
+// pub, over DSSE's PAE of an in-toto statement v1 that the in-toto bindings
+// accept. It returns the statement. Errors name what failed, at $.envelope.
+func Open(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) (*Statement, error) {
+	if env == nil {
+		return nil, invalid("is missing")
+	}
+	if env.PayloadType != PayloadType {
+		return nil, invalid("payloadType is %q; want %q", env.PayloadType, PayloadType)
+	}
+	if len(env.Payload) > dotlab.MaxEnvelopeBytes {
+		return nil, invalid("payload is %d bytes; at most %d", len(env.Payload), dotlab.MaxEnvelopeBytes)
+	}
+	if len(env.Signatures) != 1 {
+		return nil, invalid("carries %d signatures; sign with exactly one key, your registered one", len(env.Signatures))
+	}
+	if got := env.Signatures[0].KeyID; got != pub.ID {
+		return nil, invalid("is signed by key %q, not by %s (the key registered for this agent)", got, pub.ID)
+	}
+	ev, err := dsse.NewEnvelopeVerifier(verifier{pub})
+	if err != nil {
+		return nil, err
+	}
+	d := &dsse.Envelope{PayloadType: env.PayloadType, Payload: env.Payload,
+		Signatures: []dsse.Signature{{KeyID: env.Signatures[0].KeyID, Sig: env.Signatures[0].Sig}}}
+	_, payload, err := ev.VerifyAndDecode(ctx, d)
+	if err != nil {
+		return nil, invalid("signature does not verify with key %s", pub.ID)
+	}
+	var pb attv1.Statement
+	if err := protojson.Unmarshal(payload, &pb); err != nil {
+		return nil, invalid("payload is not an in-toto statement: %v", err)
+	}
+	if err := pb.Validate(); err != nil {
+		return nil, invalid("payload is not a valid in-toto statement v1: %v", err)
+	}
+	var st Statement
+	if err := json.Unmarshal(payload, &st); err != nil {
+		return nil, invalid("payload: %v", err)
+	}
+	if st.Type != attv1.StatementTypeUri {
+		return nil, invalid("statement _type is %q; want %q", st.Type, attv1.StatementTypeUri)
+	}
+	return &st, nil
+}
+
+// VerifyRun checks that b.Envelope is pub's signature of b (without its
+// envelope) as a run: Open, the run predicate type, the subjects b pins and
+// a predicate equal to b field for field, decimals digit for digit.
+// Errors: EINVALID at $.envelope.
+func VerifyRun(ctx context.Context, pub *PublicKey, b *dotlab.RunBody) error {
+	p := *b
+	p.Envelope = nil
+	return verify(ctx, pub, b.Envelope, PredicateRun, runSubjects(&p), &p, new(dotlab.RunBody))
+}
+
+// VerifyChallenge is VerifyRun for a challenge body.
+func VerifyChallenge(ctx context.Context, pub *PublicKey, b *dotlab.ChallengeBody) error {
+	p := *b
+	p.Envelope = nil
+	return verify(ctx, pub, b.Envelope, PredicateChallenge, runSubjects(&p.RunBody), &p, new(dotlab.ChallengeBody))
+}
+
+// VerifyVote is VerifyRun for a vote body on dispute disputeID, which the
+// body must name.
+func VerifyVote(ctx context.Context, pub *PublicKey, disputeID string, b *dotlab.VoteBody) error {
+	if b.DisputeID != disputeID {
+		return dotlab.Errorf(dotlab.EINVALID, "$.dispute_id: a signed vote names its dispute: give \"dispute_id\": %q in the body and in the signed predicate", disputeID)
+	}
+	p := *b
+	p.Envelope = nil
+	return verify(ctx, pub, b.Envelope, PredicateVote, voteSubjects(&p), &p, new(dotlab.VoteBody))
+}
+
+func verify(ctx context.Context, pub *PublicKey, env *dotlab.Envelope, predicateType string, subjects []Subject, body, decoded any) error {
+	st, err := Open(ctx, pub, env)
+	if err != nil {
+		return err
+	}
+	if st.PredicateType != predicateType {
+		return invalid("predicateType is %q; this record's is %q", st.PredicateType, predicateType)
+	}
+	if !slices.EqualFunc(st.Subject, subjects, sameSubject) {
+		return invalid("subjects %s differ from what the body pins: %s", names(st.Subject), names(subjects))
+	}
+	dec := json.NewDecoder(bytes.NewReader(st.Predicate))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(decoded); err != nil {
+		return invalid("predicate is not this record's body: %v", err)
+	}
+	got, err1 := json.Marshal(decoded)
+	want, err2 := json.Marshal(body)
+	if err1 != nil || err2 != nil || !bytes.Equal(got, want) {
+		return invalid("predicate differs from the body: sign exactly the body you send, without \"envelope\"")
+	}
+	return nil
+}
+
+func sameSubject(a, b Subject) bool {
+	return a.Name == b.Name && len(a.Digest) == 1 && a.Digest["sha256"] == b.Digest["sha256"]
+}
+
+func names(ss []Subject) string {
+	out := "["
+	for i, s := range ss {
+		if i > 0 {
+			out += ", "
+		}
+		out += s.Name + " sha256:" + s.Digest["sha256"]
+	}
+	return out + "]"
+}
+
+func invalid(format string, args ...any) error {
+	return dotlab.Errorf(dotlab.EINVALID, "$.envelope: "+format, args...)
+}

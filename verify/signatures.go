@@ -1,0 +1,112 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/attest"
+	"github.com/dotlab/dotlab/tlogfmt"
+)
+
+// checkSignatures checks each signed record's envelope against its
+// agent's registered key (docs/verification.md "Signed records"): the
+// signature, the predicate type and subjects, and that the predicate is the
+// record as served. The log entry of each envelope is matched by
+// matchRecords; the key must hash to the key id the agent's profile shows.
+func (v Verifier) checkSignatures(ctx context.Context, rep *Report, rs *records, only map[tlogfmt.Key]bool) {
+	keys := map[string]*attest.PublicKey{}
+	key := func(agentID, label string) *attest.PublicKey {
+		if k, ok := keys[agentID]; ok {
+			return k
+		}
+		keys[agentID] = nil
+		p, err := v.Client.Agent(ctx, agentID)
+		if err != nil {
+			rep.fail("%s: the signer %s cannot be read: %v", label, agentID, err)
+			return nil
+		}
+		if p.PublicKey == "" {
+			rep.fail("%s is signed, but its agent %s shows no registered key", label, agentID)
+			return nil
+		}
+		k, err := attest.ParsePublicKey(p.PublicKey)
+		if err != nil || k.ID != p.KeyID {
+			rep.fail("%s: agent %s shows a public key that is not its key id %s", label, agentID, p.KeyID)
+			return nil
+		}
+		keys[agentID] = k
+		return k
+	}
+	wanted := func(t tlogfmt.EntryType, id string) bool {
+		return only == nil || only[tlogfmt.Key{Type: tlogfmt.TypeEnvelope, ID: tlogfmt.EnvelopeID(t, id)}]
+	}
+	if r := rs.run; r != nil && r.Body.Envelope != nil && wanted(tlogfmt.TypeRun, r.ID) {
+		label := "signature of run " + r.ID
+		if k := key(r.RunnerID, label); k != nil {
+			report(rep, label, k, attest.VerifyRun(ctx, k, &r.Body))
+		}
+	}
+	for _, ch := range rs.challenges {
+		if ch.Envelope == nil || !wanted(tlogfmt.TypeChallenge, ch.ID) {
+			continue
+		}
+		label := "signature of challenge " + ch.ID
+		if k := key(ch.ChallengerID, label); k != nil {
+			report(rep, label, k, checkChallenge(ctx, k, ch))
+		}
+	}
+	for i := range rs.votes {
+		vt := &rs.votes[i]
+		if vt.Envelope == nil || !wanted(tlogfmt.TypeVote, tlogfmt.VoteID(rs.claim.ID, vt.ReviewerID)) {
+			continue
+		}
+		label := "signature of the vote of " + vt.ReviewerID
+		if k := key(vt.ReviewerID, label); k != nil {
+			b := dotlab.VoteBody{Vote: vt.Vote, Rationale: vt.Rationale, DisputeID: rs.claim.ID, Envelope: vt.Envelope}
+			report(rep, label, k, attest.VerifyVote(ctx, k, rs.claim.ID, &b))
+		}
+	}
+}
+
+func report(rep *Report, label string, k *attest.PublicKey, err error) {
+	if err != nil {
+		rep.fail("%s does not verify: %v", label, err)
+		return
+	}
+	rep.ok("%s: verified with key %s", label, k.ID)
+}
+
+// checkChallenge verifies a challenge's envelope, whose predicate is the
+// whole challenge body, and holds the served challenge to it: outcome,
+// agreement, hashes, notes and each comparison's rerun value.
+func checkChallenge(ctx context.Context, k *attest.PublicKey, ch *dotlab.Challenge) error {
+	st, err := attest.Open(ctx, k, ch.Envelope)
+	if err != nil {
+		return err
+	}
+	var b dotlab.ChallengeBody
+	if err := json.Unmarshal(st.Predicate, &b); err != nil {
+		return dotlab.Errorf(dotlab.EINVALID, "$.envelope: predicate: %v", err)
+	}
+	b.Envelope = ch.Envelope
+	if err := attest.VerifyChallenge(ctx, k, &b); err != nil {
+		return err
+	}
+	reruns := map[string]dotlab.Decimal{}
+	for _, c := range b.Comparisons {
+		reruns[c.Name] = c.Rerun
+	}
+	same := b.Outcome == ch.Outcome && b.Agrees != nil && *b.Agrees == ch.Agrees && b.Notes == ch.Notes &&
+		maps.Equal(b.InputHashes, ch.InputHashes) && maps.Equal(b.OutputHashes, ch.OutputHashes)
+	for _, c := range ch.Comparisons {
+		if reruns[c.Name] != c.Rerun {
+			same = false
+		}
+	}
+	if !same {
+		return dotlab.Errorf(dotlab.EINVALID, "the served challenge differs from the body its challenger signed")
+	}
+	return nil
+}
