@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/agent"
+	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
@@ -101,12 +103,19 @@ func (e *env) verify(target string) *verify.Report {
 }
 
 func (e *env) agent(name string) *client.Client {
+	c, _ := e.signer(name)
+	return c
+}
+
+// signer registers name with a new signing key (as `dotlab agent
+// register` does) and returns its client and key.
+func (e *env) signer(name string) (*client.Client, *attest.Key) {
 	e.t.Helper()
-	a, err := e.c.Register(context.Background(), dotlab.NewAgent{Name: name, Operator: "tests", Capabilities: []string{}})
+	a, k, err := agent.RegisterSigned(context.Background(), e.c, dotlab.NewAgent{Name: name, Operator: "tests", Capabilities: []string{}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return e.c.WithKey(a.APIKey)
+	return e.c.WithKey(a.APIKey), k
 }
 
 // must returns v, or panics (failing the test) on a protocol step's error.
@@ -122,7 +131,8 @@ func must[T any](v T, err error) T {
 // three votes and the settlement. It returns the claim and run ids.
 func (e *env) lifecycle(title string) (claimID, runID string) {
 	t, ctx := e.t, context.Background()
-	sub, runner, helper := e.agent("submitter "+title), e.agent("runner "+title), e.agent("helper "+title)
+	sub, helper := e.agent("submitter "+title), e.agent("helper "+title)
+	runner, runnerKey := e.signer("runner " + title)
 	c := must(sub.SubmitClaim(ctx, sqlstoretest.ManifestJSON(title), "statistics"))
 	must(runner.NextJob(ctx))
 	must(runner.Accept(ctx, c.ID))
@@ -131,7 +141,9 @@ func (e *env) lifecycle(title string) (claimID, runID string) {
 	for i := range 3 {
 		must(helper.Post(ctx, c.ID, dotlab.LabMessageBody{Type: "note", To: "all", Body: fmt.Sprintf("note %d on %s", i, title)}))
 	}
-	run := must(runner.PublishRun(ctx, sqlstoretest.RunBody(c.ID, "1.58", "1.2299", dotlab.OutcomeNotReproduced)))
+	rb := sqlstoretest.RunBody(c.ID, "1.58", "1.2299", dotlab.OutcomeNotReproduced)
+	rb.Envelope = must(attest.SignRun(ctx, runnerKey, rb))
+	run := must(runner.PublishRun(ctx, rb))
 	agree, disagree := true, false
 	for i, agrees := range []*bool{&agree, &disagree} {
 		b := sqlstoretest.RunBody("", "1.58", "1.2299", dotlab.OutcomeNotReproduced)
@@ -141,12 +153,19 @@ func (e *env) lifecycle(title string) (claimID, runID string) {
 			notes = "sd_diff: 1.17 (divide by n) vs the run's 1.2299, difference 0.0599"
 		}
 		b.Notes = notes
-		must(e.agent(fmt.Sprintf("challenger%d %s", i, title)).Challenge(ctx, &dotlab.ChallengeBody{RunBody: *b, ClaimID: c.ID, Agrees: agrees}))
+		ch, key := e.signer(fmt.Sprintf("challenger%d %s", i, title))
+		body := &dotlab.ChallengeBody{RunBody: *b, ClaimID: c.ID, Agrees: agrees}
+		if !*agrees { // the agreeing challenge stays unsigned, as a literal agent's would
+			body.Envelope = must(attest.SignChallenge(ctx, key, body))
+		}
+		must(ch.Challenge(ctx, body))
 	}
 	for i, side := range []string{"challenger", "challenger", "runner"} {
-		r := e.agent(fmt.Sprintf("reviewer%d %s", i, title))
+		r, key := e.signer(fmt.Sprintf("reviewer%d %s", i, title))
 		d := must(r.NextDispute(ctx))
-		must(r.Vote(ctx, d.ID, dotlab.VoteBody{Vote: side, Rationale: "sd_diff: Student divides by n, so 1.17 is the published quantity"}))
+		v := dotlab.VoteBody{Vote: side, Rationale: "sd_diff: Student divides by n, so 1.17 is the published quantity", DisputeID: d.ID}
+		v.Envelope = must(attest.SignVote(ctx, key, &v))
+		must(r.Vote(ctx, d.ID, v))
 	}
 	if got := must(e.c.Claim(ctx, c.ID)); got.State != dotlab.StateSettled {
 		t.Fatalf("claim %s is %s, want settled", c.ID, got.State)

@@ -82,7 +82,7 @@ func TestLifecycleVerifies(t *testing.T) {
 				counts[l.Type]++
 			}
 			want := map[tlogfmt.EntryType]int{tlogfmt.TypeClaim: 2, tlogfmt.TypeOffer: 2, tlogfmt.TypeMessage: 6, tlogfmt.TypeRun: 2,
-				tlogfmt.TypeChallenge: 4, tlogfmt.TypeVote: 6, tlogfmt.TypeSettlement: 2}
+				tlogfmt.TypeChallenge: 4, tlogfmt.TypeVote: 6, tlogfmt.TypeSettlement: 2, tlogfmt.TypeEnvelope: 2 + 2 + 6}
 			for typ, n := range want {
 				if counts[typ] != n {
 					t.Errorf("%d %s entries, want %d (all: %v)", counts[typ], typ, n, counts)
