@@ -36,9 +36,9 @@ const PayloadType = "application/vnd.in-toto+json"
 // request body of its route without "envelope", as spec/predicates/*.json
 // describe it.
 const (
-	PredicateRun       = "https://dotlab.dev/attestation/run/v1"       // POST /api/v1/runs body (dotlab.RunBody)
-	PredicateChallenge = "https://dotlab.dev/attestation/challenge/v1" // POST /api/v1/challenges body (dotlab.ChallengeBody)
-	PredicateVote      = "https://dotlab.dev/attestation/vote/v1"      // POST /api/v1/disputes/{id}/vote body (dotlab.VoteBody)
+	PredicateRun       = "https://dotlab.online/attestation/run/v1"       // POST /api/v1/runs body (dotlab.RunBody)
+	PredicateChallenge = "https://dotlab.online/attestation/challenge/v1" // POST /api/v1/challenges body (dotlab.ChallengeBody)
+	PredicateVote      = "https://dotlab.online/attestation/vote/v1"      // POST /api/v1/disputes/{id}/vote body (dotlab.VoteBody)
 )
 
 // Subject names: the files a run or challenge statement is about, and the

@@ -20,6 +20,17 @@ var LabMessageSchema []byte
 // LabMessageSchemaURL is the $id of LabMessageSchema.
 const LabMessageSchemaURL = "https://dotlab.online/spec/lab-message.schema.json"
 
+// The predicate schemas of signed records (docs/verification.md §7), one
+// per predicate type, generated from openapi.yaml's request bodies.
+var (
+	//go:embed predicate-run-v1.schema.json
+	PredicateRunSchema []byte
+	//go:embed predicate-challenge-v1.schema.json
+	PredicateChallengeSchema []byte
+	//go:embed predicate-vote-v1.schema.json
+	PredicateVoteSchema []byte
+)
+
 // OpenAPI is spec/openapi.yaml (OpenAPI 3.1 description of /api/v1).
 //
 //go:embed openapi.yaml
@@ -28,8 +39,11 @@ var OpenAPI []byte
 // Files are the published spec files by name, as served at /spec/{name}.
 func Files() map[string][]byte {
 	return map[string][]byte{
-		"manifest.schema.json":    ManifestSchema,
-		"lab-message.schema.json": LabMessageSchema,
-		"openapi.yaml":            OpenAPI,
+		"manifest.schema.json":               ManifestSchema,
+		"lab-message.schema.json":            LabMessageSchema,
+		"openapi.yaml":                       OpenAPI,
+		"predicate-run-v1.schema.json":       PredicateRunSchema,
+		"predicate-challenge-v1.schema.json": PredicateChallengeSchema,
+		"predicate-vote-v1.schema.json":      PredicateVoteSchema,
 	}
 }

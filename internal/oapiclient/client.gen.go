@@ -113,6 +113,21 @@ func (e ComparisonToleranceType) Valid() bool {
 	}
 }
 
+// Defines values for EnvelopePayloadType.
+const (
+	ApplicationvndInTotoJson EnvelopePayloadType = "application/vnd.in-toto+json"
+)
+
+// Valid indicates whether the value is a known member of the EnvelopePayloadType enum.
+func (e EnvelopePayloadType) Valid() bool {
+	switch e {
+	case ApplicationvndInTotoJson:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorError.
 const (
 	ErrorErrorConflict         ErrorError = "conflict"
@@ -503,8 +518,14 @@ type Agent struct {
 	AgentId      string    `json:"agent_id"`
 	Capabilities []string  `json:"capabilities"`
 	CreatedAt    time.Time `json:"created_at"`
-	Name         string    `json:"name"`
-	Operator     string    `json:"operator"`
+
+	// Keyid The key's SHA256 fingerprint, as `ssh-keygen -l` prints it: the keyid of its DSSE signatures.
+	Keyid    *string `json:"keyid,omitempty"`
+	Name     string  `json:"name"`
+	Operator string  `json:"operator"`
+
+	// PublicKey The agent's Ed25519 signing key (OpenSSH authorized_keys form), when it registered one.
+	PublicKey *string `json:"public_key,omitempty"`
 }
 
 // AgentCreated defines model for AgentCreated.
@@ -515,11 +536,17 @@ type AgentCreated struct {
 	ApiKey       string    `json:"api_key"`
 	Capabilities []string  `json:"capabilities"`
 	CreatedAt    time.Time `json:"created_at"`
-	Name         string    `json:"name"`
-	Operator     string    `json:"operator"`
+
+	// Keyid The key's SHA256 fingerprint, as `ssh-keygen -l` prints it: the keyid of its DSSE signatures.
+	Keyid    *string `json:"keyid,omitempty"`
+	Name     string  `json:"name"`
+	Operator string  `json:"operator"`
 
 	// ProfileUrl Examples: /agents/ag_6tfn2v5guhgilmtrpulf
 	ProfileUrl string `json:"profile_url"`
+
+	// PublicKey The agent's Ed25519 signing key (OpenSSH authorized_keys form), when it registered one.
+	PublicKey *string `json:"public_key,omitempty"`
 }
 
 // AgentProfile defines model for AgentProfile.
@@ -534,9 +561,12 @@ type AgentProfile struct {
 	JobsAbandoned int             `json:"jobs_abandoned"`
 
 	// JobsCompleted Official runs published.
-	JobsCompleted int    `json:"jobs_completed"`
-	Name          string `json:"name"`
-	Operator      string `json:"operator"`
+	JobsCompleted int `json:"jobs_completed"`
+
+	// Keyid The key's SHA256 fingerprint, as `ssh-keygen -l` prints it: the keyid of its DSSE signatures.
+	Keyid    *string `json:"keyid,omitempty"`
+	Name     string  `json:"name"`
+	Operator string  `json:"operator"`
 
 	// Outcomes The agent's runs by outcome (only outcomes it has).
 	Outcomes struct {
@@ -545,6 +575,9 @@ type AgentProfile struct {
 		Reproduced    *int `json:"reproduced,omitempty"`
 		SpecIssue     *int `json:"spec_issue,omitempty"`
 	} `json:"outcomes"`
+
+	// PublicKey The agent's Ed25519 signing key (OpenSSH authorized_keys form), when it registered one.
+	PublicKey *string `json:"public_key,omitempty"`
 
 	// RunsOverturned reproduced/not_reproduced runs a dispute overturned (they still count under their own outcome in `outcomes`).
 	RunsOverturned int `json:"runs_overturned"`
@@ -572,7 +605,10 @@ type Challenge struct {
 
 	// Differences Per target, the challenger's rerun value against the runner's.
 	Differences []Difference `json:"differences"`
-	Id          string       `json:"id"`
+
+	// Envelope The challenge's signature as posted (its predicate is the whole challenge body); absent when unsigned.
+	Envelope *Envelope `json:"envelope,omitempty"`
+	Id       string    `json:"id"`
 
 	// InputHashes The challenger's input hashes as posted.
 	InputHashes *map[string]SHA256 `json:"input_hashes"`
@@ -582,6 +618,9 @@ type Challenge struct {
 	// OutputHashes The challenger's output hashes as posted.
 	OutputHashes *map[string]SHA256 `json:"output_hashes"`
 	RunId        string             `json:"run_id"`
+
+	// SignedBy The envelope's keyid, verified against the challenger's registered key; absent when unsigned.
+	SignedBy *string `json:"signed_by,omitempty"`
 }
 
 // ChallengeBody Body of POST /challenges; the run fields plus the claim and `agrees`. Give `claim_id` or `run_id` (or both); neither is `422 invalid` at `$.claim_id`.
@@ -594,7 +633,10 @@ type ChallengeBody struct {
 
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
-	Environment *RunEnvironment  `json:"environment,omitempty"`
+
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.dev/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
+	Envelope    *Envelope       `json:"envelope,omitempty"`
+	Environment *RunEnvironment `json:"environment,omitempty"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
 	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
@@ -909,6 +951,23 @@ type Dispute struct {
 	Run       Run    `json:"run"`
 	Votes     []Vote `json:"votes"`
 }
+
+// Envelope A DSSE envelope (github.com/secure-systems-lab/dsse envelope.md) over an in-toto Statement v1: signatures are Ed25519 over PAE(payloadType, payload), i.e. "DSSEv1" SP LEN(type) SP type SP LEN(payload) SP payload. docs/verification.md §7.
+type Envelope struct {
+	// Payload Standard base64 of the statement's JSON: {_type: https://in-toto.io/Statement/v1, subject: [{name, digest: {sha256}}], predicateType, predicate}.
+	Payload     []byte              `json:"payload"`
+	PayloadType EnvelopePayloadType `json:"payloadType"`
+
+	// Signatures Exactly one signature, by the agent's registered key.
+	Signatures []struct {
+		// Keyid The signing key's SHA256 fingerprint (the agent's keyid).
+		Keyid string `json:"keyid"`
+		Sig   []byte `json:"sig"`
+	} `json:"signatures"`
+}
+
+// EnvelopePayloadType defines model for Envelope.PayloadType.
+type EnvelopePayloadType string
 
 // Error Every error response. Code → HTTP status (apiv1/errors.go):
 // unauthorized 401; role_conflict, not_member 403; not_found 404 (an
@@ -1232,6 +1291,11 @@ type NewAgent struct {
 
 	// Operator who runs this agent; 1-200 characters after trimming; public, so it goes through secret detection
 	Operator string `json:"operator"`
+
+	// PublicKey Optional Ed25519 signing key, one OpenSSH authorized_keys line (`ssh-ed25519 AAAA… [comment]`); `dotlab agent register` makes one. It cannot be changed later, and one key registers one agent (409 conflict). 422 invalid at $.public_key for anything but an Ed25519 key.
+	//
+	// Examples: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEiXxh9tqG7dXKgGcOu5D9tIJBKwxWqsOxLHbZv5N6e3
+	PublicKey *string `json:"public_key,omitempty"`
 }
 
 // Outcome defines model for Outcome.
@@ -1241,7 +1305,10 @@ type Outcome string
 type PublishedRunBody struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons"`
-	Environment RunEnvironment   `json:"environment"`
+
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.dev/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
+	Envelope    *Envelope      `json:"envelope,omitempty"`
+	Environment RunEnvironment `json:"environment"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
 	InputHashes *map[string]SHA256 `json:"input_hashes"`
@@ -1298,15 +1365,21 @@ type Run struct {
 	RunnerId     string    `json:"runner_id"`
 
 	// SettledOutcome The claim's final outcome, once settled.
-	SettledOutcome *Outcome   `json:"settled_outcome,omitempty"`
-	Status         ClaimState `json:"status"`
+	SettledOutcome *Outcome `json:"settled_outcome,omitempty"`
+
+	// SignedBy The keyid of the envelope in body.envelope, which the server verified against the runner's registered key; absent when the run is unsigned.
+	SignedBy *string    `json:"signed_by,omitempty"`
+	Status   ClaimState `json:"status"`
 }
 
 // RunBody Body of POST /runs.
 type RunBody struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
-	Environment *RunEnvironment  `json:"environment,omitempty"`
+
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.dev/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
+	Envelope    *Envelope       `json:"envelope,omitempty"`
+	Environment *RunEnvironment `json:"environment,omitempty"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
 	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
@@ -1376,7 +1449,10 @@ type RunEnvironment struct {
 type RunFields struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
-	Environment *RunEnvironment  `json:"environment,omitempty"`
+
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.dev/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
+	Envelope    *Envelope       `json:"envelope,omitempty"`
+	Environment *RunEnvironment `json:"environment,omitempty"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
 	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
@@ -1513,11 +1589,17 @@ type Summary struct {
 
 // Vote defines model for Vote.
 type Vote struct {
-	ClaimId    string    `json:"claim_id"`
-	CreatedAt  time.Time `json:"created_at"`
+	ClaimId   string    `json:"claim_id"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Envelope The vote's signature as posted; absent when unsigned.
+	Envelope   *Envelope `json:"envelope,omitempty"`
 	Rationale  string    `json:"rationale"`
 	ReviewerId string    `json:"reviewer_id"`
-	Vote       VoteVote  `json:"vote"`
+
+	// SignedBy The envelope's keyid, verified against the reviewer's registered key; absent when unsigned.
+	SignedBy *string  `json:"signed_by,omitempty"`
+	Vote     VoteVote `json:"vote"`
 }
 
 // VoteVote defines model for Vote.Vote.
@@ -1525,7 +1607,13 @@ type VoteVote string
 
 // VoteBody defines model for VoteBody.
 type VoteBody struct {
-	// Rationale 20-2000 characters after trimming, tied to specific comparisons; it must name at least one target of the claim as a whole word (any letter case), else 422 listing the targets. Rejected if it looks like a key.
+	// DisputeId Optional: the dispute voted on; must equal the path's id (422 at $.dispute_id). A signed vote gives it, so the signature binds the dispute.
+	DisputeId *string `json:"dispute_id,omitempty"`
+
+	// Envelope Optional signature of this body without `envelope`: predicate type https://dotlab.dev/attestation/vote/v1, subject rationale.txt by the SHA-256 of the rationale's UTF-8 bytes. docs/verification.md §7.
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Rationale 20-2000 characters after trimming, tied to specific comparisons; it must name at least one target of the claim as a whole word (any letter case), else 422 listing the targets. Rejected if it looks like a key. A signed rationale must not start or end with white space (it is stored trimmed).
 	Rationale string       `json:"rationale"`
 	Vote      VoteBodyVote `json:"vote"`
 }
@@ -5179,6 +5267,8 @@ type CreateAgentResponse struct {
 	JSON201 *AgentCreated
 	// JSON405 the response for an HTTP 405 `application/json` response
 	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *TooLarge
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -5201,6 +5291,11 @@ func (r CreateAgentResponse) GetJSON201() *AgentCreated {
 // GetJSON405 returns the response for an HTTP 405 `application/json` response
 func (r CreateAgentResponse) GetJSON405() *MethodNotAllowed {
 	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateAgentResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -8931,6 +9026,13 @@ func ParseCreateAgentResponse(rsp *http.Response) (*CreateAgentResponse, error) 
 			return nil, err
 		}
 		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge

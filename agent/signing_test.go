@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/attest"
+	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+)
+
+// TestRegisterStoresKeyAndAgentSigns: `dotlab agent register`'s Register
+// keeps the private key 0600 in the config dir and registers its public
+// half; an agent built from the stored key signs its run (and a run
+// published with the refused, wrong key falls back to unsigned rather than
+// being lost), against a real server on SQLite.
+func TestRegisterStoresKeyAndAgentSigns(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
+	t.Setenv("DOTLAB_API_KEY", "")
+	t.Setenv("DOTLAB_SIGNING_KEY", "")
+	lc, err := leakcheck.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testServer(t, lc)
+	sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
+	for i := range 2 {
+		if _, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("signed "+string(rune('a'+i))), "statistics"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, credPath, err := Register(ctx, c, dotlab.NewAgent{Name: "runner", Operator: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := LoadCredentials(credPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := all[c.Server()]
+	if fi, err := os.Stat(cr.SigningKey); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("signing key %s: %v %v", cr.SigningKey, fi, err)
+	}
+	k, ok, err := StoredKey(c.Server())
+	if err != nil || !ok || k.Public().ID != reg.KeyID || reg.PublicKey != k.Public().Authorized {
+		t.Fatalf("stored key %v %v; registered %q", ok, err, reg.KeyID)
+	}
+	authed, err := Connect(c.Server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{Client: authed, Engine: fakeEngine{}, WorkDir: t.TempDir(), Key: k}
+	id, err := a.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv, _ := c.Claim(ctx, id)
+	r, err := c.Run(ctx, cv.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := attest.ParsePublicKey(reg.PublicKey)
+	if r.SignedBy != reg.KeyID || attest.VerifyRun(ctx, pub, &r.Body) != nil {
+		t.Fatalf("run signed by %q, want %q", r.SignedBy, reg.KeyID)
+	}
+	// A key the server does not hold for this agent: published unsigned.
+	wrong, _ := attest.GenerateKey()
+	a.Key = wrong
+	id2, err := a.RunOnce(ctx)
+	if err != nil || id2 == "" || id2 == id {
+		t.Fatalf("second job: %q %v", id2, err)
+	}
+	cv, _ = c.Claim(ctx, id2)
+	if r, err := c.Run(ctx, cv.RunID); err != nil || r.SignedBy != "" || r.Body.Envelope != nil {
+		t.Fatalf("run with a refused key: %+v %v", r, err)
+	}
+	// Another agent's API key in the environment: the stored key is not used.
+	t.Setenv("DOTLAB_API_KEY", sub.APIKey)
+	if _, ok, err := StoredKey(c.Server()); ok || err != nil {
+		t.Fatalf("stored key used for another agent: %v %v", ok, err)
+	}
+}
