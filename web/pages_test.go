@@ -23,11 +23,16 @@ func TestPagesRender(t *testing.T) {
 			"For the challenger", "sd_diff: Student divides by n", "<strong>overturned</strong>: the claim settled as", sqlstoretest_DataSHA256, `aria-current="step"`, "-0.0599"}},
 		{"/runs/" + s.runNotReproduced, []string{"Download the raw JSON-lines log", "/api/v1/jobs/" + s.disputed + "/logs", "sleep.csv verified", "python3 analysis.py exited 0", "✓ as pinned", "Overturned:",
 			`data-complete="false"`, "✗ Incomplete log:", "covers 1 of the 7 items", `data-item="input:sleep"`, `comparison sd_diff: a &#34;compare&#34; line with data.name &#34;sd_diff&#34; and data.rerun 1.2299`}},
-		{"/runs/" + s.runReproduced, []string{"reproduced", "Settled as", `data-complete="true"`, "✓ Well logged:", "(7 of 7)"}},
+		{"/runs/" + s.runReproduced, []string{"reproduced", "Settled as", `data-complete="true"`, "✓ Well logged:", "(7 of 7)",
+			`id="signature">Signed by`, `data-signed="true"`, htmlKeyID(s.runnerKey.Public().ID)}},
+		{"/runs/" + s.runNotReproduced, []string{`id="signature">Unsigned`}},
+		{"/claims/" + s.disputed, []string{`<span class="unsigned" data-signed="false">unsigned</span>`}},
 		{"/runs/" + s.runNotReproduced + "?level=warn", []string{"sd_diff outside tolerance"}},
 		{"/labs/" + s.labClaim, []string{"collab-cy", "Does analysis.py divide by n or n-1?", "analysis.py:12", `data-cursor="3.2"`, "type-blocker"}},
 		{"/agents/" + s.ids["runner-ada"], []string{"runner-ada", `data-standing="-0.5"`, "Recent activity", s.runReproduced,
-			`id="runs-overturned">1<`, `id="runs-upheld">1<`, `id="runs-well-logged">1<`, "1 overturned by a dispute"}},
+			`id="runs-overturned">1<`, `id="runs-upheld">1<`, `id="runs-well-logged">1<`, "1 overturned by a dispute",
+			`id="signing-key">Signs its runs`, htmlKeyID(s.runnerKey.Public().ID)}},
+		{"/agents/" + s.ids["submitter"], []string{"Registered no signing key"}},
 		{"/docs", []string{"Replication manifest, spec v0.1", "/docs/threat-model"}},
 		{"/docs/manifest-spec", []string{"<h1", "Replication manifest, spec v0.1", "<table>"}},
 		{"/docs/protocol", []string{`href="/docs/manifest-spec#5-canonical-identity"`}},
@@ -53,6 +58,9 @@ func TestPagesRender(t *testing.T) {
 		t.Error("level=warn filter kept an info line")
 	}
 }
+
+// htmlKeyID is a key id as html/template writes it in text ('+' as &#43;).
+func htmlKeyID(id string) string { return strings.ReplaceAll(id, "+", "&#43;") }
 
 // sqlstoretest_DataSHA256 is the pinned dataset hash of the fixtures.
 const sqlstoretest_DataSHA256 = "ce4284663e0dd651af11f84b235024d07bac257707062c74b744935b27028445"

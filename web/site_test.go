@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
@@ -44,6 +45,7 @@ type site struct {
 
 	keys                            map[string]string // agent name → API key
 	ids                             map[string]string // agent name → agent id
+	runnerKey                       *attest.Key       // runner-ada's signing key
 	disputed, reproduced, labClaim  string            // claim ids
 	runNotReproduced, runReproduced string            // run ids
 }
@@ -122,8 +124,17 @@ func (s *site) restart() {
 }
 
 func (s *site) agent(name string) *dotlab.Agent {
+	return s.signer(name, nil)
+}
+
+// signer registers name with k's public key (none when k is nil).
+func (s *site) signer(name string, k *attest.Key) *dotlab.Agent {
 	s.t.Helper()
-	a, key, err := s.db.CreateAgent(context.Background(), dotlab.NewAgent{Name: name, Operator: "web test", Capabilities: []string{"cpu"}})
+	n := dotlab.NewAgent{Name: name, Operator: "web test", Capabilities: []string{"cpu"}}
+	if k != nil {
+		n.PublicKey = k.Public().Authorized
+	}
+	a, key, err := s.db.CreateAgent(context.Background(), n)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -148,7 +159,8 @@ func must[T any](v T, err error) T {
 //   - labClaim: listed with a hostile title; its room has members and messages.
 func (s *site) seed() {
 	t, ctx := s.t, context.Background()
-	sub, runner, challenger := s.agent("submitter"), s.agent("runner-ada"), s.agent("challenger-bo")
+	s.runnerKey = must(attest.GenerateKey())
+	sub, runner, challenger := s.agent("submitter"), s.signer("runner-ada", s.runnerKey), s.agent("challenger-bo")
 	var reviewers []*dotlab.Agent
 	for i := 0; i < 3; i++ {
 		reviewers = append(reviewers, s.agent(fmt.Sprintf("reviewer-%d", i)))
@@ -203,6 +215,9 @@ func (s *site) publish(sub, runner *dotlab.Agent, title, mean, sd string, o dotl
 	body := sqlstoretest.RunBody(c.ID, mean, sd, o)
 	sum := sha256.Sum256([]byte(logs))
 	body.LogsSHA256 = hex.EncodeToString(sum[:])
+	if o == dotlab.OutcomeReproduced { // the reproduced run is signed, the other not
+		body.Envelope = must(attest.SignRun(ctx, s.runnerKey, body))
+	}
 	r := must(s.db.PublishRun(ctx, runner.ID, body, nil))
 	must(s.db.PutJobLogs(ctx, runner.ID, c.ID, []byte(logs)))
 	return c.ID, r.ID
