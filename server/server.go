@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -36,6 +37,11 @@ type Config struct {
 	// AgentLimit applies per API key, AnonymousLimit per client address
 	// without a key; the zero RateLimit disables a limit.
 	AgentLimit, AnonymousLimit httpapi.RateLimit
+	// TrustedProxies are the balancers in front of this server, as CIDRs
+	// (10.0.0.0/24) or addresses: requests from them are rate-limited by
+	// the client address their X-Forwarded-For names
+	// (httpapi.Config.TrustedProxies; docs/deploy.md "Rate limits").
+	TrustedProxies []string
 	// AllowPrivateURLs lists manifests naming loopback or private addresses,
 	// plain http or git://, and takes such logs_uri values on runs
 	// (httpapi.Config.AllowPrivateURLs).
@@ -81,7 +87,25 @@ func (c Config) Check() error {
 	case c.DrainDelay < 0 || c.ShutdownTimeout < 0:
 		return errors.New("--drain-delay and --shutdown-timeout must not be negative (e.g. 5s, 30s)")
 	}
-	return nil
+	_, err := trustedProxies(c.TrustedProxies)
+	return err
+}
+
+// trustedProxies parses --trusted-proxy values: CIDRs or single addresses.
+func trustedProxies(vals []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range vals {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return nil, fmt.Errorf("--trusted-proxy %q: give a CIDR (10.0.0.0/24) or an address (10.0.0.5)", v)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // Run serves until ctx is cancelled, then drains (docs/deploy.md
@@ -149,7 +173,11 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks,
+	trusted, err := trustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted,
 		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages, Log: db.Log()})
 }
 
