@@ -144,12 +144,27 @@ func (m *Metrics) Instrument(next http.Handler, route func(*http.Request) string
 			code = http.StatusOK
 		}
 		took := m.clock.Now().Sub(start).Seconds()
-		m.requests.WithLabelValues(pattern, strconv.Itoa(code)).Inc()
+		m.requests.WithLabelValues(pattern, codeText(code)).Inc()
 		m.duration.WithLabelValues(pattern).Observe(took)
 		if pattern == m.drawRoute && m.drawRoute != "" {
 			m.draw.WithLabelValues(drawResult(code)).Observe(took)
 		}
 	})
+}
+
+// codes are the status codes' label values, made once.
+var codes = func() (c [600]string) {
+	for i := range c {
+		c[i] = strconv.Itoa(i)
+	}
+	return c
+}()
+
+func codeText(code int) string {
+	if code >= 0 && code < len(codes) {
+		return codes[code]
+	}
+	return strconv.Itoa(code)
 }
 
 func drawResult(code int) string {
