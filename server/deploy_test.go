@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +24,7 @@ import (
 	"github.com/dotlab/dotlab/internal/testfix"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -71,6 +74,17 @@ func TestHAProxyFromDeployDoc(t *testing.T) {
 	}
 	load := startLoad(t, base, c.ID, 4)
 	waitFor(t, "requests to reach both servers", func() bool { return apiRequests(t, s1.URL) > 20 && apiRequests(t, s2.URL) > 20 })
+	// Live streams through the balancer, until dotlab1 holds at least one.
+	var streams []*follower
+	for len(streams) < 10 && gauge(t, s1.URL, "dotlab_sse_subscribers") < 1 {
+		streams = append(streams, follow(t, base+"/api/v1/labs/"+c.ID+"/events"))
+		waitFor(t, "the stream to open", func() bool {
+			return gauge(t, s1.URL, "dotlab_sse_subscribers")+gauge(t, s2.URL, "dotlab_sse_subscribers") >= float64(len(streams))
+		})
+	}
+	if gauge(t, s1.URL, "dotlab_sse_subscribers") < 1 {
+		t.Fatalf("HAProxy (leastconn) put none of %d streams on dotlab1", len(streams))
+	}
 
 	s1.Signal(t, syscall.SIGTERM)
 	waitFor(t, "haproxy to take dotlab1 out", func() bool { return strings.Contains(h.Output(), "dotlab1 is DOWN") })
@@ -95,6 +109,99 @@ func TestHAProxyFromDeployDoc(t *testing.T) {
 		t.Fatalf("%d of %d client requests failed, first: %s", len(failures), n, failures[0])
 	}
 	t.Logf("%d client requests through HAProxy, none failed", n)
+	// The streams dotlab1 held ended with a retry hint and reconnected
+	// through the balancer; every stream gets a message posted now, once.
+	var msg dotlab.LabMessage
+	if st := post(t, base+"/api/v1/labs/"+c.ID+"/messages", sub.APIKey, dotlab.LabMessageBody{Type: "note", To: "all", Body: "after the drain"}, &msg); st != 201 {
+		t.Fatalf("post: %d", st)
+	}
+	ends := 0
+	for i, f := range streams {
+		waitFor(t, "the message on every stream", func() bool { return f.count(msg.ID) > 0 })
+		f.mu.Lock()
+		if n := strings.Count(strings.Join(f.messages, "\n"), msg.ID); n != 1 {
+			t.Errorf("stream %d got the message %d times", i, n)
+		}
+		if f.hinted != f.ends {
+			t.Errorf("stream %d ended %d times, %d of them with a retry hint", i, f.ends, f.hinted)
+		}
+		ends += f.ends
+		f.mu.Unlock()
+	}
+	if ends == 0 {
+		t.Error("no stream was ended by the draining server")
+	}
+	t.Logf("%d streams through HAProxy; the draining server ended %d, each with a retry hint; all resumed and got the next message once", len(streams), ends)
+}
+
+// follower is an EventSource-like client: it reads a stream, and when the
+// server ends it, reconnects at once with Last-Event-ID.
+type follower struct {
+	mu           sync.Mutex
+	lastID       string
+	messages     []string // data of the message events
+	ends, hinted int      // streams the server ended; those whose last field was retry:
+}
+
+func follow(t *testing.T, url string) *follower {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := &follower{}
+	go func() {
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+			f.mu.Lock()
+			if f.lastID != "" {
+				req.Header.Set("Last-Event-ID", f.lastID)
+			}
+			f.mu.Unlock()
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			f.read(res.Body)
+			res.Body.Close()
+		}
+	}()
+	return f
+}
+
+// read consumes one stream until it ends.
+func (f *follower) read(body io.Reader) {
+	sc := bufio.NewScanner(body)
+	last, event := "", ""
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		f.mu.Lock()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			f.lastID = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "message":
+			f.messages = append(f.messages, line)
+		}
+		f.mu.Unlock()
+		last = line
+	}
+	if sc.Err() == nil { // the server ended the stream
+		f.mu.Lock()
+		f.ends++
+		if strings.HasPrefix(last, "retry: ") {
+			f.hinted++
+		}
+		f.mu.Unlock()
+	}
+}
+
+func (f *follower) count(s string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Count(strings.Join(f.messages, "\n"), s)
 }
 
 // load is clients sending requests through the balancer until stopped.
@@ -157,9 +264,16 @@ func (l *load) stop() (int64, []string) {
 	return l.sent.Load(), l.failures
 }
 
-// apiRequests is the number of /api/ requests a server has answered, from
-// its own /metrics (scraped directly, not through the balancer).
-func apiRequests(t *testing.T, root string) float64 {
+// gauge is the value of a gauge without labels on a server's /metrics.
+func gauge(t *testing.T, root, name string) float64 {
+	t.Helper()
+	for _, m := range scrapeOf(t, root)[name].GetMetric() {
+		return m.Gauge.GetValue()
+	}
+	return 0
+}
+
+func scrapeOf(t *testing.T, root string) map[string]*dto.MetricFamily {
 	t.Helper()
 	res, err := http.Get(root + "/metrics")
 	if err != nil {
@@ -171,8 +285,15 @@ func apiRequests(t *testing.T, root string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fams
+}
+
+// apiRequests is the number of /api/ requests a server has answered, from
+// its own /metrics (scraped directly, not through the balancer).
+func apiRequests(t *testing.T, root string) float64 {
+	t.Helper()
 	n := 0.0
-	for _, m := range fams["dotlab_http_requests_total"].GetMetric() {
+	for _, m := range scrapeOf(t, root)["dotlab_http_requests_total"].GetMetric() {
 		for _, l := range m.Label {
 			if l.GetName() == "route" && strings.Contains(l.GetValue(), " /api/") {
 				n += m.Counter.GetValue()
