@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,7 @@ type schemaReader interface {
 type ops struct {
 	db       schemaReader
 	dialect  string
+	logger   *slog.Logger
 	metrics  *metrics.Metrics
 	draining atomic.Bool
 }
@@ -87,9 +89,10 @@ func (o *ops) readyz(w http.ResponseWriter, r *http.Request) {
 	var detail []string
 	switch {
 	case err != nil:
-		// The error text stays in the server; the body says which check.
-		detail = append(detail, fmt.Sprintf("database: the %s database did not answer within %s", o.dialect, ReadyTimeout),
-			"migrations: not checked (the database did not answer)")
+		// The error text stays in the server's log; the body says which check.
+		o.logger.Warn("readyz: the database check failed", "err", err)
+		detail = append(detail, fmt.Sprintf("database: the %s database could not be read within %s (the server's log says why)", o.dialect, ReadyTimeout),
+			"migrations: not checked (the database could not be read)")
 	case applied != latest:
 		detail = append(detail, fmt.Sprintf("migrations: the database schema is at version %d, this server's latest migration is %d: %s",
 			applied, latest, schemaAdvice(applied, latest)))

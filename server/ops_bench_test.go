@@ -37,7 +37,7 @@ func BenchmarkOpsOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o := &ops{db: db, dialect: "sqlite", metrics: metrics.New(metrics.Config{Subscribers: api.Streams, DrawRoute: "GET /api/v1/jobs/next"})}
+	o := &ops{db: db, dialect: "sqlite", logger: cfg.Logger, metrics: metrics.New(metrics.Config{Subscribers: api.Streams, DrawRoute: "GET /api/v1/jobs/next"})}
 	for _, h := range []struct {
 		name string
 		h    http.Handler

@@ -133,7 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	o := &ops{db: db, dialect: string(db.Dialect()), metrics: metrics.New(metrics.Config{Clock: cfg.Clock, Version: cfg.Version,
+	o := &ops{db: db, dialect: string(db.Dialect()), logger: cfg.Logger, metrics: metrics.New(metrics.Config{Clock: cfg.Clock, Version: cfg.Version,
 		Subscribers: api.Streams, DrawRoute: "GET /api/v1/jobs/next"})}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
