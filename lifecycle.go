@@ -365,6 +365,19 @@ type SettleReport struct {
 	OffersExpired int      `json:"offers_expired"`
 	JobsAbandoned int      `json:"jobs_abandoned"`
 	ClaimsSettled int      `json:"claims_settled"`
+	// Lags says, for each change applied (in the order of Changed), how
+	// late it was applied after falling due (the metric
+	// dotlab_settlement_lag_seconds; docs/deploy.md "Metrics").
+	Lags []SettleLag `json:"-"`
+}
+
+// SettleLag is how late the settlement clock applied one change: the time
+// the change committed minus the deadline that made it due (the offer's
+// expiry, the publish deadline or the challenge deadline). Event is
+// EventExpire, EventAbandon or EventWindowClose.
+type SettleLag struct {
+	Event Event
+	Late  time.Duration
 }
 
 // Empty reports whether the sweep changed nothing.

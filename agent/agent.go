@@ -123,29 +123,51 @@ func (a *Agent) post(ctx context.Context, claimID, typ, body string, refs ...str
 // (sandbox or network failure) is reported as a blocker in the room and
 // returned as an error; it is not published.
 func (a *Agent) RunOnce(ctx context.Context) (string, error) {
+	id, m, err := a.take(ctx)
+	if m == nil || err != nil {
+		return id, err
+	}
+	return id, a.work(ctx, id, m)
+}
+
+// take draws at most one job and settles the offer: declined
+// (capability_mismatch, free of cost) or accepted. It returns the claim
+// ("" when the server had none) and, for an accepted job only, its
+// manifest. While take runs, the agent holds at most one open offer, which
+// the server hands back on every draw until it is accepted or declined;
+// so draws by one agent must not overlap (RunLoop makes them one at a
+// time).
+func (a *Agent) take(ctx context.Context) (string, *dotlab.Manifest, error) {
 	job, err := a.Client.NextJob(ctx)
 	if errors.Is(err, client.ErrNone) {
-		return "", nil
+		return "", nil, nil
 	} else if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	id := job.ClaimID
 	if !dotlab.ValidClaimID(id) {
-		return "", fmt.Errorf("the server offered job %.40q, which is not a claim id: refusing it", id)
+		return "", nil, fmt.Errorf("the server offered job %.40q, which is not a claim id: refusing it", id)
 	}
 	m, err := a.fetchManifest(ctx, id)
 	if err != nil {
-		return id, fmt.Errorf("%s: manifest: %w", id, err)
+		return id, nil, fmt.Errorf("%s: manifest: %w", id, err)
 	}
 	if miss := a.missing(m.Requires); len(miss) > 0 {
 		a.logf("%s: declining (capability_mismatch): needs %s", id, strings.Join(miss, ", "))
 		_, err := a.Client.Decline(ctx, id, dotlab.DeclineCapabilityMismatch)
-		return id, err
+		return id, nil, err
 	}
 	if _, err := a.Client.Accept(ctx, id); err != nil {
-		return id, fmt.Errorf("%s: accept: %w", id, err)
+		return id, nil, fmt.Errorf("%s: accept: %w", id, err)
 	}
 	a.logf("%s: accepted %q", id, m.Title)
+	return id, m, nil
+}
+
+// work does an accepted job: the lab room, the rerun in its own sandbox
+// (with the manifest's own limits) and its own work directory, and the
+// publication. Several work calls may run at once (RunLoop).
+func (a *Agent) work(ctx context.Context, id string, m *dotlab.Manifest) error {
 	if _, err := a.Client.JoinLab(ctx, id, dotlab.RoleRunner); err != nil {
 		a.logf("%s: could not open the lab room: %v", id, err)
 	}
@@ -154,7 +176,7 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 	rec, err := a.Engine.Rerun(ctx, m, dir)
 	if err != nil {
 		a.post(ctx, id, "blocker", "No outcome could be made (a failure on the runner's side, not the claim's); retrying later may help.")
-		return id, fmt.Errorf("%s: rerun: %w", id, err)
+		return fmt.Errorf("%s: rerun: %w", id, err)
 	}
 	a.post(ctx, id, "note", fmt.Sprintf("Rerun finished: %s. Publishing the run with its logs.", rec.Body.Outcome), runner.LogsFile, runner.RunFile)
 	if rec.Body.Outcome == dotlab.OutcomeNotReproduced || rec.Body.Outcome == dotlab.OutcomeReproduced {
@@ -165,7 +187,7 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 	if a.BeforePublish != nil {
 		a.BeforePublish(m, rec)
 	}
-	return id, a.publish(ctx, id, dir, rec)
+	return a.publish(ctx, id, dir, rec)
 }
 
 // publish publishes the rerun's run with the SHA-256 of its logs.jsonl

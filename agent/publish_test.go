@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
@@ -162,4 +163,71 @@ func testServer(t *testing.T, lc *leakcheck.Checker) *client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// gateEngine reruns like fakeEngine, but each rerun waits at the gate
+// until as many reruns as the gate holds are running at once.
+type gateEngine struct {
+	running chan struct{}
+	release chan struct{}
+}
+
+func (e gateEngine) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (*runner.Record, error) {
+	e.running <- struct{}{}
+	select {
+	case <-e.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return fakeEngine{}.Rerun(ctx, m, outDir)
+}
+
+// TestRunLoopParallelOnce: with --parallel 3 and --once, the runner's loop
+// takes the two jobs the pool has (both reruns running at once: the
+// engine lets neither finish until both started), stops at the draw that
+// finds none, publishes both and returns; with a key the server refuses
+// it returns the 401 at once.
+func TestRunLoopParallelOnce(t *testing.T) {
+	ctx := context.Background()
+	lc, err := leakcheck.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testServer(t, lc)
+	sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
+	run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
+	var ids []string
+	for _, title := range []string{"parallel a", "parallel b"} {
+		cl, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON(title), "statistics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, cl.ID)
+	}
+	e := gateEngine{running: make(chan struct{}, 2), release: make(chan struct{})}
+	go func() {
+		<-e.running
+		<-e.running // both reruns are running
+		close(e.release)
+	}()
+	a := &Agent{Client: c.WithKey(run.APIKey), Engine: e, WorkDir: t.TempDir()}
+	done := make(chan error, 1)
+	go func() { done <- a.RunLoop(ctx, LoopOptions{Parallel: 3, Once: true}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RunLoop: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunLoop did not return: the two reruns never ran at once")
+	}
+	for _, id := range ids {
+		if cv, err := c.Claim(ctx, id); err != nil || cv.RunID == "" {
+			t.Fatalf("claim %s not published: %+v %v", id, cv, err)
+		}
+	}
+	bad := &Agent{Client: c.WithKey("dlk_revoked"), Engine: fakeEngine{}, WorkDir: t.TempDir()}
+	if err := bad.RunLoop(ctx, LoopOptions{Parallel: 2, Poll: time.Hour}); !client.IsUnauthorized(err) {
+		t.Fatalf("RunLoop with a refused key: %v, want the 401", err)
+	}
 }

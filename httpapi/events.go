@@ -334,6 +334,7 @@ func (st *stream) live(ctx context.Context, done <-chan struct{}, ch <-chan sseE
 		case <-ctx.Done():
 			return
 		case <-done:
+			st.closing()
 			return
 		case <-keep.C:
 			if _, err := fmt.Fprint(st.w, ": keep-alive\n\n"); err != nil {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -260,4 +262,48 @@ func TestLabEventsLiveAndResumable(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRateLimitBehindTrustedProxy: requests from a trusted proxy are
+// limited by the client its X-Forwarded-For names (its rightmost entry
+// that is not a trusted proxy), so two clients behind one balancer do not
+// share a bucket; entries a client added itself (left of the proxy's) do
+// not move it to another bucket; a peer that is not trusted is limited by
+// its own address whatever the header says.
+func TestRateLimitBehindTrustedProxy(t *testing.T) {
+	db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
+	api, err := httpapi.New(httpapi.Config{Store: db, Leaks: leaks(t), AnonymousLimit: httpapi.RateLimit{PerSecond: 0.001, Burst: 1},
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(peer string, xff ...string) int {
+		r := httptest.NewRequest("GET", "/api/v1/status", nil)
+		r.RemoteAddr = peer + ":40000"
+		for _, v := range xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, r)
+		return w.Code
+	}
+	steps := []struct {
+		peer string
+		xff  []string
+		want int
+	}{
+		{"10.0.0.5", []string{"198.51.100.1"}, 200},
+		{"10.0.0.6", []string{"198.51.100.1"}, 429},                // same client, another balancer
+		{"10.0.0.5", []string{"198.51.100.2"}, 200},                // another client
+		{"10.0.0.5", []string{"203.0.113.9, 198.51.100.2"}, 429},   // a forged left entry changes nothing
+		{"10.0.0.5", []string{"203.0.113.9", "198.51.100.2"}, 429}, // nor as two header lines
+		{"10.0.0.5", []string{"198.51.100.3, 10.0.0.7"}, 200},      // a chain of trusted proxies
+		{"192.0.2.1", []string{"198.51.100.4"}, 200},               // an untrusted peer: its own bucket
+		{"192.0.2.1", []string{"198.51.100.5"}, 429},               // whatever it claims
+	}
+	for i, s := range steps {
+		if got := status(s.peer, s.xff...); got != s.want {
+			t.Errorf("%d: from %s with X-Forwarded-For %q: %d, want %d", i, s.peer, s.xff, got, s.want)
+		}
+	}
 }

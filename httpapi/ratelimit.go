@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ func DefaultAnonymousLimit() RateLimit { return RateLimit{PerSecond: 30, Burst: 
 // address's bucket, so inventing keys does not escape the limit.
 type limiter struct {
 	agent, anon RateLimit
+	trusted     []netip.Prefix // proxies whose X-Forwarded-For is believed (clientAddr)
 	clock       dotlab.Clock
 	mu          sync.Mutex
 	buckets     map[string]*bucket
@@ -63,18 +65,55 @@ type bucket struct {
 	seen time.Time
 }
 
-func newLimiter(agent, anon RateLimit, clock dotlab.Clock) *limiter {
-	return &limiter{agent: agent, anon: anon, clock: clock, buckets: map[string]*bucket{}, known: map[[32]byte]bool{}}
+func newLimiter(agent, anon RateLimit, trusted []netip.Prefix, clock dotlab.Clock) *limiter {
+	return &limiter{agent: agent, anon: anon, trusted: trusted, clock: clock, buckets: map[string]*bucket{}, known: map[[32]byte]bool{}}
 }
 
-// allow reports whether r may proceed, and if not, after how long to retry.
-func (l *limiter) allow(r *http.Request) (bool, time.Duration) {
-	key, cfg := "", l.anon
+// clientAddr is the address a request's limit is kept by: its peer's, or,
+// when the peer is one of the trusted proxies (a balancer in front of the
+// server, `dotlab serve --trusted-proxy`), the client the proxy names: the
+// rightmost X-Forwarded-For entry that is not itself a trusted proxy.
+// Entries left of it could be forged by the client and are never used; a
+// header that names no usable address leaves the peer's.
+func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	key = "a:" + host
+	if !isTrusted(host, trusted) {
+		return host
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := strings.TrimSpace(hops[i])
+		a, err := netip.ParseAddr(hop)
+		if err != nil {
+			return host
+		}
+		if !isTrusted(a.String(), trusted) {
+			return a.Unmap().String()
+		}
+	}
+	return host
+}
+
+func isTrusted(host string, trusted []netip.Prefix) bool {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// allow reports whether r may proceed, and if not, after how long to retry.
+func (l *limiter) allow(r *http.Request) (bool, time.Duration) {
+	key, cfg := "a:"+clientAddr(r, l.trusted), l.anon
 	l.mu.Lock()
 	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && k != "" {
 		if sum := sha256.Sum256([]byte(strings.TrimSpace(k))); l.known[sum] {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,10 @@ type Config struct {
 	// AgentLimit and AnonymousLimit rate-limit requests per API key and per
 	// client address (429 with Retry-After); zero values disable them.
 	AgentLimit, AnonymousLimit RateLimit
+	// TrustedProxies are the balancers in front of the server: a request
+	// from one of them is limited by the client address its
+	// X-Forwarded-For names (clientAddr); none: by the peer's address.
+	TrustedProxies []netip.Prefix
 	// Leaks rejects notes and messages that look like keys or tokens
 	// (required).
 	Leaks LeakChecker
@@ -141,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 		s.maxBody = 1 << 20
 	}
 	if cfg.AgentLimit.PerSecond > 0 || cfg.AnonymousLimit.PerSecond > 0 {
-		s.limiter = newLimiter(cfg.AgentLimit, cfg.AnonymousLimit, s.clock)
+		s.limiter = newLimiter(cfg.AgentLimit, cfg.AnonymousLimit, cfg.TrustedProxies, s.clock)
 	}
 	if cfg.EventPoll <= 0 {
 		cfg.EventPoll = time.Second

@@ -15,11 +15,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/metrics"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/web"
 )
@@ -35,6 +37,11 @@ type Config struct {
 	// AgentLimit applies per API key, AnonymousLimit per client address
 	// without a key; the zero RateLimit disables a limit.
 	AgentLimit, AnonymousLimit httpapi.RateLimit
+	// TrustedProxies are the balancers in front of this server, as CIDRs
+	// (10.0.0.0/24) or addresses: requests from them are rate-limited by
+	// the client address their X-Forwarded-For names
+	// (httpapi.Config.TrustedProxies; docs/deploy.md "Rate limits").
+	TrustedProxies []string
 	// AllowPrivateURLs lists manifests naming loopback or private addresses,
 	// plain http or git://, and takes such logs_uri values on runs
 	// (httpapi.Config.AllowPrivateURLs).
@@ -47,6 +54,15 @@ type Config struct {
 	Clock     dotlab.Clock // default dotlab.SystemClock
 	// Ready, when not nil, receives the bound address once listening.
 	Ready chan<- string
+	// DrainDelay is how long the server keeps serving after ctx ends with
+	// GET /healthz and /readyz answering 503, so that a balancer's health
+	// checks take it out of rotation before the listener closes (0: none;
+	// docs/deploy.md "Draining").
+	DrainDelay time.Duration
+	// ShutdownTimeout bounds the wait for in-flight requests once the
+	// listener has closed (default 30 s); past it the remaining
+	// connections are closed and Run returns an error.
+	ShutdownTimeout time.Duration
 }
 
 // DefaultConfig is `dotlab serve` without flags: the protocol's default
@@ -57,15 +73,56 @@ func DefaultConfig() Config {
 		AgentLimit: httpapi.DefaultAgentLimit(), AnonymousLimit: httpapi.DefaultAnonymousLimit()}
 }
 
-// Run serves until ctx is cancelled, then shuts down gracefully: the
-// settlement clock finishes its sweep, in-flight requests finish (for up to
-// 30 seconds), then the database closes.
+// Check reports the first setting `dotlab serve` cannot run with, naming
+// its flag.
+func (c Config) Check() error {
+	w := c.Windows
+	switch {
+	case w.Accept <= 0 || w.Publish <= 0 || w.Challenge <= 0:
+		return errors.New("--accept-window, --publish-window and --challenge-window must be positive durations (e.g. 60m, 24h)")
+	case w.Quorum < 1 || w.Quorum%2 == 0:
+		return fmt.Errorf("--review-quorum %d: must be a positive odd number so that a majority always exists", w.Quorum)
+	case c.SettleEvery <= 0:
+		return errors.New("--settle-every must be a positive duration (e.g. 1s)")
+	case c.DrainDelay < 0 || c.ShutdownTimeout < 0:
+		return errors.New("--drain-delay and --shutdown-timeout must not be negative (e.g. 5s, 30s)")
+	}
+	_, err := trustedProxies(c.TrustedProxies)
+	return err
+}
+
+// trustedProxies parses --trusted-proxy values: CIDRs or single addresses.
+func trustedProxies(vals []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range vals {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return nil, fmt.Errorf("--trusted-proxy %q: give a CIDR (10.0.0.0/24) or an address (10.0.0.5)", v)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// Run serves until ctx is cancelled, then drains (docs/deploy.md
+// "Draining"): /healthz and /readyz answer 503 for cfg.DrainDelay while
+// everything else is still served, then live event streams close with a
+// retry hint, the listener closes, in-flight requests finish (for up to
+// cfg.ShutdownTimeout), the settlement clock finishes its sweep and the
+// database closes.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.SettleEvery <= 0 {
 		return errors.New("server: SettleEvery must be positive")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = dotlab.SystemClock{}
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	db, err := sqlstore.Open(ctx, cfg.DB, sqlstore.Options{Clock: cfg.Clock, Windows: cfg.Windows, LogOrigin: cfg.LogOrigin})
 	if err != nil {
@@ -76,11 +133,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	o := &ops{db: db, dialect: string(db.Dialect()), logger: cfg.Logger, metrics: metrics.New(metrics.Config{Clock: cfg.Clock, Version: cfg.Version,
+		Subscribers: api.Streams, DrawRoute: "GET /api/v1/jobs/next"})}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", cfg.Addr, err)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
+	srv := &http.Server{Handler: o.handler(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	w := cfg.Windows
 	cfg.Logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum)
@@ -93,7 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		SettleLoop(settleCtx, cfg.Logger, db, cfg.SettleEvery, api.Notify)
+		SettleLoop(settleCtx, cfg.Logger, observedSettler{db, o.metrics}, cfg.SettleEvery, api.Notify)
 	}()
 	defer func() { stopSettle(); <-settled }()
 	select {
@@ -101,7 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	case <-ctx.Done():
 	}
-	return shutdown(cfg.Logger, srv, api)
+	return drain(cfg, srv, api, o)
 }
 
 // handler builds the /api/v1 handler with the public pages on db.
@@ -114,19 +173,33 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks,
+	trusted, err := trustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted,
 		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages, Log: db.Log()})
 }
 
-// shutdown closes the live streams, then lets in-flight requests finish.
-func shutdown(logger *slog.Logger, srv *http.Server, api *httpapi.Server) error {
-	logger.Info("shutting down: finishing in-flight requests")
+// drain takes the server out of rotation, then shuts it down: /healthz
+// and /readyz answer 503 for cfg.DrainDelay (the balancer's checks see it
+// while requests are still served), then the live streams close with a
+// retry hint, the listener closes and in-flight requests finish within
+// cfg.ShutdownTimeout.
+func drain(cfg Config, srv *http.Server, api *httpapi.Server, o *ops) error {
+	o.draining.Store(true)
+	cfg.Logger.Info("draining: /healthz and /readyz answer 503", "drain_delay", cfg.DrainDelay, "shutdown_timeout", cfg.ShutdownTimeout)
+	if cfg.DrainDelay > 0 {
+		time.Sleep(cfg.DrainDelay)
+	}
+	cfg.Logger.Info("shutting down: closing live streams and the listener, finishing in-flight requests", "streams", api.Streams())
 	api.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return err
+		srv.Close()
+		return fmt.Errorf("requests still in flight after --shutdown-timeout %s were cut off: %w", cfg.ShutdownTimeout, err)
 	}
-	logger.Info("stopped cleanly")
+	cfg.Logger.Info("stopped cleanly")
 	return nil
 }

@@ -18,7 +18,6 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"strings"
 	"sync"
@@ -77,6 +76,8 @@ type DB struct {
 	findClaimStmt *sql.Stmt // prepared on the read pool
 
 	log *translog.Log // nil when Options.NoLog
+
+	schema schemaCheck // SchemaVersion's goose provider (ready.go)
 }
 
 // Open opens the database named by dbURL — "sqlite:PATH" (e.g.
@@ -182,10 +183,8 @@ func (db *DB) openPostgres(dsn string) error {
 }
 
 func (db *DB) migrate(ctx context.Context) error {
-	dialect := goose.DialectSQLite3
 	var opts []goose.ProviderOption
 	if db.dialect == Postgres {
-		dialect = goose.DialectPostgres
 		// Several server processes may start at once on one database.
 		locker, err := lock.NewPostgresSessionLocker()
 		if err != nil {
@@ -193,11 +192,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 		opts = append(opts, goose.WithSessionLocker(locker))
 	}
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(dialect, db.w, sub, opts...)
+	p, err := db.gooseProvider(db.w, opts...)
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}

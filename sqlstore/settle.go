@@ -27,17 +27,21 @@ func (db *DB) Settle(ctx context.Context) (dotlab.SettleReport, error) {
 	now := db.now()
 	steps := []struct {
 		count *int
-		step  func(context.Context, time.Time) (applied []string, seen int, err error)
+		event dotlab.Event
+		step  func(context.Context, time.Time) (applied []due, seen int, err error)
 	}{
-		{&rep.OffersExpired, db.expireOffers},
-		{&rep.JobsAbandoned, db.abandonJobs},
-		{&rep.ClaimsSettled, db.settleWindows},
+		{&rep.OffersExpired, dotlab.EventExpire, db.expireOffers},
+		{&rep.JobsAbandoned, dotlab.EventAbandon, db.abandonJobs},
+		{&rep.ClaimsSettled, dotlab.EventWindowClose, db.settleWindows},
 	}
 	for _, s := range steps {
 		for {
 			applied, seen, err := s.step(ctx, now)
 			*s.count += len(applied)
-			rep.Changed = append(rep.Changed, applied...)
+			for _, d := range applied {
+				rep.Changed = append(rep.Changed, d.claim)
+				rep.Lags = append(rep.Lags, dotlab.SettleLag{Event: s.event, Late: d.late})
+			}
 			if err != nil {
 				return rep, err
 			}
@@ -50,10 +54,11 @@ func (db *DB) Settle(ctx context.Context) (dotlab.SettleReport, error) {
 }
 
 // applyEach runs fn for each due item in its own transaction and returns
-// the claims it applied to (fn reports false when another process got there
-// first) and how many items it saw.
-func (db *DB) applyEach(ctx context.Context, ds []due, fn func(*sql.Tx, due) (bool, error)) ([]string, int, error) {
-	var applied []string
+// the items it applied (fn reports false when another process got there
+// first), each with how late it committed after falling due, and how many
+// items it saw.
+func (db *DB) applyEach(ctx context.Context, ds []due, fn func(*sql.Tx, due) (bool, error)) ([]due, int, error) {
+	var applied []due
 	for _, d := range ds {
 		done := false
 		err := db.tx(ctx, func(tx *sql.Tx) error {
@@ -65,13 +70,21 @@ func (db *DB) applyEach(ctx context.Context, ds []due, fn func(*sql.Tx, due) (bo
 			return applied, len(ds), err
 		}
 		if done {
-			applied = append(applied, d.claim)
+			d.late = max(db.now().Sub(fromMS(d.at)), 0)
+			applied = append(applied, d)
 		}
 	}
 	return applied, len(ds), nil
 }
 
-type due struct{ claim, agent string }
+// due is one change the settlement clock found due: the claim, its runner
+// (if any), the deadline that made it due (Unix ms) and, once applied, how
+// late it committed.
+type due struct {
+	claim, agent string
+	at           int64
+	late         time.Duration
+}
 
 func (db *DB) dueRows(ctx context.Context, query string, now time.Time) ([]due, error) {
 	rows, err := db.r.QueryContext(ctx, query, ms(now), settleBatch)
@@ -83,7 +96,7 @@ func (db *DB) dueRows(ctx context.Context, query string, now time.Time) ([]due, 
 	for rows.Next() {
 		var d due
 		var agent sql.NullString
-		if err := rows.Scan(&d.claim, &agent); err != nil {
+		if err := rows.Scan(&d.claim, &agent, &d.at); err != nil {
 			return nil, err
 		}
 		d.agent = agent.String
@@ -92,12 +105,12 @@ func (db *DB) dueRows(ctx context.Context, query string, now time.Time) ([]due, 
 	return out, rows.Err()
 }
 
-func (db *DB) expireOffers(ctx context.Context, now time.Time) ([]string, int, error) {
+func (db *DB) expireOffers(ctx context.Context, now time.Time) ([]due, int, error) {
 	t, err := transition(dotlab.StateFunded, dotlab.EventExpire)
 	if err != nil {
 		return nil, 0, err
 	}
-	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE offer_expires_at <= $1 AND state IN (`+sources(t.Event)+`)
+	ds, err := db.dueRows(ctx, `SELECT id, runner_id, offer_expires_at FROM claims WHERE offer_expires_at <= $1 AND state IN (`+sources(t.Event)+`)
 		AND runner_id IS NOT NULL ORDER BY offer_expires_at LIMIT $2`, now)
 	if err != nil {
 		return nil, 0, err
@@ -117,13 +130,13 @@ func (db *DB) expireOffers(ctx context.Context, now time.Time) ([]string, int, e
 	})
 }
 
-func (db *DB) abandonJobs(ctx context.Context, now time.Time) ([]string, int, error) {
+func (db *DB) abandonJobs(ctx context.Context, now time.Time) ([]due, int, error) {
 	// From assigned and from running the move is the same.
 	t, err := transition(dotlab.StateAssigned, dotlab.EventAbandon)
 	if err != nil {
 		return nil, 0, err
 	}
-	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE publish_deadline <= $1 AND state IN (`+sources(t.Event)+`)
+	ds, err := db.dueRows(ctx, `SELECT id, runner_id, publish_deadline FROM claims WHERE publish_deadline <= $1 AND state IN (`+sources(t.Event)+`)
 		ORDER BY publish_deadline LIMIT $2`, now)
 	if err != nil {
 		return nil, 0, err
@@ -151,12 +164,12 @@ func (db *DB) abandonJobs(ctx context.Context, now time.Time) ([]string, int, er
 	})
 }
 
-func (db *DB) settleWindows(ctx context.Context, now time.Time) ([]string, int, error) {
+func (db *DB) settleWindows(ctx context.Context, now time.Time) ([]due, int, error) {
 	t, err := transition(dotlab.StateChallengeWindow, dotlab.EventWindowClose)
 	if err != nil {
 		return nil, 0, err
 	}
-	ds, err := db.dueRows(ctx, `SELECT id, runner_id FROM claims WHERE challenge_deadline <= $1 AND state IN (`+sources(t.Event)+`)
+	ds, err := db.dueRows(ctx, `SELECT id, runner_id, challenge_deadline FROM claims WHERE challenge_deadline <= $1 AND state IN (`+sources(t.Event)+`)
 		ORDER BY challenge_deadline LIMIT $2`, now)
 	if err != nil {
 		return nil, 0, err

@@ -56,8 +56,8 @@ func (f *agentFlags) newAgent(cmd *cobra.Command) (*agent.Agent, error) {
 		}})
 }
 
-// loopCmd is a command that repeats one agent step (agent.Agent.Loop).
-func loopCmd(use, short, long string, step func(*agent.Agent) agent.Step) *cobra.Command {
+// loopCmd is a command that runs one agent loop (agent.Agent.RunLoop, ChallengeLoop).
+func loopCmd(use, short, long string, loop func(*agent.Agent, context.Context, agent.LoopOptions) error) (*cobra.Command, *agentFlags) {
 	var f agentFlags
 	cmd := &cobra.Command{
 		Use: use, Short: short, Long: long, Args: cobra.NoArgs,
@@ -66,23 +66,22 @@ func loopCmd(use, short, long string, step func(*agent.Agent) agent.Step) *cobra
 			if err != nil {
 				return err
 			}
-			return cli.APIErr(a.Loop(cmd.Context(), step(a), f.loop))
+			return cli.APIErr(loop(a, cmd.Context(), f.loop))
 		},
 	}
 	f.register(cmd, true)
-	return cmd
+	return cmd, &f
 }
 
 func newRunnerCmd() *cobra.Command {
-	return loopCmd("runner", "Take jobs from a server: draw, accept, rerun in the sandbox, publish",
-		help("runner"),
-		func(a *agent.Agent) agent.Step { return a.RunOnce })
+	cmd, f := loopCmd("runner", "Take jobs from a server: draw, accept, rerun in the sandbox, publish", help("runner"), (*agent.Agent).RunLoop)
+	cmd.Flags().IntVar(&f.loop.Parallel, "parallel", 1, "work up to N jobs at once, each in its own sandbox (draws only when one of the N slots is free)")
+	return cmd
 }
 
 func newChallengerCmd() *cobra.Command {
-	return loopCmd("challenger", "Rerun published runs in their challenge window and post challenges",
-		help("challenger"),
-		func(a *agent.Agent) agent.Step { return a.ChallengeOnce })
+	cmd, _ := loopCmd("challenger", "Rerun published runs in their challenge window and post challenges", help("challenger"), (*agent.Agent).ChallengeLoop)
+	return cmd
 }
 
 func newReviewCmd() *cobra.Command {

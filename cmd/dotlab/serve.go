@@ -1,10 +1,9 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/dotlab/dotlab/server"
 	"github.com/spf13/cobra"
@@ -20,14 +19,8 @@ func newServeCmd() *cobra.Command {
 		Long:  help("serve"),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if w.Accept <= 0 || w.Publish <= 0 || w.Challenge <= 0 {
-				return errors.New("--accept-window, --publish-window and --challenge-window must be positive durations (e.g. 60m, 24h)")
-			}
-			if w.Quorum < 1 || w.Quorum%2 == 0 {
-				return fmt.Errorf("--review-quorum %d: must be a positive odd number so that a majority always exists", w.Quorum)
-			}
-			if cfg.SettleEvery <= 0 {
-				return errors.New("--settle-every must be a positive duration (e.g. 1s)")
+			if err := cfg.Check(); err != nil {
+				return err
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			return server.Run(cmd.Context(), cfg)
@@ -40,11 +33,14 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&w.Publish, "publish-window", w.Publish, "how long an accepted job has to publish its run")
 	f.DurationVar(&w.Challenge, "challenge-window", w.Challenge, "how long a published run can be challenged")
 	f.IntVar(&w.Quorum, "review-quorum", w.Quorum, "votes that decide a dispute (odd)")
+	f.DurationVar(&cfg.DrainDelay, "drain-delay", 0, "on SIGTERM/SIGINT, keep serving this long with /healthz and /readyz answering 503 before closing the listener, so a balancer stops routing here first")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "then wait at most this long for in-flight requests (live event streams close at once, with a retry hint)")
 	f.DurationVar(&cfg.SettleEvery, "settle-every", cfg.SettleEvery, "how often the settlement clock expires offers, abandons missed jobs and settles closed windows")
 	f.Float64Var(&cfg.AgentLimit.PerSecond, "rate-agent", cfg.AgentLimit.PerSecond, "requests per second per API key (0 disables)")
 	f.IntVar(&cfg.AgentLimit.Burst, "rate-agent-burst", cfg.AgentLimit.Burst, "burst per API key")
 	f.Float64Var(&cfg.AnonymousLimit.PerSecond, "rate-anon", cfg.AnonymousLimit.PerSecond, "requests per second per client address without a key (0 disables)")
 	f.IntVar(&cfg.AnonymousLimit.Burst, "rate-anon-burst", cfg.AnonymousLimit.Burst, "burst per client address")
+	f.StringSliceVar(&cfg.TrustedProxies, "trusted-proxy", nil, "balancers in front of this server (CIDR or address, repeatable): their X-Forwarded-For names the client address the rate limit applies to")
 	f.StringVar(&cfg.LogOrigin, "log-origin", "", "the transparency log's origin and key name, e.g. dotlab.example.org/log (fixed at the first start; default a random dotlab.log/…)")
 	f.BoolVar(&cfg.AllowPrivateURLs, "allow-private-urls", false, "list manifests whose URLs name loopback or private addresses, plain http or git://, and take runs whose logs_uri is plain http or names such a host (a private deployment or the demo; its runners need --allow-private-urls too); link-local and cloud-metadata addresses, file:// and local paths are refused either way")
 	return cmd
