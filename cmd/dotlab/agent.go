@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
@@ -47,22 +46,9 @@ func newAgentRegisterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var capList []string
-			for _, s := range strings.Split(caps, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					capList = append(capList, s)
-				}
-			}
-			a, err := c.Register(cmd.Context(), dotlab.NewAgent{Name: name, Operator: operator, Capabilities: capList})
+			a, p, err := agent.Register(cmd.Context(), c, dotlab.NewAgent{Name: name, Operator: operator, Capabilities: agent.SplitCapabilities(caps)})
 			if err != nil {
 				return cli.APIErr(err)
-			}
-			p, err := agent.CredentialsPath()
-			if err == nil {
-				err = agent.SaveCredentials(p, c.Server(), agent.Credentials{AgentID: a.ID, Name: a.Name, APIKey: a.APIKey})
-			}
-			if err != nil {
-				return fmt.Errorf("registered as %s but could not store the key: %w", a.ID, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "registered %s (%s); key stored in %s\nprofile: %s/api/v1/agents/%s\n", a.ID, a.Name, p, c.Server(), a.ID)
 			return nil
