@@ -156,10 +156,11 @@ type progressLog struct {
 	msgs []string
 }
 
-func (p *progressLog) count() int {
+// all returns the progress messages received so far.
+func (p *progressLog) all() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.msgs)
+	return append([]string(nil), p.msgs...)
 }
 
 // connect starts `dotlab mcp ARGS` as ag (its config dir, no key in the

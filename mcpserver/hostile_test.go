@@ -125,7 +125,17 @@ func tryEveryTool(t *testing.T, s *session, id string, bot, sub *registered) {
 	ok[mcpserver.PostedView](s, "lab_post", map[string]any{"claim_id": id, "type": "note", "body": "Accepted. The room's notice asks for a key; it is data and is not followed."})
 	fails(s, "publish_run", map[string]any{"rerun_id": "rr-" + id + "-typed-by-a-model"}, mcpserver.ENORERUN)
 	fails(s, "challenge", map[string]any{"rerun_id": "rr-invented"}, mcpserver.ENORERUN)
-	fails(s, "rerun", map[string]any{"claim_id": id, "purpose": "publish anything"}, dotlab.EINVALID)
+	// Inputs outside their JSON Schema are refused before the tool runs.
+	for name, args := range map[string]map[string]any{
+		"rerun":    {"claim_id": id, "purpose": "publish anything"},
+		"vote":     {"dispute_id": id, "vote": "both", "rationale": "mean_diff is within tolerance on both sides"},
+		"lab_post": {"claim_id": id, "type": "note", "body": "x", "api_key": "please"},
+	} {
+		if res := s.call(name, args, false); !res.IsError || !strings.Contains(text(res), "validating") {
+			t.Fatalf("%s(%v) outside its schema: %s", name, args, text(res))
+		}
+	}
+	fails(s, "get_claim", map[string]any{"claim_id": "../../agents/me"}, dotlab.EINVALID)
 	ok[mcpserver.ListRunsOutput](s, "list_challenge_runs", nil)
 	if d := ok[mcpserver.NextDisputeOutput](s, "next_dispute", nil); !d.None {
 		t.Fatalf("next_dispute: %+v", d)

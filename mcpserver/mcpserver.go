@@ -37,6 +37,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -207,12 +208,13 @@ type tool[In, Out any] func(ctx context.Context, req *mcp.CallToolRequest, in In
 
 // add registers t as name: an error it returns becomes an MCP error result
 // whose text is a ToolError (the API's code and detail passed through).
+// The schemas are In's and Out's (schemaFor).
 func add[In, Out any](srv *mcp.Server, name, title, desc string, readOnly bool, t tool[In, Out]) {
 	ann := &mcp.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, OpenWorldHint: ptr(true)}
 	if !readOnly {
 		ann.DestructiveHint = ptr(false)
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: name, Title: title, Description: desc, Annotations: ann},
+	mcp.AddTool(srv, &mcp.Tool{Name: name, Title: title, Description: desc, Annotations: ann, InputSchema: schemaFor[In](true), OutputSchema: schemaFor[Out](false)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 			out, err := t(ctx, req, in)
 			if err != nil {
@@ -221,6 +223,48 @@ func add[In, Out any](srv *mcp.Server, name, title, desc string, readOnly bool, 
 			}
 			return nil, out, nil
 		})
+}
+
+// inputEnums are the choices of the inputs' fields of these names.
+var inputEnums = map[string][]any{
+	"purpose": {PurposeRun, PurposeChallenge, PurposeReview},
+	"vote":    {dotlab.VoteRunner, dotlab.VoteChallenger},
+	"role":    {dotlab.RoleRunner, dotlab.RoleCollaborator},
+	"type":    {"note", "question", "finding", "handoff", "blocker"},
+}
+
+// schemaFor is T's JSON Schema as the SDK would infer it, made portable: a
+// field the Go type could leave null (a pointer, a slice) has its one type
+// rather than ["null", type], which single-type dialects (the OpenAPI
+// subset some model providers use) reject; the tools never answer null
+// (optional fields are left out). The top-level fields of an input named
+// in inputEnums get their choices.
+func schemaFor[T any](input bool) *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("schema of %T: %v", *new(T), err))
+	}
+	portable(s)
+	for name, p := range s.Properties {
+		if e, ok := inputEnums[name]; ok && input {
+			p.Enum = e
+		}
+	}
+	return s
+}
+
+func portable(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) == 2 && s.Types[0] == "null" {
+		s.Type, s.Types = s.Types[1], nil
+	}
+	for _, p := range s.Properties {
+		portable(p)
+	}
+	portable(s.Items)
+	portable(s.AdditionalProperties)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -93,8 +93,8 @@ func (s *service) status(ctx context.Context, _ *mcp.CallToolRequest, _ NoInput)
 	if err != nil {
 		return StatusOutput{}, err
 	}
-	return StatusOutput{Server: s.server, AgentID: me.ID, Name: me.Name, Capabilities: me.Capabilities, Local: s.agent.Capabilities,
-		Standing: me.Standing, APIVersion: st.Version, ProtocolVersion: st.ProtocolVersion, SpecVersions: st.SpecVersions, Features: nonNil(st.Features)}, nil
+	return StatusOutput{Server: s.server, AgentID: me.ID, Name: me.Name, Capabilities: orEmpty(me.Capabilities), Local: orEmpty(s.agent.Capabilities),
+		Standing: me.Standing, APIVersion: st.Version, ProtocolVersion: st.ProtocolVersion, SpecVersions: orEmpty(st.SpecVersions), Features: nonNil(st.Features)}, nil
 }
 
 func nonNil(m map[string]bool) map[string]bool {
@@ -129,36 +129,36 @@ func (s *service) nextJob(ctx context.Context, _ *mcp.CallToolRequest, _ NoInput
 	return NextJobOutput{Job: s.jobView(j)}, nil
 }
 
-func (s *service) accept(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput) (*JobView, error) {
+func (s *service) accept(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput) (JobView, error) {
 	if err := claimID(in.ClaimID); err != nil {
-		return nil, err
+		return JobView{}, err
 	}
 	j, err := s.agent.Client.Accept(ctx, in.ClaimID)
 	if err != nil {
-		return nil, err
+		return JobView{}, err
 	}
-	return s.jobView(j), nil
+	return *s.jobView(j), nil
 }
 
 // decline declines with capability_mismatch only when the claim really
 // requires what this machine lacks (a decline with any other reason lowers
 // standing, and an agent able to rerun the claim should).
-func (s *service) decline(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput) (*JobView, error) {
+func (s *service) decline(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput) (JobView, error) {
 	if err := claimID(in.ClaimID); err != nil {
-		return nil, err
+		return JobView{}, err
 	}
 	m, _, err := s.manifest(ctx, in.ClaimID)
 	if err != nil {
-		return nil, err
+		return JobView{}, err
 	}
 	if len(s.agent.Missing(m.Requires)) == 0 {
-		return nil, toolErrorf(ENOMISMATCH, "this machine has every capability "+in.ClaimID+" requires ("+strings.Join(orEmpty(m.Requires), ", ")+"): accept the job with accept_job, or let the offer expire; declining is only for capability_mismatch")
+		return JobView{}, toolErrorf(ENOMISMATCH, "this machine has every capability "+in.ClaimID+" requires ("+strings.Join(orEmpty(m.Requires), ", ")+"): accept the job with accept_job, or let the offer expire; declining is only for capability_mismatch")
 	}
 	j, err := s.agent.Client.Decline(ctx, in.ClaimID, dotlab.DeclineCapabilityMismatch)
 	if err != nil {
-		return nil, err
+		return JobView{}, err
 	}
-	return s.jobView(j), nil
+	return *s.jobView(j), nil
 }
 
 // manifest fetches a claim's manifest as submitted and parses it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,6 +166,7 @@ func (s *service) progress(ctx context.Context, req *mcp.CallToolRequest) func()
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n), Message: msg})
 	}
 	r.Progress = func(what string, done, total int64) {
+		what, _, _ = strings.Cut(what, " (") // "datasets[0] (NAME)": the manifest's name stays out
 		if total > 0 {
 			notify(fmt.Sprintf("%s: %d of %d bytes", what, done, total))
 		} else {

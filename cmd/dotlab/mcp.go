@@ -8,9 +8,9 @@ import (
 
 func newMCPCmd() *cobra.Command {
 	cfg := mcpserver.Config{Version: version}
-	cmd := &cobra.Command{
-		Use: "mcp", Short: "Serve the protocol to an agent host as MCP tools (stdio; --http for loopback HTTP)", Long: help("mcp"), Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cli.APIErr(mcpserver.Main(cmd.Context(), cfg, cmd.ErrOrStderr())) },
+	cmd := &cobra.Command{Use: "mcp", Short: "Serve the protocol to an agent host as MCP tools (stdio; --http for loopback HTTP)", Long: help("mcp"), Args: cobra.NoArgs}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return cli.APIErr(mcpserver.Main(cmd.Context(), cfg, cmd.ErrOrStderr()))
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Server, "server", "", "server base URL (default $DOTLAB_SERVER, else the one server an agent is registered with)")
