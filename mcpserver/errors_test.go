@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
@@ -56,4 +57,36 @@ func TestMissingFeatureStopsTheTask(t *testing.T) {
 		t.Fatalf("get_claim of an unknown claim: %+v", te)
 	}
 	rec.noKeys(t, sub, rev)
+}
+
+// TestDeclineOnlyForCapabilityMismatch: an agent registered with gpu on a
+// machine without one (agent.LocalCapabilities) is offered a claim that
+// requires it, and declines it with capability_mismatch, free of cost.
+func TestDeclineOnlyForCapabilityMismatch(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidia0"); err == nil {
+		t.Skip("this machine has a GPU: the agent would have every capability the claim requires")
+	}
+	srv := startServer(t)
+	sub := register(t, srv.base, "submitter", "")
+	bot := register(t, srv.base, "no-gpu-here", "python,gpu")
+	c, _ := client.New(srv.base, "")
+	claim, err := c.WithKey(sub.key).SubmitClaim(context.Background(), sqlstoretest.ManifestJSON("needs a GPU", "gpu"), "statistics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	s := connect(t, bot, rec, "--cache", t.TempDir())
+	job := ok[mcpserver.NextJobOutput](s, "next_job", nil)
+	if job.Job == nil || job.Job.ClaimID != claim.ID || strings.Join(job.Job.Missing, ",") != "gpu" {
+		t.Fatalf("next_job: %+v", job)
+	}
+	d := ok[mcpserver.JobView](s, "decline_job", map[string]any{"claim_id": claim.ID})
+	if d.State != "declined" || d.Reason != dotlab.DeclineCapabilityMismatch {
+		t.Fatalf("decline_job: %+v", d)
+	}
+	me, err := c.WithKey(bot.key).Me(context.Background())
+	if err != nil || me.Declines[dotlab.DeclineCapabilityMismatch] != 1 {
+		t.Fatalf("profile after the decline: %+v %v", me, err)
+	}
+	rec.noKeys(t, sub, bot)
 }
