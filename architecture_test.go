@@ -71,7 +71,7 @@ func isServer(path string) bool {
 // server code.
 func TestAgentSideLinksNoServerCode(t *testing.T) {
 	pkgs := listPackages(t)
-	for _, name := range []string{module + "/client", module + "/agent", module + "/apiv1", module + "/runner", module + "/tlogfmt", module + "/verify"} {
+	for _, name := range []string{module + "/client", module + "/agent", module + "/apiv1", module + "/runner", module + "/tlogfmt", module + "/verify", module + "/mcpserver"} {
 		p, ok := pkgs[name]
 		if !ok {
 			t.Errorf("package %s not found", name)
@@ -110,7 +110,7 @@ func TestNothingImportsCmd(t *testing.T) {
 
 // agentCommandFiles are the cmd/dotlab files of commands an agent runs:
 // they may not import server packages (serve.go and demo.go wire those).
-var agentCommandFiles = []string{"agent.go", "agentloops.go", "lab.go", "rerun.go", "claim.go", "manifest.go", "image.go", "verify.go"}
+var agentCommandFiles = []string{"agent.go", "agentloops.go", "lab.go", "rerun.go", "claim.go", "manifest.go", "image.go", "verify.go", "mcp.go"}
 
 // TestAgentCommandsImportNoServerPackage checks the agent commands'
 // sources file by file.

@@ -96,8 +96,10 @@ func (a *Agent) fetchManifest(ctx context.Context, claimID string) (*dotlab.Mani
 	return manifest.Parse(raw)
 }
 
-// missing lists required capabilities the agent lacks.
-func (a *Agent) missing(req []string) []string {
+// Missing lists the capabilities of req (a manifest's requires) that the
+// agent lacks: a claim needing any of them is declined with
+// capability_mismatch (docs/mechanism.md §1).
+func (a *Agent) Missing(req []string) []string {
 	have := map[string]bool{}
 	for _, c := range a.Capabilities {
 		have[c] = true
@@ -152,7 +154,7 @@ func (a *Agent) take(ctx context.Context) (string, *dotlab.Manifest, error) {
 	if err != nil {
 		return id, nil, fmt.Errorf("%s: manifest: %w", id, err)
 	}
-	if miss := a.missing(m.Requires); len(miss) > 0 {
+	if miss := a.Missing(m.Requires); len(miss) > 0 {
 		a.logf("%s: declining (capability_mismatch): needs %s", id, strings.Join(miss, ", "))
 		_, err := a.Client.Decline(ctx, id, dotlab.DeclineCapabilityMismatch)
 		return id, nil, err
@@ -187,15 +189,19 @@ func (a *Agent) work(ctx context.Context, id string, m *dotlab.Manifest) error {
 	if a.BeforePublish != nil {
 		a.BeforePublish(m, rec)
 	}
-	return a.publish(ctx, id, dir, rec)
+	_, err = a.Publish(ctx, id, dir, rec)
+	return err
 }
 
-// publish publishes the rerun's run with the SHA-256 of its logs.jsonl
-// (logs_sha256, and logs_uri where the server will serve them), then
-// uploads exactly those logs, which the run record fixes (docs/protocol.md
-// §6 "Logs"), and posts the result to the room. A run the server refuses
-// for its analysis-controlled text is published again without that text.
-func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record) error {
+// Publish publishes rec, the rerun of claim id that Engine wrote into dir,
+// as the job's run (POST /runs, docs/protocol.md §6) with the SHA-256 of
+// its logs.jsonl (logs_sha256, and logs_uri where the server will serve
+// them), then uploads exactly those logs, which the run record fixes
+// (§6 "Logs"), and posts the result to the room. A run the server refuses
+// for its analysis-controlled text (invalid, too_large) is published again
+// without that text. RunOnce and `dotlab mcp`'s publish tool both publish
+// through it. The error is the server's (*dotlab.Error) when it refused.
+func (a *Agent) Publish(ctx context.Context, id, dir string, rec *runner.Record) (*dotlab.Run, error) {
 	body := rec.Body
 	body.JobID = id
 	logs, err := os.ReadFile(filepath.Join(dir, runner.LogsFile))
@@ -230,7 +236,7 @@ func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record)
 	}
 	if err != nil {
 		a.post(ctx, id, "blocker", "Publishing was refused: "+firstLine(dotlab.ErrorCode(err)))
-		return fmt.Errorf("%s: publish: %w", id, err)
+		return nil, fmt.Errorf("%s: publish: %w", id, err)
 	}
 	a.logf("%s: published %s: %s", id, run.ID, run.Outcome)
 	note := fmt.Sprintf("Published run %s: %s.", run.ID, run.Outcome)
@@ -238,7 +244,7 @@ func (a *Agent) publish(ctx context.Context, id, dir string, rec *runner.Record)
 		note += " " + a.uploadLogs(ctx, id, logs)
 	}
 	a.post(ctx, id, "note", note)
-	return nil
+	return run, nil
 }
 
 // withheld says that the analysis's own messages were left out because the
@@ -311,9 +317,31 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 	if err != nil {
 		return fmt.Errorf("%s: rerun: %w", claimID, err)
 	}
+	ch, err := a.PostChallenge(ctx, claimID, runID, rec)
+	switch code := dotlab.ErrorCode(err); {
+	case code == dotlab.EROLECONFLICT || code == dotlab.ECONFLICT || code == dotlab.EWINDOWCLOSED:
+		a.logf("%s: not challenged: %v", claimID, err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: challenge: %w", claimID, err)
+	}
+	a.logf("%s: challenge %s posted: %s (agrees: %v)", claimID, ch.ID, ch.Outcome, ch.Agrees)
+	return nil
+}
+
+// PostChallenge challenges run runID of claim claimID with rec, this
+// agent's independent rerun of the claim's manifest, made before the run
+// was read (docs/protocol.md §7): it reads the run only now, sets agrees
+// from the two outcomes (dotlab.Agrees) and, on disagreement, notes naming
+// every differing comparison and by how much (DisagreementNotes), and posts
+// POST /challenges. A challenge the server refuses for analysis-controlled
+// text (invalid, too_large) is posted again without it. ChallengeOnce and
+// `dotlab mcp`'s challenge tool both challenge through it; the error is the
+// server's (*dotlab.Error) when it refused.
+func (a *Agent) PostChallenge(ctx context.Context, claimID, runID string, rec *runner.Record) (*dotlab.Challenge, error) {
 	run, err := a.Client.Run(ctx, runID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	agrees := dotlab.Agrees(run.Outcome, rec.Body.Outcome)
 	body := dotlab.ChallengeBody{RunBody: rec.Body, ClaimID: claimID, Agrees: &agrees}
@@ -331,7 +359,7 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 		ch, err = a.Client.Challenge(ctx, &body)
 	}
 	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
-		// As for a run (publish): the analysis's messages and file names
+		// As for a run (Publish): the analysis's messages and file names
 		// must not make an honest challenge impossible; the comparisons
 		// and the disagreement lines are this agent's own text.
 		a.logf("%s: challenge refused (%v); retrying without analysis-controlled text", claimID, err)
@@ -347,15 +375,7 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 		a.signChallenge(ctx, key, &body)
 		ch, err = a.Client.Challenge(ctx, &body)
 	}
-	switch code := dotlab.ErrorCode(err); {
-	case code == dotlab.EROLECONFLICT || code == dotlab.ECONFLICT || code == dotlab.EWINDOWCLOSED:
-		a.logf("%s: not challenged: %v", claimID, err)
-		return nil
-	case err != nil:
-		return fmt.Errorf("%s: challenge: %w", claimID, err)
-	}
-	a.logf("%s: challenge %s posted: %s (agrees: %v)", claimID, ch.ID, ch.Outcome, ch.Agrees)
-	return nil
+	return ch, err
 }
 
 // DisagreementNotes says which comparisons differ between the run and this

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/dotlab/dotlab/client"
 )
@@ -113,20 +115,81 @@ func Connect(server string) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, err := Key(c.Server())
+	if err != nil {
+		return nil, err
+	}
+	return c.WithKey(key), nil
+}
+
+// Key returns the API key to use on server (a base URL as client.Server
+// gives it): $DOTLAB_API_KEY when set, else the key stored for server in
+// CredentialsPath. The error names the register command, never a key.
+func Key(server string) (string, error) {
 	if key := os.Getenv("DOTLAB_API_KEY"); key != "" {
-		return c.WithKey(key), nil
+		return key, nil
 	}
 	path, err := CredentialsPath()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	all, err := LoadCredentials(path)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	cr, ok := all[c.Server()]
+	cr, ok := all[server]
 	if !ok {
-		return nil, fmt.Errorf("no agent registered for %s: run `dotlab agent register --server %s --name N --operator O` first (or set DOTLAB_API_KEY)", c.Server(), c.Server())
+		return "", fmt.Errorf("no agent registered for %s: run `dotlab agent register --server %s --name N --operator O` first (or set DOTLAB_API_KEY)", server, server)
 	}
-	return c.WithKey(cr.APIKey), nil
+	return cr.APIKey, nil
+}
+
+// ServerEnv is the environment variable naming the server's base URL for
+// the commands that take it from the environment (`dotlab mcp`).
+const ServerEnv = "DOTLAB_SERVER"
+
+// ResolveServer is the server base URL to work against: flag when not
+// empty, else $DOTLAB_SERVER, else the one server this machine has
+// registered an agent with (CredentialsPath, written by `dotlab agent
+// register`). With no server registered, or several and neither flag nor
+// environment naming one, the error says how to choose.
+func ResolveServer(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if env := os.Getenv(ServerEnv); env != "" {
+		return env, nil
+	}
+	path, err := CredentialsPath()
+	if err != nil {
+		return "", err
+	}
+	all, err := LoadCredentials(path)
+	if err != nil {
+		return "", err
+	}
+	servers := make([]string, 0, len(all))
+	for s := range all {
+		servers = append(servers, s)
+	}
+	sort.Strings(servers)
+	switch len(servers) {
+	case 1:
+		return servers[0], nil
+	case 0:
+		return "", fmt.Errorf("no server: give --server URL or set %s, or register first with `dotlab agent register --server URL --name N --operator O`", ServerEnv)
+	}
+	return "", fmt.Errorf("agents are registered with %d servers (%s): choose one with --server URL or %s", len(servers), strings.Join(servers, ", "), ServerEnv)
+}
+
+// SplitCapabilities splits a comma-separated capability list ("python, r")
+// into its names, dropping empty ones.
+func SplitCapabilities(s string) []string {
+	var out []string
+	for _, c := range strings.Split(s, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -56,3 +56,48 @@ func TestCredentialsFile(t *testing.T) {
 		t.Fatalf("corrupt file: %v", err)
 	}
 }
+
+// TestResolveServerAndKey: the server is the flag, else $DOTLAB_SERVER,
+// else the one server registered in the config dir; with none or several
+// the error says how to choose. The key is $DOTLAB_API_KEY, else the one
+// stored for the server, and no error names it.
+func TestResolveServerAndKey(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DOTLAB_CONFIG_DIR", dir)
+	t.Setenv("DOTLAB_API_KEY", "")
+	t.Setenv(ServerEnv, "")
+	if _, err := ResolveServer(""); err == nil || !strings.Contains(err.Error(), "--server") || !strings.Contains(err.Error(), ServerEnv) {
+		t.Fatalf("nothing registered: %v", err)
+	}
+	p, _ := CredentialsPath()
+	if err := SaveCredentials(p, "http://a:1", Credentials{AgentID: "ag_1", APIKey: "dlk_secret_a"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ResolveServer(""); err != nil || s != "http://a:1" {
+		t.Fatalf("one registered: %q %v", s, err)
+	}
+	if k, err := Key("http://a:1"); err != nil || k != "dlk_secret_a" {
+		t.Fatalf("key: %q %v", k, err)
+	}
+	SaveCredentials(p, "http://b:2", Credentials{AgentID: "ag_2", APIKey: "dlk_secret_b"})
+	if _, err := ResolveServer(""); err == nil || !strings.Contains(err.Error(), "http://a:1, http://b:2") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("two registered: %v", err)
+	}
+	t.Setenv(ServerEnv, "http://b:2")
+	if s, err := ResolveServer(""); err != nil || s != "http://b:2" {
+		t.Fatalf("from the environment: %q %v", s, err)
+	}
+	if s, err := ResolveServer("http://c:3"); err != nil || s != "http://c:3" {
+		t.Fatalf("from the flag: %q %v", s, err)
+	}
+	if _, err := Key("http://c:3"); err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "dotlab agent register") {
+		t.Fatalf("key of an unregistered server: %v", err)
+	}
+	t.Setenv("DOTLAB_API_KEY", "dlk_from_env")
+	if k, err := Key("http://c:3"); err != nil || k != "dlk_from_env" {
+		t.Fatalf("key from the environment: %q %v", k, err)
+	}
+	if got := SplitCapabilities(" python, ,r,"); strings.Join(got, "|") != "python|r" {
+		t.Fatalf("SplitCapabilities: %q", got)
+	}
+}

@@ -1,8 +1,13 @@
 package agent
 
 import (
-	"github.com/dotlab/dotlab"
+	"context"
+	"fmt"
+	"io"
 	"path/filepath"
+	"time"
+
+	"github.com/dotlab/dotlab"
 
 	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/client"
@@ -66,4 +71,34 @@ func New(c *client.Client, cfg Config) (*Agent, error) {
 		a.Witness = &verify.Witness{Path: path}
 	}
 	return a, nil
+}
+
+// Open connects to server as the agent registered there (Connect), checks
+// the key (GET /agents/me) and returns the agent with its rerun engine (New
+// with cfg), whose capabilities are what this machine provides of the
+// registered ones (LocalCapabilities), logging to logw as "15:04:05 NAME:
+// message". It signs with the key stored for the server
+// (SignWithStoredKey). It also returns the agent's profile. The commands
+// runner, challenger, review and mcp open their agent with it; a refused
+// key is the server's error (*dotlab.Error, unauthorized).
+func Open(ctx context.Context, server string, cfg Config, logw io.Writer) (*Agent, *dotlab.AgentProfile, error) {
+	c, err := Connect(server)
+	if err != nil {
+		return nil, nil, err
+	}
+	me, err := c.Me(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = dotlab.SystemClock{}
+	}
+	clock := cfg.Clock
+	cfg.Capabilities = LocalCapabilities(me.Capabilities)
+	cfg.SignWithStoredKey = true
+	cfg.Logf = func(format string, args ...any) {
+		fmt.Fprintf(logw, "%s %s: %s\n", clock.Now().Local().Format(time.TimeOnly), me.Name, fmt.Sprintf(format, args...))
+	}
+	a, err := New(c, cfg)
+	return a, me, err
 }

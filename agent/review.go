@@ -42,11 +42,7 @@ func (a *Agent) Review(ctx context.Context, decide Decider) (*Reviewed, error) {
 	if rv.Decision, err = decide(ctx, d); err != nil || rv.Decision.Vote == "" {
 		return rv, err
 	}
-	rv.Result, err = a.Client.Vote(ctx, d.ID, a.voteBody(ctx, a.Key, d.ID, rv.Decision.Vote, rv.Decision.Rationale))
-	if refusedSignature(err) {
-		a.logf("%s: the server refused this agent's signature (%v); voting unsigned", d.ID, err)
-		rv.Result, err = a.Client.Vote(ctx, d.ID, a.voteBody(ctx, nil, d.ID, rv.Decision.Vote, rv.Decision.Rationale))
-	}
+	rv.Result, err = a.CastVote(ctx, d.ID, rv.Decision.Vote, rv.Decision.Rationale)
 	return rv, err
 }
 

@@ -166,3 +166,16 @@ func (a *Agent) voteBody(ctx context.Context, k *attest.Key, disputeID, vote, ra
 	b.Envelope = env
 	return b
 }
+
+// CastVote votes on dispute disputeID (POST /disputes/{id}/vote), signed
+// when the agent has a key; a signature the server refuses is sent again
+// unsigned rather than lose the vote. Review and `dotlab mcp`'s vote tool
+// vote through it.
+func (a *Agent) CastVote(ctx context.Context, disputeID, vote, rationale string) (*dotlab.Dispute, error) {
+	d, err := a.Client.Vote(ctx, disputeID, a.voteBody(ctx, a.Key, disputeID, vote, rationale))
+	if refusedSignature(err) {
+		a.logf("%s: the server refused this agent's signature (%v); voting unsigned", disputeID, err)
+		d, err = a.Client.Vote(ctx, disputeID, a.voteBody(ctx, nil, disputeID, vote, rationale))
+	}
+	return d, err
+}

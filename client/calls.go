@@ -176,6 +176,25 @@ func (c *Client) Messages(ctx context.Context, id, after string, limit int) (*ap
 	return &p, err
 }
 
+// EachMessage calls fn with every message of room id after the message
+// after ("" from the first), oldest first, reading GET /labs/{id}/messages
+// page by page to the end (`dotlab lab read`).
+func (c *Client) EachMessage(ctx context.Context, id, after string, fn func(dotlab.LabMessage)) error {
+	for {
+		p, err := c.Messages(ctx, id, after, 200)
+		if err != nil {
+			return err
+		}
+		for _, m := range p.Messages {
+			fn(m)
+		}
+		if p.Next == "" || p.Next == after {
+			return nil
+		}
+		after = p.Next
+	}
+}
+
 // Post is POST /labs/{id}/messages.
 func (c *Client) Post(ctx context.Context, id string, m dotlab.LabMessageBody) (*dotlab.LabMessage, error) {
 	var out dotlab.LabMessage

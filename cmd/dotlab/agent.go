@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
@@ -47,13 +46,7 @@ func newAgentRegisterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var capList []string
-			for _, s := range strings.Split(caps, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					capList = append(capList, s)
-				}
-			}
-			a, p, err := agent.Register(cmd.Context(), c, dotlab.NewAgent{Name: name, Operator: operator, Capabilities: capList})
+			a, p, err := agent.Register(cmd.Context(), c, dotlab.NewAgent{Name: name, Operator: operator, Capabilities: agent.SplitCapabilities(caps)})
 			if err != nil {
 				return cli.APIErr(err)
 			}

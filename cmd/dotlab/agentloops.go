@@ -40,20 +40,9 @@ func (f *agentFlags) newAgent(cmd *cobra.Command) (*agent.Agent, error) {
 	if err := checkRuntime(f.runtimeName); err != nil {
 		return nil, err
 	}
-	c, err := agent.Connect(f.server)
-	if err != nil {
-		return nil, err
-	}
-	me, err := c.Me(cmd.Context())
-	if err != nil {
-		return nil, cli.APIErr(err)
-	}
-	clock, out := dotlab.SystemClock{}, cmd.ErrOrStderr()
-	return agent.New(c, agent.Config{KeepCheckpoints: true, SignWithStoredKey: true, CacheDir: f.cacheDir, WorkDir: f.workDir, Runtime: f.runtimeName, AllowPrivate: f.allowPrivate,
-		Capabilities: agent.LocalCapabilities(me.Capabilities), Clock: clock,
-		Logf: func(format string, args ...any) {
-			fmt.Fprintf(out, "%s %s: %s\n", clock.Now().Local().Format(time.TimeOnly), me.Name, fmt.Sprintf(format, args...))
-		}})
+	a, _, err := agent.Open(cmd.Context(), f.server, agent.Config{KeepCheckpoints: true, CacheDir: f.cacheDir, WorkDir: f.workDir,
+		Runtime: f.runtimeName, AllowPrivate: f.allowPrivate}, cmd.ErrOrStderr())
+	return a, cli.APIErr(err)
 }
 
 // loopCmd is a command that runs one agent loop (agent.Agent.RunLoop, ChallengeLoop).

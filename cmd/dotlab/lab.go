@@ -29,19 +29,7 @@ func newLabReadCmd(server *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for {
-				p, err := c.Messages(cmd.Context(), args[0], after, 200)
-				if err != nil {
-					return cli.APIErr(err)
-				}
-				for _, m := range p.Messages {
-					cli.PrintMessage(cmd.OutOrStdout(), m)
-				}
-				if p.Next == "" {
-					return nil
-				}
-				after = p.Next
-			}
+			return cli.APIErr(c.EachMessage(cmd.Context(), args[0], after, func(m dotlab.LabMessage) { cli.PrintMessage(cmd.OutOrStdout(), m) }))
 		},
 	}
 	cmd.Flags().StringVar(&after, "after", "", "only messages after this message id")

@@ -51,6 +51,7 @@ func newRootCmd() *cobra.Command {
 		newRerunCmd(),
 		newDemoCmd(),
 		newVerifyCmd(),
+		newMCPCmd(),
 	)
 	return root
 }
