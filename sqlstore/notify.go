@@ -50,6 +50,7 @@ type announcer struct {
 	pending map[*sql.Tx][]dotlab.Change
 
 	listening atomic.Bool
+	lastErr   atomic.Pointer[error] // why the listener last failed (nil: never)
 	startOnce sync.Once
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -98,6 +99,16 @@ func (db *DB) Listening() bool {
 		return true
 	}
 	return db.notes.listening.Load()
+}
+
+// ListenerError returns why the PostgreSQL listener last lost or failed to
+// open its connection (nil when it never failed, and on SQLite), for logs
+// and readiness checks; Listening tells whether it is up now.
+func (db *DB) ListenerError() error {
+	if p := db.notes.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // announce records that the transaction tx changes ch.ClaimID; the change
@@ -214,6 +225,7 @@ func (a *announcer) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		a.lastErr.Store(&err)
 		select {
 		case <-ctx.Done():
 			return

@@ -238,10 +238,10 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 func waitListening(t *testing.T, db *sqlstore.DB) {
 	t.Helper()
 	db.Subscribe(func(dotlab.Change) {})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !db.Listening() {
 		if time.Now().After(deadline) {
-			t.Fatal("the listener did not connect in 10 s")
+			t.Fatalf("the listener did not connect in 30 s: %v", db.ListenerError())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
