@@ -21,9 +21,13 @@ import (
 // it: nothing lost, nothing repeated.
 //
 // One hub goroutine per room with subscribers reads new messages and state
-// changes from the store and fans them out: woken at once by posts and
-// state changes in this process, and by a poll for changes made by other
-// server processes sharing a PostgreSQL database.
+// changes from the store and fans them out. It is woken at once by the
+// store's announcements (Notifier: on PostgreSQL LISTEN/NOTIFY, so a change
+// made by any server process sharing the database; on SQLite in process),
+// or, without a Notifier, by this process's handlers; a slow fallback poll
+// (Config.EventPoll) recovers anything an announcement missed. The cursor
+// is the store's (seqs of the claim's messages and history), so it means
+// the same on every server process.
 
 // sseEvent is one encoded event with the seqs it advances to.
 type sseEvent struct {
@@ -116,6 +120,19 @@ func (h *hub) notify(claimID string) {
 	rm, ok := h.rooms[claimID]
 	h.mu.Unlock()
 	if ok {
+		select {
+		case rm.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// notifyAll wakes every room (a resync: announcements may have been
+// missed).
+func (h *hub) notifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, rm := range h.rooms {
 		select {
 		case rm.wake <- struct{}{}:
 		default:

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,7 @@ type announcer struct {
 	channel string // PostgreSQL: the notification channel of this store (its schema)
 
 	mu      sync.Mutex
-	subs    map[uint64]func(dotlab.Change)
+	subs    []subscriber // in the order they subscribed
 	nextSub uint64
 	pending map[*sql.Tx][]dotlab.Change
 
@@ -56,8 +57,13 @@ type announcer struct {
 	done      chan struct{}
 }
 
+type subscriber struct {
+	id uint64
+	fn func(dotlab.Change)
+}
+
 func newAnnouncer() *announcer {
-	return &announcer{subs: map[uint64]func(dotlab.Change){}, pending: map[*sql.Tx][]dotlab.Change{}}
+	return &announcer{pending: map[*sql.Tx][]dotlab.Change{}}
 }
 
 // Subscribe calls fn with every change committed from now on: this
@@ -66,7 +72,9 @@ func newAnnouncer() *announcer {
 // receives the zero Change (a resync: re-read everything) whenever the
 // PostgreSQL listener loses its connection and again once it listens anew.
 // fn is called from the committing goroutine or the listener's, possibly
-// concurrently, and must not block. The returned function unsubscribes.
+// concurrently, and must not block; for each change the subscribers are
+// called one after the other, in the order they subscribed. The returned
+// function unsubscribes.
 // On PostgreSQL the first Subscribe starts the listener (Listening reports
 // when it is up); Close stops it.
 func (db *DB) Subscribe(fn func(dotlab.Change)) (cancel func()) {
@@ -74,7 +82,7 @@ func (db *DB) Subscribe(fn func(dotlab.Change)) (cancel func()) {
 	a.mu.Lock()
 	id := a.nextSub
 	a.nextSub++
-	a.subs[id] = fn
+	a.subs = append(slices.Clip(a.subs), subscriber{id, fn}) // copy on write: deliver reads a.subs unlocked
 	a.mu.Unlock()
 	if db.dialect == Postgres {
 		a.startOnce.Do(func() {
@@ -85,7 +93,7 @@ func (db *DB) Subscribe(fn func(dotlab.Change)) (cancel func()) {
 	}
 	return func() {
 		a.mu.Lock()
-		delete(a.subs, id)
+		a.subs = slices.DeleteFunc(slices.Clone(a.subs), func(s subscriber) bool { return s.id == id })
 		a.mu.Unlock()
 	}
 }
@@ -162,14 +170,11 @@ func (a *announcer) deliver(list ...dotlab.Change) {
 		return
 	}
 	a.mu.Lock()
-	fns := make([]func(dotlab.Change), 0, len(a.subs))
-	for _, fn := range a.subs {
-		fns = append(fns, fn)
-	}
+	subs := a.subs
 	a.mu.Unlock()
 	for _, ch := range list {
-		for _, fn := range fns {
-			fn(ch)
+		for _, s := range subs {
+			s.fn(ch)
 		}
 	}
 }
