@@ -16,6 +16,10 @@ type Change struct {
 	// Room is true when only the room changed (a message was posted): the
 	// claim, its run and its challenges are as they were.
 	Room bool
+	// MessageSeq is, for a room change, the seq of the newest message it
+	// posted (0 when not known): a process that has read up to it already
+	// (its own post, announced to it twice) need not read again.
+	MessageSeq int64
 }
 
 // Resync reports whether c is the zero Change: re-read everything.

@@ -110,6 +110,17 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// claimExists returns nil when claim id exists (it is in the read cache, or
+// the store finds it), else the store's error (404 not_found): claims are
+// never deleted, so a cached claim exists.
+func (s *Server) claimExists(r *http.Request, id string) error {
+	if _, ok := s.cache.get(cacheKey{cacheClaim, id}); ok {
+		return nil
+	}
+	_, err := s.store.FindClaim(r.Context(), id)
+	return err
+}
+
 // writeClaim writes a claim view (claimJSON).
 func (s *Server) writeClaim(w http.ResponseWriter, status int, c *dotlab.Claim) {
 	b, err := s.claimJSON(c)

@@ -256,7 +256,7 @@ func (s *Server) Notify(claimID string) { s.wake(claimID) }
 // handlers, when there is no Notifier to do it.
 func (s *Server) wake(claimID string) {
 	if s.notifier == nil {
-		s.hub.notify(claimID)
+		s.hub.notify(claimID, wantAll, 0)
 	}
 }
 
@@ -270,10 +270,12 @@ func (s *Server) changed(ch dotlab.Change) {
 		s.logger.Info("live events: announcements may have been missed; every room re-reads the store", "listening", s.notifier.Listening())
 		return
 	}
-	if !ch.Room {
-		s.cache.invalidate(ch.ClaimID)
+	if ch.Room {
+		s.hub.notify(ch.ClaimID, wantMsgs, ch.MessageSeq)
+		return
 	}
-	s.hub.notify(ch.ClaimID)
+	s.cache.invalidate(ch.ClaimID)
+	s.hub.notify(ch.ClaimID, wantAll, 0)
 }
 
 // Route is one API route the server serves: its method, its path under

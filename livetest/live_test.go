@@ -28,10 +28,10 @@ import (
 // The run's shape and the issue's bound.
 const (
 	subscribers = 1000
-	before      = 100 // messages posted alternately to A and B before the restart
-	during      = 20  // posted to B while A is down
-	after       = 80  // posted alternately once A is back
-	gap         = 40 * time.Millisecond
+	before      = 60 // messages posted alternately to A and B before the restart
+	during      = 20 // posted to B while A is down
+	after       = 70 // posted alternately once A is back
+	gap         = 100 * time.Millisecond
 	p99Bound    = 100 * time.Millisecond
 )
 
@@ -171,10 +171,11 @@ func (s *subscriber) read(body io.Reader, total int64) {
 
 // TestLiveEventsThousandSubscribersTwoServers is the issue's live test:
 // two `dotlab serve` processes on one PostgreSQL, 1,000 subscribers on one
-// room (500 on each), 200 messages posted to either server 40 ms apart; A
-// is killed (SIGKILL) after the first 100 and its subscribers reconnect
-// with Last-Event-ID, preferring B; 20 messages go to B while A is down, A
-// restarts on the same address, and 80 more go to either. Every subscriber
+// room (500 on each), 150 messages posted to either server 100 ms apart;
+// A is killed (SIGKILL) right after the 60th (posted to A) and its
+// subscribers reconnect with Last-Event-ID, preferring B; 20 messages go
+// to B while A is down, A restarts on the same address, and 70 more go to
+// either. Every subscriber
 // must read every message exactly once and in order, and the p99 of the
 // delivery latency (POST sent → event read, over every delivery, those
 // across the restart included) must be under 100 ms.

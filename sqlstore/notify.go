@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,6 +131,7 @@ func (db *DB) announce(tx *sql.Tx, ch dotlab.Change) {
 	for i, p := range list {
 		if p.ClaimID == ch.ClaimID {
 			list[i].Room = p.Room && ch.Room
+			list[i].MessageSeq = max(p.MessageSeq, ch.MessageSeq)
 			return
 		}
 	}
@@ -180,21 +182,30 @@ func (a *announcer) deliver(list ...dotlab.Change) {
 }
 
 // payload encodes a change as its notification text: "c:DL-0001" (the
-// claim's records) or "r:DL-0001" (its room only).
+// claim's records) or "r:DL-0001:57" (its room only, up to message 57).
 func payload(ch dotlab.Change) string {
 	if ch.Room {
-		return "r:" + ch.ClaimID
+		return "r:" + ch.ClaimID + ":" + strconv.FormatInt(ch.MessageSeq, 10)
 	}
 	return "c:" + ch.ClaimID
 }
 
 // parsePayload decodes a notification text; anything else is a resync.
 func parsePayload(s string) dotlab.Change {
-	kind, id, ok := strings.Cut(s, ":")
-	if !ok || !dotlab.ValidClaimID(id) || (kind != "c" && kind != "r") {
-		return dotlab.Change{}
+	kind, rest, _ := strings.Cut(s, ":")
+	switch kind {
+	case "c":
+		if dotlab.ValidClaimID(rest) {
+			return dotlab.Change{ClaimID: rest}
+		}
+	case "r":
+		id, n, _ := strings.Cut(rest, ":")
+		seq, err := strconv.ParseInt(n, 10, 64)
+		if dotlab.ValidClaimID(id) && err == nil && seq >= 0 {
+			return dotlab.Change{ClaimID: id, Room: true, MessageSeq: seq}
+		}
 	}
-	return dotlab.Change{ClaimID: id, Room: kind == "r"}
+	return dotlab.Change{}
 }
 
 // channelFor is the notification channel of the store in schema: channels

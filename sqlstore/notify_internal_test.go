@@ -42,12 +42,12 @@ func TestRolledBackAnnouncesNothing(t *testing.T) {
 }
 
 func TestPayloads(t *testing.T) {
-	for _, ch := range []dotlab.Change{{ClaimID: "DL-0001"}, {ClaimID: "DL-123456", Room: true}} {
+	for _, ch := range []dotlab.Change{{ClaimID: "DL-0001"}, {ClaimID: "DL-123456", Room: true, MessageSeq: 57}} {
 		if back := parsePayload(payload(ch)); back != ch {
 			t.Errorf("%+v → %q → %+v", ch, payload(ch), back)
 		}
 	}
-	for _, s := range []string{"", "c:", "x:DL-0001", "c:DL-1", "DL-0001", "c:DL-0001 "} {
+	for _, s := range []string{"", "c:", "x:DL-0001", "c:DL-1", "DL-0001", "c:DL-0001 ", "r:DL-0001", "r:DL-0001:x", "r:DL-0001:-1"} {
 		if ch := parsePayload(s); !ch.Resync() {
 			t.Errorf("%q parsed as %+v, want a resync", s, ch)
 		}
