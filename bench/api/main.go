@@ -214,10 +214,10 @@ func readRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Checke
 		return nil, err
 	}
 	r, rn := ratio(realR.rate(), bareR.rate()), ratio(noCacheR.rate(), bareR.rate())
-	ok, goal := r >= readTarget && realR.p99 < readP99, r >= readGoal && realR.p99 < readP99
+	ok := r >= readTarget && realR.p99 < readP99
 	okN := rn >= readTarget
-	fmt.Printf("reads with the cache: %.2fx the bare handler, p99 %s: target >= %.1fx and p99 < %s %s; goal %.1fx %s\n",
-		r, ms(realR.p99), readTarget, ms(readP99), verdict(ok), readGoal, verdict(goal))
+	fmt.Printf("reads with the cache: %.2fx the bare handler (target >= %.1fx %s, goal %.1fx %s); p99 %s (target < %s %s; the bare handler's own p99 %s)\n",
+		r, readTarget, verdict(r >= readTarget), readGoal, verdict(r >= readGoal), ms(realR.p99), ms(readP99), verdict(realR.p99 < readP99), ms(bareR.p99))
 	return []row{
 		{group: "reads", name: fmt.Sprintf("bare net/http handler (%d-byte body)", len(body)), r: bareR, unit: "req/s"},
 		{name: fmt.Sprintf("GET /claims/{id} (%s, %d claims), read cache", c.engine, c.claims), r: realR, unit: "req/s",
