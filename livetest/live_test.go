@@ -210,7 +210,10 @@ func TestLiveEventsThousandSubscribersTwoServers(t *testing.T) {
 	for i := range subs {
 		subs[i] = &subscriber{home: i % 2, recv: make([]int64, total), cursor: cursor}
 		wg.Add(1)
-		go func(s *subscriber) { defer wg.Done(); s.follow(ctx, client, servers, "/api/v1/labs/"+room+"/events", total) }(subs[i])
+		go func(s *subscriber) {
+			defer wg.Done()
+			s.follow(ctx, client, servers, "/api/v1/labs/"+room+"/events", total)
+		}(subs[i])
 	}
 	waitOpen(t, subs, 60*time.Second)
 	t.Logf("%d subscribers open, %d on each server", subscribers, subscribers/2)
