@@ -28,7 +28,7 @@ func (s *Server) handleCreateChallenge(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	s.hub.notify(ch.ClaimID)
+	s.wake(ch.ClaimID)
 	s.writeJSON(w, http.StatusCreated, ch)
 	return nil
 }

@@ -85,38 +85,82 @@ func listedClaim(c *dotlab.Claim) apiv1.ClaimView {
 	return apiv1.NewClaimView(&short)
 }
 
-// handleClaim is GET /claims/{id}, with its manifest.
+// handleClaim is GET /claims/{id}, with its manifest; served from the read
+// cache when it holds the claim (readcache.go).
 func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.store.FindClaim(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	key := cacheKey{cacheClaim, id}
+	if b, ok := s.cache.get(key); ok {
+		writeBody(w, http.StatusOK, "application/json", b)
+		return nil
+	}
+	tok := s.cache.begin(id)
+	c, err := s.store.FindClaim(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	s.writeClaim(w, http.StatusOK, c)
+	b, err := s.claimJSON(c)
+	if err != nil {
+		return err
+	}
+	if c.ID == id {
+		s.cache.put(tok, key, id, b)
+	}
+	writeBody(w, http.StatusOK, "application/json", b)
 	return nil
 }
 
-// writeClaim writes a claim view whose manifest is encoded once per
-// manifest (manifests never change once listed) and spliced in: re-encoding
-// it by reflection on every read was a large share of a read's cost.
+// claimExists returns nil when claim id exists (it is in the read cache, or
+// the store finds it), else the store's error (404 not_found): claims are
+// never deleted, so a cached claim exists.
+func (s *Server) claimExists(r *http.Request, id string) error {
+	if _, ok := s.cache.get(cacheKey{cacheClaim, id}); ok {
+		return nil
+	}
+	_, err := s.store.FindClaim(r.Context(), id)
+	return err
+}
+
+// writeClaim writes a claim view (claimJSON).
 func (s *Server) writeClaim(w http.ResponseWriter, status int, c *dotlab.Claim) {
-	b, err := json.Marshal(listedClaim(c))
-	if err != nil || c.Manifest == nil || len(b) < 2 {
+	b, err := s.claimJSON(c)
+	if err != nil {
+		s.logger.Error("encode response", "err", err)
 		s.writeJSON(w, status, apiv1.NewClaimView(c))
 		return
 	}
+	writeBody(w, status, "application/json", b)
+}
+
+// claimJSON encodes a claim view, with a final newline as writeJSON's. The
+// manifest is encoded once per manifest (manifests never change once
+// listed) and spliced in: re-encoding it by reflection on every read was a
+// large share of a read's cost.
+func (s *Server) claimJSON(c *dotlab.Claim) ([]byte, error) {
+	b, err := json.Marshal(listedClaim(c))
+	if err == nil && (c.Manifest == nil || len(b) < 2) {
+		return append(b, '\n'), nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	mj, err := s.manifestJSON(c.ManifestHash, c.Manifest)
 	if err != nil {
-		s.writeJSON(w, status, apiv1.NewClaimView(c))
-		return
+		return nil, err
 	}
 	out := make([]byte, 0, len(b)+len(mj)+16)
 	out = append(out, b[:len(b)-1]...)
 	out = append(out, `,"manifest":`...)
 	out = append(out, mj...)
 	out = append(out, "}\n"...)
-	w.Header().Set("Content-Type", "application/json")
+	return out, nil
+}
+
+// writeBody writes an encoded response body.
+func writeBody(w http.ResponseWriter, status int, contentType string, b []byte) {
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
-	w.Write(out)
+	w.Write(b)
 }
 
 // manifestJSON returns the JSON encoding of a listed manifest, cached by its
@@ -136,14 +180,24 @@ func (s *Server) manifestJSON(hash string, m *dotlab.Manifest) ([]byte, error) {
 // maxManifestJSONBytes bounds the encoded-manifest cache.
 const maxManifestJSONBytes = 32 << 20
 
-// handleClaimManifest is GET /claims/{id}/manifest: the bytes as submitted.
+// handleClaimManifest is GET /claims/{id}/manifest: the bytes as
+// submitted; served from the read cache when it holds them.
 func (s *Server) handleClaimManifest(w http.ResponseWriter, r *http.Request) error {
-	raw, err := s.store.ClaimManifest(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	key := cacheKey{cacheManifest, id}
+	if b, ok := s.cache.get(key); ok {
+		writeBody(w, http.StatusOK, "application/json", b)
+		return nil
+	}
+	tok := s.cache.begin(id)
+	raw, err := s.store.ClaimManifest(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(raw)
+	if dotlab.ValidClaimID(id) {
+		s.cache.put(tok, key, id, raw)
+	}
+	writeBody(w, http.StatusOK, "application/json", raw)
 	return nil
 }
 

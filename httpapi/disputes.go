@@ -47,7 +47,7 @@ func (s *Server) handleVote(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.hub.notify(d.ID)
+	s.wake(d.ID)
 	s.writeJSON(w, http.StatusOK, d)
 	return nil
 }

@@ -21,9 +21,13 @@ import (
 // it: nothing lost, nothing repeated.
 //
 // One hub goroutine per room with subscribers reads new messages and state
-// changes from the store and fans them out: woken at once by posts and
-// state changes in this process, and by a poll for changes made by other
-// server processes sharing a PostgreSQL database.
+// changes from the store and fans them out. It is woken at once by the
+// store's announcements (Notifier: on PostgreSQL LISTEN/NOTIFY, so a change
+// made by any server process sharing the database; on SQLite in process),
+// or, without a Notifier, by this process's handlers; a slow fallback poll
+// (Config.EventPoll) recovers anything an announcement missed. The cursor
+// is the store's (seqs of the claim's messages and history), so it means
+// the same on every server process.
 
 // sseEvent is one encoded event with the seqs it advances to.
 type sseEvent struct {
@@ -57,12 +61,25 @@ type hub struct {
 }
 
 type room struct {
-	id      string
-	subs    map[chan sseEvent]struct{}
-	wake    chan struct{}
+	id   string
+	subs map[chan sseEvent]struct{}
+	wake chan struct{}
+	// want and msgHint (under hub.mu) are what the wakes since the last
+	// fetch asked for: wantMsgs, wantEvents, and the newest message seq
+	// announced (0: unknown).
+	want    uint8
+	msgHint int64
+	// lastMsg and lastEv are the seqs fetched so far (the hub goroutine's).
 	lastMsg int64
 	lastEv  int64
 }
+
+// What a wake asks a room's fetch to read.
+const (
+	wantMsgs   uint8 = 1 << iota // the room's messages (a post)
+	wantEvents                   // the claim's history (any other change)
+	wantAll    = wantMsgs | wantEvents
+)
 
 func newHub(store Store, logger *slog.Logger, poll time.Duration) *hub {
 	return &hub{store: store, logger: logger, poll: poll, rooms: map[string]*room{}}
@@ -109,13 +126,29 @@ func (h *hub) unsubscribe(rm *room, ch chan sseEvent) func() {
 	}
 }
 
-// notify wakes a room's hub goroutine (a message was posted or the claim
-// changed state in this process).
-func (h *hub) notify(claimID string) {
+// notify wakes a room's hub goroutine to read what = wantMsgs (a message
+// up to seq msgSeq was posted; 0: unknown), wantEvents or wantAll.
+func (h *hub) notify(claimID string, what uint8, msgSeq int64) {
 	h.mu.Lock()
 	rm, ok := h.rooms[claimID]
-	h.mu.Unlock()
 	if ok {
+		rm.want |= what
+		rm.msgHint = max(rm.msgHint, msgSeq)
+		select {
+		case rm.wake <- struct{}{}:
+		default:
+		}
+	}
+	h.mu.Unlock()
+}
+
+// notifyAll wakes every room to read everything (a resync: announcements
+// may have been missed).
+func (h *hub) notifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, rm := range h.rooms {
+		rm.want = wantAll
 		select {
 		case rm.wake <- struct{}{}:
 		default:
@@ -123,25 +156,34 @@ func (h *hub) notify(claimID string) {
 	}
 }
 
-// run polls one room until it has no subscribers.
+// run fetches for one room until it has no subscribers: everything at
+// start and on each poll, what a wake asks for otherwise.
 func (h *hub) run(rm *room) {
 	ctx := context.Background()
 	t := time.NewTicker(h.poll)
 	defer t.Stop()
+	what, hint := wantAll, int64(0)
 	for {
-		if !h.fetch(ctx, rm) {
+		if !h.fetch(ctx, rm, what, hint) {
 			return
 		}
 		select {
 		case <-rm.wake:
+			h.mu.Lock()
+			what, hint = rm.want, rm.msgHint
+			rm.want, rm.msgHint = 0, 0
+			h.mu.Unlock()
 		case <-t.C:
+			what, hint = wantAll, 0
 		}
 	}
 }
 
-// fetch delivers what is new; it returns false (and forgets the room) once
+// fetch delivers what is new of what was asked (messages are not read again
+// when the announced seq hint was fetched already: a post by this process
+// is announced to it twice); it returns false (and forgets the room) once
 // no subscriber is left.
-func (h *hub) fetch(ctx context.Context, rm *room) bool {
+func (h *hub) fetch(ctx context.Context, rm *room, what uint8, hint int64) bool {
 	h.mu.Lock()
 	if len(rm.subs) == 0 {
 		delete(h.rooms, rm.id)
@@ -150,15 +192,20 @@ func (h *hub) fetch(ctx context.Context, rm *room) bool {
 	}
 	h.mu.Unlock()
 	var out []sseEvent
-	msgs, err := h.store.LabMessages(ctx, rm.id, rm.lastMsg, 500)
-	if err != nil {
-		h.logger.Warn("sse: read messages", "claim", rm.id, "err", err)
-		return true
+	var msgs []dotlab.LabMessage
+	var evs []dotlab.ClaimEvent
+	var err error
+	if what&wantMsgs != 0 && (what != wantMsgs || hint == 0 || hint > rm.lastMsg) {
+		if msgs, err = h.store.LabMessages(ctx, rm.id, rm.lastMsg, 500); err != nil {
+			h.logger.Warn("sse: read messages", "claim", rm.id, "err", err)
+			return true
+		}
 	}
-	evs, err := h.store.ClaimEvents(ctx, rm.id, rm.lastEv)
-	if err != nil {
-		h.logger.Warn("sse: read events", "claim", rm.id, "err", err)
-		return true
+	if what&wantEvents != 0 {
+		if evs, err = h.store.ClaimEvents(ctx, rm.id, rm.lastEv); err != nil {
+			h.logger.Warn("sse: read events", "claim", rm.id, "err", err)
+			return true
+		}
 	}
 	for _, m := range msgs {
 		ev := messageEvent(m)
@@ -215,7 +262,7 @@ func stateEvent(e dotlab.ClaimEvent) sseEvent {
 // reconnects) instead of returning an error.
 func (s *Server) handleLabEvents(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if _, err := s.store.FindClaim(r.Context(), id); err != nil {
+	if err := s.claimExists(r, id); err != nil {
 		return err
 	}
 	cursor := r.Header.Get("Last-Event-ID")

@@ -35,7 +35,7 @@ func (s *Server) handleAcceptJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.hub.notify(j.ClaimID)
+	s.wake(j.ClaimID)
 	s.writeJSON(w, http.StatusOK, j)
 	return nil
 }

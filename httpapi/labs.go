@@ -21,7 +21,7 @@ func (s *Server) handleJoinLab(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.hub.notify(id)
+	s.wake(id)
 	s.writeJSON(w, http.StatusOK, m)
 	return nil
 }
@@ -103,7 +103,7 @@ func (s *Server) handlePostLabMessage(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	s.hub.notify(id)
+	s.wake(id)
 	s.writeJSON(w, http.StatusCreated, m)
 	return nil
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/dotlab/dotlab"
@@ -28,19 +29,36 @@ func (s *Server) handlePublishRun(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	s.hub.notify(run.ClaimID)
+	s.wake(run.ClaimID)
 	w.Header().Set("Location", "/api/v1/runs/"+run.ID)
 	s.writeJSON(w, http.StatusCreated, run)
 	return nil
 }
 
-// handleRun is GET /runs/{id}.
+// handleRun is GET /runs/{id}. A run whose claim is settled is kept in the
+// read cache (readcache.go); it still changes when its logs arrive, and
+// that change is announced like every other.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
-	run, err := s.store.FindRun(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	key := cacheKey{cacheRun, id}
+	if b, ok := s.cache.get(key); ok {
+		writeBody(w, http.StatusOK, "application/json", b)
+		return nil
+	}
+	tok := s.cache.begin("")
+	run, err := s.store.FindRun(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, http.StatusOK, run)
+	b, err := json.Marshal(run)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if run.Status == dotlab.StateSettled && run.ID == id {
+		s.cache.put(tok, key, run.ClaimID, b)
+	}
+	writeBody(w, http.StatusOK, "application/json", b)
 	return nil
 }
 

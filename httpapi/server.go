@@ -65,8 +65,21 @@ type Config struct {
 	// Leaks rejects notes and messages that look like keys or tokens
 	// (required).
 	Leaks LeakChecker
-	// EventPoll is how often live room streams look for changes made by
-	// other server processes (default 1 s).
+	// Notifier announces every committed change of the store, by any
+	// server process sharing it (docs/protocol.md §9 "Delivery"): live room
+	// streams are woken by it and the read cache is invalidated by it. Nil:
+	// the Store, when it implements Notifier (sqlstore.DB does); with none,
+	// streams are woken by this process's handlers and the poll, and
+	// nothing is cached.
+	Notifier Notifier
+	// ReadCache bounds the read cache of GET /claims/{id}, its manifest and
+	// settled runs (entries; default 10,000; negative: no cache). Used only
+	// with a Notifier.
+	ReadCache int
+	// EventPoll is the fallback poll of live room streams, which recovers
+	// a change whose announcement was missed (default 10 s with a
+	// Notifier, 1 s without one: then it is how changes made by other
+	// server processes arrive).
 	EventPoll time.Duration
 	// MaxStreams bounds concurrent live event streams (default 10,000);
 	// past it GET /labs/{id}/events answers 503 unavailable.
@@ -89,6 +102,20 @@ type Config struct {
 	Log *translog.Log
 }
 
+// Notifier delivers the store's change announcements (sqlstore.DB
+// implements it; docs/protocol.md §9 "Delivery").
+type Notifier interface {
+	// Subscribe calls fn with each committed change: this process's right
+	// after commit, other processes' as their notification arrives, and
+	// the zero dotlab.Change (a resync: re-read everything) when
+	// announcements may have been missed. fn must not block. The returned
+	// function unsubscribes.
+	Subscribe(fn func(dotlab.Change)) (cancel func())
+	// Listening reports whether every process's changes are being
+	// delivered now; while it is false nothing is served from the cache.
+	Listening() bool
+}
+
 // LeakChecker finds keys and tokens in text (leakcheck.Checker).
 type LeakChecker interface {
 	// Check returns an EINVALID error at path when text looks like a secret.
@@ -109,6 +136,9 @@ type Server struct {
 	pages     http.Handler
 	private   bool
 	hub       *hub
+	notifier  Notifier
+	cache     *readCache // nil: no cache (no Notifier, or Config.ReadCache < 0)
+	unsub     func()
 	done      chan struct{}
 	closeOnce sync.Once
 	streams   atomic.Int64
@@ -148,10 +178,26 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AgentLimit.PerSecond > 0 || cfg.AnonymousLimit.PerSecond > 0 {
 		s.limiter = newLimiter(cfg.AgentLimit, cfg.AnonymousLimit, cfg.TrustedProxies, s.clock)
 	}
+	s.notifier = cfg.Notifier
+	if n, ok := cfg.Store.(Notifier); ok && s.notifier == nil {
+		s.notifier = n
+	}
 	if cfg.EventPoll <= 0 {
 		cfg.EventPoll = time.Second
+		if s.notifier != nil {
+			cfg.EventPoll = 10 * time.Second
+		}
 	}
 	s.hub = newHub(s.store, s.logger, cfg.EventPoll)
+	if s.notifier != nil {
+		if cfg.ReadCache == 0 {
+			cfg.ReadCache = defaultReadCache
+		}
+		if cfg.ReadCache > 0 {
+			s.cache = newReadCache(cfg.ReadCache, s.notifier.Listening)
+		}
+		s.unsub = s.notifier.Subscribe(s.changed)
+	}
 	s.maxStream = int64(cfg.MaxStreams)
 	if s.maxStream <= 0 {
 		s.maxStream = 10000
@@ -197,11 +243,45 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (err error) {
 
 // Close ends live event streams so that a graceful shutdown does not wait
 // for them; call it before http.Server.Shutdown.
-func (s *Server) Close() { s.closeOnce.Do(func() { close(s.done) }) }
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		if s.unsub != nil {
+			s.unsub()
+		}
+		close(s.done)
+	})
+}
 
 // Notify tells live streams of claimID that something changed (used by the
-// settlement loop, which runs outside the handlers).
-func (s *Server) Notify(claimID string) { s.hub.notify(claimID) }
+// settlement loop, which runs outside the handlers). With a Notifier it
+// does nothing: the store announced the change already.
+func (s *Server) Notify(claimID string) { s.wake(claimID) }
+
+// wake wakes the live streams of claimID after a write by this process's
+// handlers, when there is no Notifier to do it.
+func (s *Server) wake(claimID string) {
+	if s.notifier == nil {
+		s.hub.notify(claimID, wantAll, 0)
+	}
+}
+
+// changed applies one announced change: the claim's cache entries go
+// (unless only its room changed) and its live streams fetch what is new;
+// a resync empties the cache and wakes every room.
+func (s *Server) changed(ch dotlab.Change) {
+	if ch.Resync() {
+		s.cache.reset()
+		s.hub.notifyAll()
+		s.logger.Info("live events: announcements may have been missed; every room re-reads the store", "listening", s.notifier.Listening())
+		return
+	}
+	if ch.Room {
+		s.hub.notify(ch.ClaimID, wantMsgs, ch.MessageSeq)
+		return
+	}
+	s.cache.invalidate(ch.ClaimID)
+	s.hub.notify(ch.ClaimID, wantAll, 0)
+}
 
 // Route is one API route the server serves: its method, its path under
 // /api/v1 (with {id} wildcards) and whether it needs an API key. Every

@@ -113,6 +113,7 @@ func (db *DB) insertChallenge(ctx context.Context, ch *dotlab.Challenge, raw []b
 			return nil
 		}
 		locked = true
+		db.announceClaim(tx, ch.ClaimID) // the run's record names the first disagreeing challenge
 		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'challenger', $3)`,
 			ch.ClaimID, ch.ChallengerID, ms(now)); err != nil {
 			return err
@@ -132,7 +133,7 @@ func (db *DB) insertChallenge(ctx context.Context, ch *dotlab.Challenge, raw []b
 				return err
 			}
 			if n, _ := res.RowsAffected(); n == 1 {
-				if err := addHistory(ctx, tx, ch.ClaimID, t, now, "challenge "+ch.ID+" disagrees: "+string(ch.Outcome)); err != nil {
+				if err := db.addHistory(ctx, tx, ch.ClaimID, t, now, "challenge "+ch.ID+" disagrees: "+string(ch.Outcome)); err != nil {
 					return err
 				}
 			}

@@ -128,7 +128,7 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 			id, submitterID, dotlab.RoleSubmitter, ms(now)); err != nil {
 			return err
 		}
-		if err := addHistory(ctx, tx, id, t, now, "listed", "funded at once: bounties are not live (minimum bounty 0)"); err != nil {
+		if err := db.addHistory(ctx, tx, id, t, now, "listed", "funded at once: bounties are not live (minimum bounty 0)"); err != nil {
 			return err
 		}
 		return db.logClaim(ctx, tx, &dotlab.Claim{ID: id, Title: nc.Manifest.Title, Field: strings.TrimSpace(nc.Field), SubmitterID: submitterID,

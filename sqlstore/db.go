@@ -78,6 +78,7 @@ type DB struct {
 	log *translog.Log // nil when Options.NoLog
 
 	schema schemaCheck // SchemaVersion's goose provider (ready.go)
+	notes  *announcer  // subscribers and pending announcements (notify.go)
 }
 
 // Open opens the database named by dbURL — "sqlite:PATH" (e.g.
@@ -91,7 +92,7 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 	if opt.Windows == (dotlab.Windows{}) {
 		opt.Windows = dotlab.DefaultWindows
 	}
-	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: bytecache.New[*dotlab.Manifest](maxCachedManifestBytes), auth: map[string]authEntry{}}
+	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: bytecache.New[*dotlab.Manifest](maxCachedManifestBytes), auth: map[string]authEntry{}, notes: newAnnouncer()}
 	var err error
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
@@ -179,6 +180,12 @@ func (db *DB) openPostgres(dsn string) error {
 		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	db.w, db.r = p, p
+	var schema string
+	if err := p.QueryRow(`SELECT current_schema()`).Scan(&schema); err != nil {
+		p.Close()
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	db.notes.dsn, db.notes.channel = dsn, channelFor(schema)
 	return nil
 }
 
@@ -208,6 +215,7 @@ func (db *DB) Dialect() Dialect { return db.dialect }
 // Close closes the database (after in-flight queries finish).
 func (db *DB) Close() error {
 	var errs []error
+	db.notes.close()
 	if db.log != nil {
 		errs = append(errs, db.log.Close())
 	}
@@ -230,17 +238,29 @@ func (db *DB) now() time.Time { return db.clock.Now() }
 
 // tx runs fn in a write transaction and commits it, or rolls back on error
 // (so no half-written record is ever left). For SQLite the transaction takes
-// the write lock at BEGIN (_txlock=immediate).
+// the write lock at BEGIN (_txlock=immediate). The changes fn announced
+// (db.announce) are sent with pg_notify before the commit (PostgreSQL
+// delivers them on commit) and delivered to this process's subscribers
+// after it; a rolled-back transaction announces nothing (notify.go).
 func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
+	err = fn(tx)
+	changes := db.notes.takePending(tx)
+	if err == nil {
+		err = db.notifyInTx(ctx, tx, changes)
+	}
+	if err != nil {
 		tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	db.notes.deliver(changes...)
+	return nil
 }
 
 // newID returns prefix + 20 random base32 characters (100 bits).

@@ -170,6 +170,7 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 			return nil
 		}
 		locked = true
+		db.announceClaim(tx, claimID)
 		env, err := envelopeText(v.Envelope)
 		if err != nil {
 			return err
@@ -233,7 +234,7 @@ func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, now time.Ti
 		WHERE id = $3 AND state = $5`, final, ms(now), claimID, tr.To, tr.From); err != nil {
 		return err
 	}
-	if err := addHistory(ctx, tx, claimID, tr, now,
+	if err := db.addHistory(ctx, tx, claimID, tr, now,
 		"quorum reached: "+t.String()+"; majority sides with the "+side, "settled by review: "+string(final)); err != nil {
 		return err
 	}

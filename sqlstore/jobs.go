@@ -135,6 +135,7 @@ func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time)
 			return nil
 		}
 		won = true
+		db.announceClaim(tx, claimID)
 		_, err = tx.ExecContext(ctx, `INSERT INTO jobs (id, claim_id, agent_id, state, offered_at, offer_expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6)`, jobID, claimID, agentID, t.JobTo, ms(now), ms(expires))
 		return err
@@ -215,7 +216,7 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 			claimID, agentID, ms(now)); err != nil {
 			return err
 		}
-		if err := addHistory(ctx, tx, claimID, t, now, "runner "+agentID+" accepted"); err != nil {
+		if err := db.addHistory(ctx, tx, claimID, t, now, "runner "+agentID+" accepted"); err != nil {
 			return err
 		}
 		return db.logOffer(ctx, tx, claimID, agentID, now, deadline)
@@ -283,6 +284,7 @@ func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (
 			return nil
 		}
 		declined = true
+		db.announceClaim(tx, claimID)
 		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $5, closed_at = $1, reason = $2
 			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(now), d.Reason, claimID, agentID, t.JobTo, t.JobFrom)
 		return err

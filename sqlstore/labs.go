@@ -78,7 +78,7 @@ func (db *DB) joinAsRunner(ctx context.Context, c *dotlab.Claim, agentID, held s
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
-			return addHistory(ctx, tx, c.ID, t, now, "runner "+agentID+" opened the lab room")
+			return db.addHistory(ctx, tx, c.ID, t, now, "runner "+agentID+" opened the lab room")
 		}
 		return nil
 	})
@@ -181,6 +181,7 @@ func (db *DB) PostLabMessage(ctx context.Context, agentID, claimID string, b dot
 		if err := tx.QueryRowContext(ctx, `UPDATE claims SET msg_seq = msg_seq + 1 WHERE id = $1 RETURNING msg_seq`, claimID).Scan(&m.Seq); err != nil {
 			return err
 		}
+		db.announce(tx, dotlab.Change{ClaimID: claimID, Room: true, MessageSeq: m.Seq})
 		_, err := tx.ExecContext(ctx, `INSERT INTO lab_messages (id, claim_id, seq, agent_id, type, to_agent, body, refs, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, m.ID, claimID, m.Seq, agentID, b.Type, b.To, b.Body, string(refs), ms(now))
 		if err != nil {

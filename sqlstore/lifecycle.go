@@ -44,12 +44,14 @@ func sources(ev dotlab.Event) string {
 }
 
 // addHistory records the states t records in the claim's history
-// (t.History(): e.g. published, then challenge_window), one detail each.
-func addHistory(ctx context.Context, tx *sql.Tx, claimID string, t dotlab.Transition, at time.Time, details ...string) error {
+// (t.History(): e.g. published, then challenge_window), one detail each,
+// and announces the claim (db.announce): every state change is announced.
+func (db *DB) addHistory(ctx context.Context, tx *sql.Tx, claimID string, t dotlab.Transition, at time.Time, details ...string) error {
 	states := t.History()
 	if len(states) != len(details) {
 		return fmt.Errorf("lifecycle: %s from %q records %d states, given %d details", t.Event, t.From, len(states), len(details))
 	}
+	db.announceClaim(tx, claimID)
 	for i, s := range states {
 		if err := addEvent(ctx, tx, claimID, s, at, details[i]); err != nil {
 			return err

@@ -53,6 +53,7 @@ func (db *DB) PutJobLogs(ctx context.Context, agentID, claimID string, logs []by
 		if n, _ := res.RowsAffected(); n != 1 {
 			return nil
 		}
+		db.announceClaim(tx, claimID) // the run's record shows its logs
 		// Replaces a draft uploaded before publishing under the old rules.
 		_, err = tx.ExecContext(ctx, `INSERT INTO run_logs (claim_id, agent_id, logs, uploaded_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (claim_id, agent_id) DO UPDATE SET logs = excluded.logs, uploaded_at = excluded.uploaded_at`,

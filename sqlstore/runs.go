@@ -117,7 +117,7 @@ func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID strin
 		if ev == dotlab.EventPublishFinal {
 			then = "settled at once: " + string(outcome)
 		}
-		if err := addHistory(ctx, tx, c.ID, t, now, "run "+runID+" published: "+string(outcome), then); err != nil {
+		if err := db.addHistory(ctx, tx, c.ID, t, now, "run "+runID+" published: "+string(outcome), then); err != nil {
 			return err
 		}
 		if err := db.logRun(ctx, tx, &dotlab.Run{ID: runID, ClaimID: c.ID, RunnerID: agentID, Outcome: outcome, LogsSHA256: body.LogsSHA256}, raw, comps, now); err != nil {

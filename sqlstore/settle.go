@@ -124,6 +124,7 @@ func (db *DB) expireOffers(ctx context.Context, now time.Time) ([]due, int, erro
 		if c, _ := res.RowsAffected(); c != 1 {
 			return false, nil
 		}
+		db.announceClaim(tx, d.claim)
 		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1 WHERE claim_id = $2 AND agent_id = $3 AND state = $5`,
 			ms(now), d.claim, d.agent, t.JobTo, t.JobFrom)
 		return true, err
@@ -160,7 +161,7 @@ func (db *DB) abandonJobs(ctx context.Context, now time.Time) ([]due, int, error
 		if _, err := tx.ExecContext(ctx, `DELETE FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, d.claim, d.agent); err != nil {
 			return false, err
 		}
-		return true, addHistory(ctx, tx, d.claim, t, now, "job abandoned by "+d.agent+" (publish deadline missed): back in the pool")
+		return true, db.addHistory(ctx, tx, d.claim, t, now, "job abandoned by "+d.agent+" (publish deadline missed): back in the pool")
 	})
 }
 
@@ -185,7 +186,7 @@ func (db *DB) settleWindows(ctx context.Context, now time.Time) ([]due, int, err
 		if c, _ := res.RowsAffected(); c != 1 {
 			return false, nil
 		}
-		if err := addHistory(ctx, tx, d.claim, t, now, "challenge window closed without disagreement"); err != nil {
+		if err := db.addHistory(ctx, tx, d.claim, t, now, "challenge window closed without disagreement"); err != nil {
 			return false, err
 		}
 		return true, db.logSettlement(ctx, tx, d.claim)
