@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
@@ -65,7 +66,9 @@ type Agent struct {
 	// work and keeps its last checkpoint (KeepCheckpoints).
 	Witness *verify.Witness
 
-	tried map[string]bool // claims the challenger already looked at
+	tried   map[string]bool // claims the challenger already looked at
+	resumed map[string]bool // held jobs the runner took up in this process (held)
+	self    string          // this agent's id, once read (held)
 }
 
 func (a *Agent) logf(format string, args ...any) {
@@ -80,11 +83,15 @@ func (a *Agent) workDir(kind, claimID string) string {
 	if !dotlab.ValidClaimID(claimID) {
 		claimID = "invalid-id"
 	}
-	clock := a.Clock
-	if clock == nil {
-		clock = dotlab.SystemClock{}
+	return filepath.Join(a.WorkDir, fmt.Sprintf("%s-%s-%s", kind, claimID, a.now().UTC().Format("20060102T150405.000Z")))
+}
+
+// now is the agent's clock (dotlab.SystemClock when none is set).
+func (a *Agent) now() time.Time {
+	if a.Clock == nil {
+		return dotlab.SystemClock{}.Now()
 	}
-	return filepath.Join(a.WorkDir, fmt.Sprintf("%s-%s-%s", kind, claimID, clock.Now().UTC().Format("20060102T150405.000Z")))
+	return a.Clock.Now()
 }
 
 // fetchManifest reads a claim's manifest as submitted and validates it.
@@ -140,6 +147,11 @@ func (a *Agent) RunOnce(ctx context.Context) (string, error) {
 // so draws by one agent must not overlap (RunLoop makes them one at a
 // time).
 func (a *Agent) take(ctx context.Context) (string, *dotlab.Manifest, error) {
+	if id, m, ok, err := a.held(ctx); ok {
+		return id, m, nil
+	} else if err != nil {
+		a.logf("could not look for jobs this agent holds (drawing a new one): %v", err)
+	}
 	job, err := a.Client.NextJob(ctx)
 	if errors.Is(err, client.ErrNone) {
 		return "", nil, nil
@@ -163,6 +175,7 @@ func (a *Agent) take(ctx context.Context) (string, *dotlab.Manifest, error) {
 		return id, nil, fmt.Errorf("%s: accept: %w", id, err)
 	}
 	a.logf("%s: accepted %q", id, m.Title)
+	a.taken(id)
 	return id, m, nil
 }
 

@@ -1,0 +1,58 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/runner"
+	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+)
+
+type brokenEngine struct{}
+
+func (brokenEngine) Rerun(context.Context, *dotlab.Manifest, string) (*runner.Record, error) {
+	return nil, errors.New("image not in the store")
+}
+
+// TestRunnerTakesUpHeldJob: a runner whose rerun failed on its own side
+// (here: no image) still holds the job it accepted; the next runner process
+// of the same agent takes that job up before drawing, and publishes it,
+// instead of leaving it to be abandoned.
+func TestRunnerTakesUpHeldJob(t *testing.T) {
+	ctx := context.Background()
+	lc, err := leakcheck.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testServer(t, lc)
+	sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
+	run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
+	claim, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("held job"), "statistics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &Agent{Client: c.WithKey(run.APIKey), Engine: brokenEngine{}, WorkDir: t.TempDir()}
+	if id, err := first.RunOnce(ctx); id != claim.ID || err == nil {
+		t.Fatalf("first process: %q %v; want its rerun to fail", id, err)
+	}
+	if cv, _ := c.Claim(ctx, claim.ID); cv.State != dotlab.StateRunning || cv.RunnerID != run.ID {
+		t.Fatalf("after the failure: %s held by %s", cv.State, cv.RunnerID)
+	}
+	// The same process does not loop on it: it was tried here.
+	if id, err := first.RunOnce(ctx); id != "" || err != nil {
+		t.Fatalf("the failing process took it again: %q %v", id, err)
+	}
+	second := &Agent{Client: c.WithKey(run.APIKey), Engine: fakeEngine{}, WorkDir: t.TempDir()}
+	if id, err := second.RunOnce(ctx); id != claim.ID || err != nil {
+		t.Fatalf("second process: %q %v; want it to take up %s", id, err, claim.ID)
+	}
+	if cv, _ := c.Claim(ctx, claim.ID); cv.RunID == "" {
+		t.Fatalf("held job not published: %s", cv.State)
+	}
+	if id, err := second.RunOnce(ctx); id != "" || err != nil {
+		t.Fatalf("nothing left, got %q %v", id, err)
+	}
+}
