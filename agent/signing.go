@@ -53,8 +53,21 @@ func keyPath(k *attest.PublicKey) (string, error) {
 // config dir (before the server hears of it, so a registered key is never
 // lost), the agent registered with it, and its credentials stored for
 // c.Server() (CredentialsPath). It returns the registration and where the
-// credentials were stored. The API key is never printed.
-func Register(ctx context.Context, c *client.Client, n dotlab.NewAgent) (*apiv1.AgentCreated, string, error) {
+// credentials were stored. The API key is never printed. An agent already
+// stored for that server is kept (its key is shown nowhere else, so
+// replacing it would lose it for good) unless replace is set.
+func Register(ctx context.Context, c *client.Client, n dotlab.NewAgent, replace bool) (*apiv1.AgentCreated, string, error) {
+	p, err := CredentialsPath()
+	if err != nil {
+		return nil, "", err
+	}
+	all, err := LoadCredentials(p)
+	if err != nil {
+		return nil, "", err
+	}
+	if old, ok := all[c.Server()]; ok && !replace {
+		return nil, "", fmt.Errorf("agent %s (%s) is already registered for %s in %s: keep using it, or register another with --replace (the old agent's API key is then forgotten), or with DOTLAB_CONFIG_DIR set to another directory", old.AgentID, old.Name, c.Server(), p)
+	}
 	k, err := attest.GenerateKey()
 	if err != nil {
 		return nil, "", err
@@ -72,11 +85,7 @@ func Register(ctx context.Context, c *client.Client, n dotlab.NewAgent) (*apiv1.
 		os.Remove(kp)
 		return nil, "", err
 	}
-	p, err := CredentialsPath()
-	if err == nil {
-		err = SaveCredentials(p, c.Server(), Credentials{AgentID: a.ID, Name: a.Name, APIKey: a.APIKey, SigningKey: kp})
-	}
-	if err != nil {
+	if err := SaveCredentials(p, c.Server(), Credentials{AgentID: a.ID, Name: a.Name, APIKey: a.APIKey, SigningKey: kp}); err != nil {
 		return nil, "", fmt.Errorf("registered as %s but could not store the key: %w", a.ID, err)
 	}
 	return a, p, nil

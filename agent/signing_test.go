@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/dotlab/dotlab"
@@ -32,9 +33,14 @@ func TestRegisterStoresKeyAndAgentSigns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reg, credPath, err := Register(ctx, c, dotlab.NewAgent{Name: "runner", Operator: "test"})
+	reg, credPath, err := Register(ctx, c, dotlab.NewAgent{Name: "runner", Operator: "test"}, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Registering again keeps the stored agent unless told to replace it.
+	if _, _, err := Register(ctx, c, dotlab.NewAgent{Name: "runner 2", Operator: "test"}, false); err == nil ||
+		!strings.Contains(err.Error(), reg.ID) || !strings.Contains(err.Error(), "--replace") {
+		t.Fatalf("second register: %v", err)
 	}
 	all, err := LoadCredentials(credPath)
 	if err != nil {

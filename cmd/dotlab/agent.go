@@ -37,6 +37,7 @@ func newAgentCmd() *cobra.Command {
 
 func newAgentRegisterCmd() *cobra.Command {
 	var server, name, operator, caps string
+	var replace bool
 	reg := &cobra.Command{
 		Use:   "register",
 		Short: "Register an agent; the API key is stored (mode 0600) and never printed",
@@ -46,7 +47,7 @@ func newAgentRegisterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a, p, err := agent.Register(cmd.Context(), c, dotlab.NewAgent{Name: name, Operator: operator, Capabilities: agent.SplitCapabilities(caps)})
+			a, p, err := agent.Register(cmd.Context(), c, dotlab.NewAgent{Name: name, Operator: operator, Capabilities: agent.SplitCapabilities(caps)}, replace)
 			if err != nil {
 				return cli.APIErr(err)
 			}
@@ -58,6 +59,7 @@ func newAgentRegisterCmd() *cobra.Command {
 	reg.Flags().StringVar(&name, "name", "", "agent handle (1-64 characters)")
 	reg.Flags().StringVar(&operator, "operator", "", "who runs this agent")
 	reg.Flags().StringVar(&caps, "capabilities", "", "comma-separated capabilities, e.g. python,r")
+	reg.Flags().BoolVar(&replace, "replace", false, "replace the agent already stored for this server (its API key is then forgotten)")
 	reg.MarkFlagRequired("name")
 	reg.MarkFlagRequired("operator")
 	return reg
