@@ -326,11 +326,12 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 		return fmt.Errorf("%s: manifest: %w", claimID, err)
 	}
 	a.logf("%s: rerunning independently to challenge %s", claimID, runID)
-	rec, err := a.Engine.Rerun(ctx, m, a.workDir("challenge", claimID))
+	dir := a.workDir("challenge", claimID)
+	rec, err := a.Engine.Rerun(ctx, m, dir)
 	if err != nil {
 		return fmt.Errorf("%s: rerun: %w", claimID, err)
 	}
-	ch, err := a.PostChallenge(ctx, claimID, runID, rec)
+	ch, err := a.PostChallenge(ctx, claimID, runID, dir, rec)
 	switch code := dotlab.ErrorCode(err); {
 	case code == dotlab.EROLECONFLICT || code == dotlab.ECONFLICT || code == dotlab.EWINDOWCLOSED:
 		a.logf("%s: not challenged: %v", claimID, err)
@@ -343,15 +344,16 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 }
 
 // PostChallenge challenges run runID of claim claimID with rec, this
-// agent's independent rerun of the claim's manifest, made before the run
-// was read (docs/protocol.md §7): it reads the run only now, sets agrees
+// agent's independent rerun of the claim's manifest into dir, made before
+// the run was read (docs/protocol.md §7), pinning the SHA-256 of dir's
+// logs.jsonl (logs_sha256; the challenger keeps the logs): it reads the run only now, sets agrees
 // from the two outcomes (dotlab.Agrees) and, on disagreement, notes naming
 // every differing comparison and by how much (DisagreementNotes), and posts
 // POST /challenges. A challenge the server refuses for analysis-controlled
 // text (invalid, too_large) is posted again without it. ChallengeOnce and
 // `dotlab mcp`'s challenge tool both challenge through it; the error is the
 // server's (*dotlab.Error) when it refused.
-func (a *Agent) PostChallenge(ctx context.Context, claimID, runID string, rec *runner.Record) (*dotlab.Challenge, error) {
+func (a *Agent) PostChallenge(ctx context.Context, claimID, runID, dir string, rec *runner.Record) (*dotlab.Challenge, error) {
 	run, err := a.Client.Run(ctx, runID)
 	if err != nil {
 		return nil, err
@@ -359,6 +361,13 @@ func (a *Agent) PostChallenge(ctx context.Context, claimID, runID string, rec *r
 	agrees := dotlab.Agrees(run.Outcome, rec.Body.Outcome)
 	body := dotlab.ChallengeBody{RunBody: rec.Body, ClaimID: claimID, Agrees: &agrees}
 	body.JobID = ""
+	if logs, err := os.ReadFile(filepath.Join(dir, runner.LogsFile)); err == nil {
+		// The challenger keeps its logs; pinning their hash lets its
+		// signature name them (and the challenge be signed at all when the
+		// analysis wrote no results.json).
+		sum := sha256.Sum256(logs)
+		body.LogsSHA256 = hex.EncodeToString(sum[:])
+	}
 	if !agrees {
 		body.Notes = DisagreementNotes(run, rec)
 	}

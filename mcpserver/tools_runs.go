@@ -272,7 +272,7 @@ func (s *service) challenge(ctx context.Context, _ *mcp.CallToolRequest, in Reru
 	if err != nil {
 		return ChallengeView{}, err
 	}
-	ch, err := s.agent.PostChallenge(ctx, rr.claimID, c.RunID, rec)
+	ch, err := s.agent.PostChallenge(ctx, rr.claimID, c.RunID, rr.dir, rec)
 	if err != nil {
 		return ChallengeView{}, err
 	}

@@ -77,6 +77,14 @@ func (e *env) start() {
 	e.c.Retries = 0
 }
 
+// restart stops the server and starts it again on the same database and
+// address, as after a change made behind its back (a row rewritten in the
+// database), which its read cache does not see until then.
+func (e *env) restart() {
+	e.stop()
+	e.start()
+}
+
 func (e *env) stop() {
 	if e.srv == nil {
 		return

@@ -42,6 +42,9 @@ func (v Verifier) checkSignatures(ctx context.Context, rep *Report, rs *records,
 	wanted := func(t tlogfmt.EntryType, id string) bool {
 		return only == nil || only[tlogfmt.Key{Type: tlogfmt.TypeEnvelope, ID: tlogfmt.EnvelopeID(t, id)}]
 	}
+	if r := rs.run; r != nil && r.Body.Envelope == nil && wanted(tlogfmt.TypeRun, r.ID) {
+		rep.Unsigned = append(rep.Unsigned, "run "+r.ID)
+	}
 	if r := rs.run; r != nil && r.Body.Envelope != nil && wanted(tlogfmt.TypeRun, r.ID) {
 		label := "signature of run " + r.ID
 		if k := key(r.RunnerID, label); k != nil {
@@ -49,7 +52,11 @@ func (v Verifier) checkSignatures(ctx context.Context, rep *Report, rs *records,
 		}
 	}
 	for _, ch := range rs.challenges {
-		if ch.Envelope == nil || !wanted(tlogfmt.TypeChallenge, ch.ID) {
+		if !wanted(tlogfmt.TypeChallenge, ch.ID) {
+			continue
+		}
+		if ch.Envelope == nil {
+			rep.Unsigned = append(rep.Unsigned, "challenge "+ch.ID)
 			continue
 		}
 		label := "signature of challenge " + ch.ID
@@ -59,7 +66,11 @@ func (v Verifier) checkSignatures(ctx context.Context, rep *Report, rs *records,
 	}
 	for i := range rs.votes {
 		vt := &rs.votes[i]
-		if vt.Envelope == nil || !wanted(tlogfmt.TypeVote, tlogfmt.VoteID(rs.claim.ID, vt.ReviewerID)) {
+		if !wanted(tlogfmt.TypeVote, tlogfmt.VoteID(rs.claim.ID, vt.ReviewerID)) {
+			continue
+		}
+		if vt.Envelope == nil {
+			rep.Unsigned = append(rep.Unsigned, "the vote of "+vt.ReviewerID)
 			continue
 		}
 		label := "signature of the vote of " + vt.ReviewerID
@@ -75,6 +86,7 @@ func report(rep *Report, label string, k *attest.PublicKey, err error) {
 		rep.fail("%s does not verify: %v", label, err)
 		return
 	}
+	rep.Signed++
 	rep.ok("%s: verified with key %s", label, k.ID)
 }
 

@@ -157,8 +157,14 @@ func TestSignatureTampering(t *testing.T) {
 			signed++
 		}
 	}
-	if signed != 1+1+3 {
-		t.Fatalf("%d signatures verified, want 5 (run, disagreeing challenge, 3 votes):\n%s", signed, strings.Join(rep.OK, "\n"))
+	if signed != 1+1+3 || rep.Signed != signed || len(rep.Unsigned) != 1 || !strings.HasPrefix(rep.Unsigned[0], "challenge ch_") {
+		t.Fatalf("%d signatures verified (counted %d), unsigned %q; want 5 (run, disagreeing challenge, 3 votes) and the agreeing challenge unsigned:\n%s",
+			signed, rep.Signed, rep.Unsigned, strings.Join(rep.OK, "\n"))
+	}
+	var out strings.Builder
+	rep.Print(&out, false)
+	if !strings.Contains(out.String(), "signatures: 5 record(s) signed and verified, 1 unsigned (challenge ch_") {
+		t.Fatalf("report without -v:\n%s", out.String())
 	}
 	raw := rawDB(t, e)
 
@@ -181,6 +187,7 @@ func TestSignatureTampering(t *testing.T) {
 	if _, err := raw.Exec(`UPDATE runs SET body = json_remove(body, '$.envelope') WHERE id = $1`, runID); err != nil {
 		t.Fatal(err)
 	}
+	e.restart()
 	wantFailure(t, e.verify(claimID), "the signature "+tlogfmt.EnvelopeID(tlogfmt.TypeRun, runID), "is missing from the server's records")
 	wantFailure(t, e.verify(runID), "the signature "+tlogfmt.EnvelopeID(tlogfmt.TypeRun, runID), "is missing")
 

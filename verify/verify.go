@@ -27,6 +27,11 @@ type Report struct {
 	Checkpoint tlogfmt.Checkpoint
 	OK         []string
 	Failures   []string
+	// Signed and Unsigned count the runs, challenges and votes checked
+	// that carry a verified signature and that carry none (accepted
+	// unsigned: docs/verification.md §7); Unsigned names the latter.
+	Signed   int
+	Unsigned []string
 }
 
 // Passed reports whether nothing failed.
@@ -329,6 +334,13 @@ func (r *Report) Print(w io.Writer, verbose bool) {
 	}
 	for _, l := range r.Failures {
 		fmt.Fprintln(w, "FAIL  "+l)
+	}
+	if r.Signed+len(r.Unsigned) > 0 {
+		fmt.Fprintf(w, "signatures: %d record(s) signed and verified, %d unsigned", r.Signed, len(r.Unsigned))
+		if len(r.Unsigned) > 0 {
+			fmt.Fprintf(w, " (%s: they rest on the log alone)", strings.Join(r.Unsigned, ", "))
+		}
+		fmt.Fprintln(w)
 	}
 	if r.Passed() {
 		fmt.Fprintf(w, "%s verified: %d checks passed against checkpoint %s size %d\n", r.Subject, len(r.OK), r.Checkpoint.Origin, r.Checkpoint.Size)
