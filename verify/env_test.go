@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
@@ -62,7 +63,13 @@ func (e *env) start() {
 	}
 	e.db, e.api, e.srv = db, api, httptest.NewUnstartedServer(api)
 	if e.addr != "" { // a restart listens where the server was
-		ln, err := net.Listen("tcp", e.addr)
+		var ln net.Listener
+		for i := 0; ; i++ { // the old socket may linger a moment
+			if ln, err = net.Listen("tcp", e.addr); err == nil || i == 50 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		if err != nil {
 			e.t.Fatal(err)
 		}
