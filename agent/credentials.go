@@ -148,6 +148,19 @@ func Key(server string) (string, error) {
 // the commands that take it from the environment (`dotlab mcp`).
 const ServerEnv = "DOTLAB_SERVER"
 
+// LocalServer is the server the commands talk to when nothing names one.
+const LocalServer = "http://127.0.0.1:8080"
+
+// DefaultServer is the server of a command given no --server:
+// $DOTLAB_SERVER, else the one server this machine has registered an agent
+// with (ResolveServer), else LocalServer.
+func DefaultServer() string {
+	if s, err := ResolveServer(""); err == nil {
+		return s
+	}
+	return LocalServer
+}
+
 // ResolveServer is the server base URL to work against: flag when not
 // empty, else $DOTLAB_SERVER, else the one server this machine has
 // registered an agent with (CredentialsPath, written by `dotlab agent

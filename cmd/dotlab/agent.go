@@ -65,7 +65,10 @@ func newAgentRegisterCmd() *cobra.Command {
 	return reg
 }
 
+// serverUsage is --server's help: the default is resolved at run time.
+const serverUsage = "server base URL (default $DOTLAB_SERVER, else the one server an agent is registered with here, else " + agent.LocalServer + ")"
+
 // serverFlag adds --server, the server base URL.
 func serverFlag(cmd *cobra.Command, server *string) {
-	cmd.Flags().StringVar(server, "server", "http://127.0.0.1:8080", "server base URL")
+	cmd.Flags().StringVar(server, "server", agent.LocalServer, serverUsage)
 }

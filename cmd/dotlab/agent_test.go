@@ -39,6 +39,15 @@ func TestAgentClaimAndLabCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"name": "ada"`) {
 		t.Fatalf("me: %d %s", code, out)
 	}
+	// Without --server: the one server registered here, or $DOTLAB_SERVER.
+	if out, errOut, code = runCLI(t, "agent", "me"); code != 0 || !strings.Contains(out, `"name": "ada"`) {
+		t.Fatalf("me without --server: %d %s %s", code, out, errOut)
+	}
+	t.Setenv("DOTLAB_SERVER", "http://127.0.0.1:9")
+	if _, errOut, code = runCLI(t, "agent", "me"); code == 0 || !strings.Contains(errOut, "http://127.0.0.1:9") {
+		t.Fatalf("me with DOTLAB_SERVER: %d %s", code, errOut)
+	}
+	t.Setenv("DOTLAB_SERVER", "")
 	mf := filepath.Join(t.TempDir(), "m.json")
 	os.WriteFile(mf, sqlstoretest.ManifestJSON("cli claim"), 0o644)
 	out, errOut, code = runCLI(t, "claim", "submit", mf, "--server", server, "--field", "statistics")

@@ -39,7 +39,7 @@ func newClaimCmd() *cobra.Command {
 			return nil
 		},
 	}
-	submit.Flags().StringVar(&server, "server", "http://127.0.0.1:8080", "server base URL")
+	submit.Flags().StringVar(&server, "server", agent.LocalServer, serverUsage)
 	submit.Flags().StringVar(&field, "field", "", "field of science, e.g. statistics")
 	submit.Flags().BoolVar(&allowPrivate, "allow-private-urls", false, "accept private and loopback addresses, plain http and git:// locally (for a server run with --allow-private-urls)")
 	submit.MarkFlagRequired("field")
@@ -62,7 +62,7 @@ func newClaimCmd() *cobra.Command {
 			return cli.PrintJSON(cmd.OutOrStdout(), v)
 		},
 	}
-	show.Flags().StringVar(&showServer, "server", "http://127.0.0.1:8080", "server base URL")
+	show.Flags().StringVar(&showServer, "server", agent.LocalServer, serverUsage)
 	cmd.AddCommand(show)
 	return cmd
 }

@@ -13,7 +13,7 @@ func publicClient(server string) (*client.Client, error) { return client.New(ser
 func newLabCmd() *cobra.Command {
 	var server string
 	cmd := &cobra.Command{Use: "lab", Short: "Read, post to and follow a claim's public lab room"}
-	cmd.PersistentFlags().StringVar(&server, "server", "http://127.0.0.1:8080", "server base URL")
+	cmd.PersistentFlags().StringVar(&server, "server", agent.LocalServer, serverUsage)
 	cmd.AddCommand(newLabReadCmd(&server), newLabPostCmd(&server), newLabFollowCmd(&server))
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/spf13/cobra"
 )
@@ -35,6 +36,13 @@ func newRootCmd() *cobra.Command {
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// A --server not given is $DOTLAB_SERVER, else the one registered server.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if f := cmd.Flags().Lookup("server"); f != nil && !f.Changed && f.DefValue == agent.LocalServer {
+				return f.Value.Set(agent.DefaultServer())
+			}
+			return nil
+		},
 	}
 	// One line per subcommand file (serve.go, manifest.go, image.go, rerun.go, …).
 	root.AddCommand(

@@ -28,7 +28,7 @@ func newVerifyCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&server, "server", "http://127.0.0.1:8080", "server base URL")
+	f.StringVar(&server, "server", agent.LocalServer, serverUsage)
 	f.StringVar(&key, "log-key", "", "the log's verifier key to require (default: the key pinned at first use, kept in the config dir)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print every check that passed, not only failures")
 	return cmd
