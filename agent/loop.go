@@ -89,6 +89,9 @@ func (a *Agent) Loop(ctx context.Context, step Step, o LoopOptions) error {
 // takes at most N jobs, or stops at the first draw that finds none, and
 // returns the first error. It returns once every job it took is done.
 func (a *Agent) RunLoop(ctx context.Context, o LoopOptions) error {
+	if o.Parallel < 0 {
+		return fmt.Errorf("--parallel %d: give the number of jobs to work at once, at least 1", o.Parallel)
+	}
 	if o.Parallel <= 1 {
 		return a.Loop(ctx, a.RunOnce, o)
 	}

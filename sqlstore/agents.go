@@ -59,7 +59,7 @@ func ValidateNewAgent(n dotlab.NewAgent) error {
 	}
 	if n.PublicKey != "" {
 		if _, err := attest.ParsePublicKey(n.PublicKey); err != nil {
-			p.Add("$.public_key", "%s", strings.TrimPrefix(err.Error(), "$.public_key: "))
+			p = append(p, dotlab.ErrorDetail(err)...) // each line names $.public_key
 		}
 	}
 	return p.Err()

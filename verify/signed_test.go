@@ -2,6 +2,8 @@ package verify_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/tlogfmt"
+	"golang.org/x/crypto/ssh"
 )
 
 func wantRefused(t *testing.T, err error, code string, says ...string) {
@@ -98,8 +101,15 @@ func TestSignatureRefused(t *testing.T) {
 	// Keys: one agent per key, Ed25519 only.
 	_, err = e.c.Register(ctx, dotlab.NewAgent{Name: "copycat", Operator: "tests", PublicKey: key.Public().Authorized})
 	wantRefused(t, err, dotlab.ECONFLICT, "registered to another agent")
-	_, err = e.c.Register(ctx, dotlab.NewAgent{Name: "rsa", Operator: "tests", PublicKey: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7"})
-	wantRefused(t, err, dotlab.EINVALID, "$.public_key")
+	_, err = e.c.Register(ctx, dotlab.NewAgent{Name: "garbled", Operator: "tests", PublicKey: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7"})
+	wantRefused(t, err, dotlab.EINVALID, "$.public_key: must be one OpenSSH public key line")
+	if strings.Count(err.Error(), "$.public_key") != 1 {
+		t.Fatalf("the detail repeats itself: %v", err)
+	}
+	rk, _ := rsa.GenerateKey(rand.Reader, 2048)
+	sk, _ := ssh.NewPublicKey(&rk.PublicKey)
+	_, err = e.c.Register(ctx, dotlab.NewAgent{Name: "rsa", Operator: "tests", PublicKey: string(ssh.MarshalAuthorizedKey(sk))})
+	wantRefused(t, err, dotlab.EINVALID, "$.public_key: is a ssh-rsa key; DotLab verifies Ed25519 only")
 }
 
 // TestSignedVoteNamesItsDispute: a vote's dispute_id must be its path's,

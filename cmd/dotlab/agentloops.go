@@ -65,6 +65,7 @@ func loopCmd(use, short, long string, loop func(*agent.Agent, context.Context, a
 func newRunnerCmd() *cobra.Command {
 	cmd, f := loopCmd("runner", "Take jobs from a server: draw, accept, rerun in the sandbox, publish", help("runner"), (*agent.Agent).RunLoop)
 	cmd.Flags().IntVar(&f.loop.Parallel, "parallel", 1, "work up to N jobs at once, each in its own sandbox (draws only when one of the N slots is free)")
+	cmd.PreRunE = func(*cobra.Command, []string) error { return cli.AtLeast("--parallel", f.loop.Parallel, 1) }
 	return cmd
 }
 

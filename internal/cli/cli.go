@@ -68,3 +68,11 @@ func Plural(n int) string {
 	}
 	return "s"
 }
+
+// AtLeast refuses flag's value n below min, naming the flag and the bound.
+func AtLeast(flag string, n, min int) error {
+	if n < min {
+		return fmt.Errorf("%s %d: give at least %d", flag, n, min)
+	}
+	return nil
+}
