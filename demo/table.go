@@ -61,7 +61,7 @@ func howSettled(r Result) string {
 func printValues(out io.Writer, results []Result) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLAIM\tTARGET\tPUBLISHED\tTOLERANCE\tRUN\tCHALLENGE\tMATCH")
+	fmt.Fprintln(tw, "CLAIM\tTARGET\tPUBLISHED\tTOLERANCE\tRUN\tCHALLENGE\tRUN MATCH")
 	for _, r := range results {
 		if r.Run == nil || !r.Run.Outcome.Compared() {
 			continue
@@ -83,4 +83,5 @@ func printValues(out io.Writer, results []Result) {
 		}
 	}
 	tw.Flush()
+	fmt.Fprintln(out, "RUN MATCH is the official run's value against the tolerance; a dispute may overturn the run, so the claim's outcome is the table above's.")
 }
