@@ -1,0 +1,96 @@
+package attest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/attest"
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+)
+
+// signStatement signs payload as its own key would: a validly signed
+// envelope around whatever statement text a hostile agent chose.
+func signStatement(t testing.TB, k *attest.Key, payload []byte) *dotlab.Envelope {
+	t.Helper()
+	es, err := dsse.NewEnvelopeSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := es.SignPayload(context.Background(), attest.PayloadType, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dotlab.Envelope{PayloadType: env.PayloadType, Payload: env.Payload,
+		Signatures: []dotlab.Signature{{KeyID: env.Signatures[0].KeyID, Sig: env.Signatures[0].Sig}}}
+}
+
+// runStatement is the statement of runBody() with predicate pred (JSON text).
+func runStatement(pred string) []byte {
+	b := runBody()
+	return []byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[` +
+		`{"name":"results.json","digest":{"sha256":"` + b.OutputHashes["results.json"] + `"}},` +
+		`{"name":"logs.jsonl","digest":{"sha256":"` + b.LogsSHA256 + `"}}],` +
+		`"predicateType":"` + attest.PredicateRun + `","predicate":` + pred + `}`)
+}
+
+// junkPredicate is runBody() as a predicate with about size bytes of
+// nested empty lists (30 deep) in made-up fields before it: what a
+// registered agent can sign and send to make the server parse.
+func junkPredicate(size int) string {
+	body, _ := json.Marshal(runBody())
+	deep := strings.Repeat("[", 30) + strings.Repeat("]", 30)
+	var sb strings.Builder
+	for i := 0; sb.Len() < size; i++ {
+		fmt.Fprintf(&sb, `"x%d":%s,`, i, deep)
+	}
+	return `{` + sb.String() + string(body[1:])
+}
+
+// TestJunkPredicateRefusedWithoutBuildingIt: a signed envelope whose
+// predicate carries fields no body has is refused before anything builds
+// the junk. Building it — the in-toto bindings' protobuf Struct made 1-2 s
+// of CPU from 700 kB of nested lists — let any registered agent keep the
+// server's cores busy with one POST /runs after another, no job needed.
+// The bound is on allocations: building the junk makes about 1.9 million;
+// skipping it, a few per made-up field name (some 11,000 here).
+func TestJunkPredicateRefusedWithoutBuildingIt(t *testing.T) {
+	ctx := context.Background()
+	k := mustKey(t)
+	b := runBody()
+	b.Envelope = signStatement(t, k, runStatement(junkPredicate(700_000)))
+	var err error
+	allocs := testing.AllocsPerRun(1, func() { err = attest.VerifyRun(ctx, k.Public(), b) })
+	wantInvalid(t, err, "x0")
+	if allocs > 100_000 {
+		t.Fatalf("refusing the junk predicate made %.0f allocations; it must be refused before it is built", allocs)
+	}
+}
+
+// BenchmarkVerifyJunkPredicate: the cost of refusing a signed 700 kB junk
+// predicate, beside verifying an honest signed run.
+func BenchmarkVerifyJunkPredicate(b *testing.B) {
+	ctx := context.Background()
+	k := mustKey(b)
+	junk := runBody()
+	junk.Envelope = signStatement(b, k, runStatement(junkPredicate(700_000)))
+	honest := runBody()
+	honest.Envelope, _ = attest.SignRun(ctx, k, honest)
+	b.Run("junk", func(b *testing.B) {
+		for range b.N {
+			if attest.VerifyRun(ctx, k.Public(), junk) == nil {
+				b.Fatal("junk verified")
+			}
+		}
+	})
+	b.Run("honest", func(b *testing.B) {
+		for range b.N {
+			if err := attest.VerifyRun(ctx, k.Public(), honest); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
