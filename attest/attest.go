@@ -24,6 +24,7 @@ import (
 	"slices"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/strictjson"
 	attv1 "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -209,11 +210,17 @@ type typedStatement[T any] struct {
 	Predicate     *T        `json:"predicate"`
 }
 
+// predicateLimits bound the strict decoding of a statement.
+var predicateLimits = strictjson.Limits{MaxBytes: dotlab.MaxEnvelopeBytes, MaxDepth: 32}
+
 // decodePredicate decodes payload, a signed statement, as a statement whose
 // predicate is a T, and, when want is not nil, holds the predicate to it
 // field for field. Nothing a statement or a body has no field for is built:
-// it decodes into the typed statement, refusing unknown fields while
-// skipping their values, and compares with want.
+// a first pass decodes into the typed statement, refusing unknown fields
+// while skipping their values, and compares with want; only then does
+// strictjson decode it again to refuse what encoding/json lets through
+// (duplicate keys, keys differing from a field's name only in case,
+// invalid UTF-8), so that no parser reads a different body from it.
 func decodePredicate[T any](payload []byte, want *T) (*T, error) {
 	var fast typedStatement[T]
 	dec := json.NewDecoder(bytes.NewReader(payload))
@@ -227,7 +234,14 @@ func decodePredicate[T any](payload []byte, want *T) (*T, error) {
 	if want != nil && !sameJSON(fast.Predicate, want) {
 		return nil, errDiffers
 	}
-	return fast.Predicate, nil
+	var strict typedStatement[T]
+	if err := strictjson.DecodeLimits(payload, predicateLimits, &strict); err != nil {
+		return nil, invalid("payload: %v", err)
+	}
+	if want != nil && !sameJSON(strict.Predicate, want) {
+		return nil, errDiffers
+	}
+	return strict.Predicate, nil
 }
 
 var errDiffers = invalid("predicate differs from the body: sign exactly the body you send, without \"envelope\"")

@@ -94,3 +94,35 @@ func BenchmarkVerifyJunkPredicate(b *testing.B) {
 		}
 	})
 }
+
+// TestPredicateReadsOneWayOnly: a predicate another parser would read as a
+// different body is refused, though encoding/json reads it as the body:
+// a key differing from a field's name only in case ("Outcome"), which
+// encoding/json matches to the field and a case-sensitive reader does
+// not, and the same field twice in two spellings, of which encoding/json
+// keeps the last and others the first. The record would then say one
+// thing and its signed statement, to a verifier in another language,
+// another.
+func TestPredicateReadsOneWayOnly(t *testing.T) {
+	ctx := context.Background()
+	k := mustKey(t)
+	body, _ := json.Marshal(runBody())
+	honest := `"outcome":"reproduced"`
+	if !strings.Contains(string(body), honest) {
+		t.Fatalf("body %s", body)
+	}
+	for name, spelling := range map[string]string{
+		"case":          `"Outcome":"reproduced"`,
+		"two spellings": `"outcome":"not_reproduced","OUTCOME":"reproduced"`,
+	} {
+		b := runBody()
+		b.Envelope = signStatement(t, k, runStatement(strings.Replace(string(body), honest, spelling, 1)))
+		err := attest.VerifyRun(ctx, k.Public(), b)
+		if dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(err.Error(), "$.envelope") {
+			t.Errorf("%s: %s verified as the body (%v)", name, spelling, err)
+		}
+		if _, err := attest.Open(ctx, k.Public(), b.Envelope); err == nil {
+			t.Errorf("%s: Open accepted %s", name, spelling)
+		}
+	}
+}
