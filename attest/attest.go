@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -182,6 +183,9 @@ func openStatement(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) ([
 	if got := env.Signatures[0].KeyID; got != pub.ID {
 		return nil, nil, invalid("is signed by key %q, not by %s (the key registered for this agent)", got, pub.ID)
 	}
+	if !canonicalBase64(env.Payload) || !canonicalBase64(env.Signatures[0].Sig) {
+		return nil, nil, invalid("payload and sig must be base64 as an encoder writes it, padded, in one line (standard or URL-safe alphabet): decode and encode again")
+	}
 	ev, err := dsse.NewEnvelopeVerifier(verifier{pub})
 	if err != nil {
 		return nil, nil, err
@@ -200,6 +204,19 @@ func openStatement(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) ([
 		return nil, nil, invalid("statement _type is %q; want %q", st.Type, attv1.StatementTypeUri)
 	}
 	return payload, &st, nil
+}
+
+// canonicalBase64 reports whether s is the padded base64 (standard or
+// URL-safe alphabet) an encoder writes of its bytes: Go's decoders skip
+// line breaks, which strict decoders refuse, and each such respelling of
+// one signature would be another envelope with another digest.
+func canonicalBase64(s string) bool {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && enc.EncodeToString(b) == s {
+			return true
+		}
+	}
+	return false
 }
 
 // typedStatement is a statement whose predicate is a T.

@@ -2,6 +2,7 @@ package attest_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -124,5 +125,41 @@ func TestPredicateReadsOneWayOnly(t *testing.T) {
 		if _, err := attest.Open(ctx, k.Public(), b.Envelope); err == nil {
 			t.Errorf("%s: Open accepted %s", name, spelling)
 		}
+	}
+}
+
+// TestEnvelopeHasOneSpelling: a signed envelope respelled — a line break
+// inside the base64 of its payload or signature, which Go's decoder skips —
+// is refused: it would verify here while strict base64 decoders (the ones
+// docs/verification.md's by-hand check uses) refuse it, and each respelling
+// is another envelope, with another digest, for one signature. The URL-safe
+// alphabet DSSE allows is accepted when written canonically.
+func TestEnvelopeHasOneSpelling(t *testing.T) {
+	ctx := context.Background()
+	k := mustKey(t)
+	b := runBody()
+	env, err := attest.SignRun(ctx, k, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := env.Signatures[0]
+	for name, respelled := range map[string]dotlab.Envelope{
+		"payload line break":   {PayloadType: env.PayloadType, Payload: env.Payload[:8] + "\n" + env.Payload[8:], Signatures: env.Signatures},
+		"payload CRLF at end":  {PayloadType: env.PayloadType, Payload: env.Payload + "\r\n", Signatures: env.Signatures},
+		"signature line break": {PayloadType: env.PayloadType, Payload: env.Payload, Signatures: []dotlab.Signature{{KeyID: sig.KeyID, Sig: sig.Sig[:8] + "\n" + sig.Sig[8:]}}},
+	} {
+		rb := runBody()
+		rb.Envelope = &respelled
+		if err := attest.VerifyRun(ctx, k.Public(), rb); dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(err.Error(), "base64") {
+			t.Errorf("%s: %v; want refused as not canonical base64", name, err)
+		}
+	}
+	payload, _ := base64.StdEncoding.DecodeString(env.Payload)
+	rawSig, _ := base64.StdEncoding.DecodeString(sig.Sig)
+	url := runBody()
+	url.Envelope = &dotlab.Envelope{PayloadType: env.PayloadType, Payload: base64.URLEncoding.EncodeToString(payload),
+		Signatures: []dotlab.Signature{{KeyID: sig.KeyID, Sig: base64.URLEncoding.EncodeToString(rawSig)}}}
+	if err := attest.VerifyRun(ctx, k.Public(), url); err != nil {
+		t.Fatalf("URL-safe base64: %v", err)
 	}
 }
