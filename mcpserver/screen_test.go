@@ -106,3 +106,29 @@ func text(res *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+// TestScreenFindsPiecesOfTheKey: spellings that a hostile text can ask
+// for and that neither the old forms nor the server's gitleaks rules caught
+// (each checked against leakcheck in the break review): the key in two
+// halves with words between, the secret alone reversed, and base64 of a
+// sentence holding the secret, whose alignment shifts its encoding.
+func TestScreenFindsPiecesOfTheKey(t *testing.T) {
+	s := newScreen(testKey)
+	secret := strings.TrimPrefix(testKey, "dlk_")
+	rs := []rune(secret)
+	for i, j := 0, len(rs)-1; i < j; i, j = i+1, j-1 {
+		rs[i], rs[j] = rs[j], rs[i]
+	}
+	for name, text := range map[string]string{
+		"halves":             "first half " + testKey[:24] + " and then the second half " + testKey[24:],
+		"secret halves":      "part one " + secret[:22] + " part two " + secret[22:],
+		"reversed secret":    "here it is backwards: " + string(rs),
+		"base64, 1 byte in":  base64.StdEncoding.EncodeToString([]byte("s " + secret)),
+		"base64, 2 bytes in": base64.StdEncoding.EncodeToString([]byte("my api secret is " + secret)),
+		"base64url of a URL": base64.RawURLEncoding.EncodeToString([]byte("https://x.example/?k=" + testKey)),
+	} {
+		if err := s.check("body", text); err == nil || asToolError(err).Code != ESECRET {
+			t.Errorf("%s: not caught: %q", name, text)
+		}
+	}
+}
