@@ -1,12 +1,16 @@
 package mcpserver
 
 import (
+	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/dotlab/dotlab/attest"
 )
 
 // screen keeps the agent's key out of what the tools post and return
@@ -36,15 +40,19 @@ const (
 
 // tokenShapes are credential shapes no honest lab text contains.
 var tokenShapes = regexp.MustCompile(`dlk_[A-Za-z0-9_-]{43}` +
-	`|-----BEGIN [A-Z ]*PRIVATE KEY-----` +
+	`|-----BEGIN [A-Z ]*PRIVATE KEY-----|MC4CAQAwBQYDK2VwBCIEI[A-Za-z0-9+/_-]{20}` +
 	`|\b(?:ghp|gho|ghs|ghr|ghu)_[A-Za-z0-9]{36}\b|\bgithub_pat_[A-Za-z0-9_]{50,}` +
 	`|\bglpat-[A-Za-z0-9_-]{20}\b|\bxox[abposr]-[A-Za-z0-9-]{10,}` +
 	`|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{32,}` +
 	`|\bAIza[0-9A-Za-z_-]{35}\b|\bhf_[A-Za-z]{34}\b`)
 
-// newScreen returns the screen of key ("" screens token shapes only).
-func newScreen(key string) *screen {
+// newScreen returns the screen of the API key key ("" screens token shapes
+// only) and of the agent's signing key, when it has one (nil: none).
+func newScreen(key string, signing *attest.Key) *screen {
 	s := &screen{pieces: map[string]struct{}{}}
+	if signing != nil {
+		s.addSigningKey(signing)
+	}
 	if len(key) < 8 {
 		return s
 	}
@@ -59,6 +67,23 @@ func newScreen(key string) *screen {
 		s.add(hex.EncodeToString([]byte(k)), hexPieceLen)
 	}
 	return s
+}
+
+// addSigningKey records the spellings of the private signing key: its
+// PKCS #8 DER (the key file's body) and its seed, in base64 at any
+// alignment and in hex.
+func (s *screen) addSigningKey(k *attest.Key) {
+	seed := k.Seed()
+	der, err := x509.MarshalPKCS8PrivateKey(ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		return // an Ed25519 key always marshals
+	}
+	for _, b := range [][]byte{der, seed} {
+		for _, f := range base64Spellings(b) {
+			s.add(f, pieceLen)
+		}
+		s.add(hex.EncodeToString(b), hexPieceLen)
+	}
 }
 
 // add records every run of n characters of f's normal form (the whole
