@@ -163,3 +163,29 @@ func TestEnvelopeHasOneSpelling(t *testing.T) {
 		t.Fatalf("URL-safe base64: %v", err)
 	}
 }
+
+// TestStatementCarriesNothingButTheBody: an envelope is published with its
+// record, so nothing in its statement may escape the checks the body gets
+// (the secret screen among them): an in-toto subject's other fields (uri,
+// annotations, content, downloadLocation …), which the bindings accept,
+// are refused, as is any top-level field.
+func TestStatementCarriesNothingButTheBody(t *testing.T) {
+	ctx := context.Background()
+	k := mustKey(t)
+	body, _ := json.Marshal(runBody())
+	honest := string(runStatement(string(body)))
+	for name, statement := range map[string]string{
+		"subject uri":         strings.Replace(honest, `{"name":"results.json",`, `{"name":"results.json","uri":"https://x.example/?token=dlk_`+strings.Repeat("A", 43)+`",`, 1),
+		"subject annotations": strings.Replace(honest, `{"name":"results.json",`, `{"name":"results.json","annotations":{"note":"unscreened text"},`, 1),
+		"subject content":     strings.Replace(honest, `{"name":"results.json",`, `{"name":"results.json","content":"c2VjcmV0",`, 1),
+	} {
+		b := runBody()
+		b.Envelope = signStatement(t, k, []byte(statement))
+		if err := attest.VerifyRun(ctx, k.Public(), b); dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(err.Error(), "$.envelope") {
+			t.Errorf("%s: %v; want refused", name, err)
+		}
+		if _, err := attest.Open(ctx, k.Public(), b.Envelope); err == nil {
+			t.Errorf("%s: Open accepted it", name)
+		}
+	}
+}
