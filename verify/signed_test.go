@@ -210,7 +210,12 @@ func jsonText(v any) (string, error) {
 // it was made for (a run's job_id, a challenge's claim_id or run_id), and
 // `dotlab verify` fails the signature of a record filed elsewhere.
 func TestSignedRecordsStayOnTheirClaim(t *testing.T) {
-	e := newEnv(t, sqlstore.SQLite)
+	for _, engine := range sqlstoretest.Engines {
+		t.Run(string(engine), func(t *testing.T) { signedRecordsStayOnTheirClaim(t, newEnv(t, engine)) })
+	}
+}
+
+func signedRecordsStayOnTheirClaim(t *testing.T, e *env) {
 	ctx := context.Background()
 	sub := e.agent("submitter")
 	runner, key := e.signer("runner")
