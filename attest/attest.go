@@ -18,12 +18,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/strictjson"
 	attv1 "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -136,48 +138,148 @@ func sign(ctx context.Context, k *Key, predicateType string, subjects []Subject,
 
 // Open checks env offline against the public key alone: one signature, by
 // pub, over DSSE's PAE of an in-toto statement v1 that the in-toto bindings
-// accept. It returns the statement. Errors name what failed, at $.envelope.
+// accept, whose predicate is one of DotLab's records (a run, challenge or
+// vote body, decoded strictly). It returns the statement. Errors name what
+// failed, at $.envelope.
 func Open(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) (*Statement, error) {
+	payload, st, err := openStatement(ctx, pub, env)
+	if err != nil {
+		return nil, err
+	}
+	switch st.PredicateType {
+	case PredicateRun:
+		_, err = decodePredicate[dotlab.RunBody](payload, nil)
+	case PredicateChallenge:
+		_, err = decodePredicate[dotlab.ChallengeBody](payload, nil)
+	case PredicateVote:
+		_, err = decodePredicate[dotlab.VoteBody](payload, nil)
+	default:
+		err = invalid("predicateType is %q, none of DotLab's records' (%s, %s, %s)", st.PredicateType, PredicateRun, PredicateChallenge, PredicateVote)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBindings(payload); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// openStatement checks env's form and its one signature, by pub, and reads
+// the statement's top level (the predicate left as its bytes).
+func openStatement(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) ([]byte, *Statement, error) {
 	if env == nil {
-		return nil, invalid("is missing")
+		return nil, nil, invalid("is missing")
 	}
 	if env.PayloadType != PayloadType {
-		return nil, invalid("payloadType is %q; want %q", env.PayloadType, PayloadType)
+		return nil, nil, invalid("payloadType is %q; want %q", env.PayloadType, PayloadType)
 	}
 	if len(env.Payload) > dotlab.MaxEnvelopeBytes {
-		return nil, invalid("payload is %d bytes; at most %d", len(env.Payload), dotlab.MaxEnvelopeBytes)
+		return nil, nil, invalid("payload is %d bytes; at most %d", len(env.Payload), dotlab.MaxEnvelopeBytes)
 	}
 	if len(env.Signatures) != 1 {
-		return nil, invalid("carries %d signatures; sign with exactly one key, your registered one", len(env.Signatures))
+		return nil, nil, invalid("carries %d signatures; sign with exactly one key, your registered one", len(env.Signatures))
 	}
 	if got := env.Signatures[0].KeyID; got != pub.ID {
-		return nil, invalid("is signed by key %q, not by %s (the key registered for this agent)", got, pub.ID)
+		return nil, nil, invalid("is signed by key %q, not by %s (the key registered for this agent)", got, pub.ID)
+	}
+	if !canonicalBase64(env.Payload) || !canonicalBase64(env.Signatures[0].Sig) {
+		return nil, nil, invalid("payload and sig must be base64 as an encoder writes it, padded, in one line (standard or URL-safe alphabet): decode and encode again")
 	}
 	ev, err := dsse.NewEnvelopeVerifier(verifier{pub})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d := &dsse.Envelope{PayloadType: env.PayloadType, Payload: env.Payload,
 		Signatures: []dsse.Signature{{KeyID: env.Signatures[0].KeyID, Sig: env.Signatures[0].Sig}}}
 	_, payload, err := ev.VerifyAndDecode(ctx, d)
 	if err != nil {
-		return nil, invalid("signature does not verify with key %s", pub.ID)
-	}
-	var pb attv1.Statement
-	if err := protojson.Unmarshal(payload, &pb); err != nil {
-		return nil, invalid("payload is not an in-toto statement: %v", err)
-	}
-	if err := pb.Validate(); err != nil {
-		return nil, invalid("payload is not a valid in-toto statement v1: %v", err)
+		return nil, nil, invalid("signature does not verify with key %s", pub.ID)
 	}
 	var st Statement
 	if err := json.Unmarshal(payload, &st); err != nil {
-		return nil, invalid("payload: %v", err)
+		return nil, nil, invalid("payload is not an in-toto statement: %v", err)
 	}
 	if st.Type != attv1.StatementTypeUri {
-		return nil, invalid("statement _type is %q; want %q", st.Type, attv1.StatementTypeUri)
+		return nil, nil, invalid("statement _type is %q; want %q", st.Type, attv1.StatementTypeUri)
 	}
-	return &st, nil
+	return payload, &st, nil
+}
+
+// canonicalBase64 reports whether s is the padded base64 (standard or
+// URL-safe alphabet) an encoder writes of its bytes: Go's decoders skip
+// line breaks, which strict decoders refuse, and each such respelling of
+// one signature would be another envelope with another digest.
+func canonicalBase64(s string) bool {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && enc.EncodeToString(b) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// typedStatement is a statement whose predicate is a T.
+type typedStatement[T any] struct {
+	Type          string    `json:"_type"`
+	Subject       []Subject `json:"subject"`
+	PredicateType string    `json:"predicateType"`
+	Predicate     *T        `json:"predicate"`
+}
+
+// predicateLimits bound the strict decoding of a statement.
+var predicateLimits = strictjson.Limits{MaxBytes: dotlab.MaxEnvelopeBytes, MaxDepth: 32}
+
+// decodePredicate decodes payload, a signed statement, as a statement whose
+// predicate is a T, and, when want is not nil, holds the predicate to it
+// field for field. Nothing a statement or a body has no field for is built:
+// a first pass decodes into the typed statement, refusing unknown fields
+// while skipping their values, and compares with want; only then does
+// strictjson decode it again to refuse what encoding/json lets through
+// (duplicate keys, keys differing from a field's name only in case,
+// invalid UTF-8), so that no parser reads a different body from it.
+func decodePredicate[T any](payload []byte, want *T) (*T, error) {
+	var fast typedStatement[T]
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fast); err != nil {
+		return nil, invalid("predicate is not this record's body: %v", err)
+	}
+	if fast.Predicate == nil {
+		return nil, invalid("the statement has no predicate: the predicate is the body, without \"envelope\"")
+	}
+	if want != nil && !sameJSON(fast.Predicate, want) {
+		return nil, errDiffers
+	}
+	var strict typedStatement[T]
+	if err := strictjson.DecodeLimits(payload, predicateLimits, &strict); err != nil {
+		return nil, invalid("payload: %v", err)
+	}
+	if want != nil && !sameJSON(strict.Predicate, want) {
+		return nil, errDiffers
+	}
+	return strict.Predicate, nil
+}
+
+var errDiffers = invalid("predicate differs from the body: sign exactly the body you send, without \"envelope\"")
+
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// checkBindings has the in-toto Go bindings check the statement
+// (attestation/go/v1 Statement.Validate).
+func checkBindings(payload []byte) error {
+	var pb attv1.Statement
+	if err := protojson.Unmarshal(payload, &pb); err != nil {
+		return invalid("payload is not an in-toto statement: %v", err)
+	}
+	if err := pb.Validate(); err != nil {
+		return invalid("payload is not a valid in-toto statement v1: %v", err)
+	}
+	return nil
 }
 
 // VerifyRun checks that b.Envelope is pub's signature of b (without its
@@ -187,14 +289,14 @@ func Open(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) (*Statement
 func VerifyRun(ctx context.Context, pub *PublicKey, b *dotlab.RunBody) error {
 	p := *b
 	p.Envelope = nil
-	return verify(ctx, pub, b.Envelope, PredicateRun, runSubjects(&p), &p, new(dotlab.RunBody))
+	return verify(ctx, pub, b.Envelope, PredicateRun, runSubjects(&p), &p)
 }
 
 // VerifyChallenge is VerifyRun for a challenge body.
 func VerifyChallenge(ctx context.Context, pub *PublicKey, b *dotlab.ChallengeBody) error {
 	p := *b
 	p.Envelope = nil
-	return verify(ctx, pub, b.Envelope, PredicateChallenge, runSubjects(&p.RunBody), &p, new(dotlab.ChallengeBody))
+	return verify(ctx, pub, b.Envelope, PredicateChallenge, runSubjects(&p.RunBody), &p)
 }
 
 // VerifyVote is VerifyRun for a vote body on dispute disputeID, which the
@@ -205,11 +307,15 @@ func VerifyVote(ctx context.Context, pub *PublicKey, disputeID string, b *dotlab
 	}
 	p := *b
 	p.Envelope = nil
-	return verify(ctx, pub, b.Envelope, PredicateVote, voteSubjects(&p), &p, new(dotlab.VoteBody))
+	return verify(ctx, pub, b.Envelope, PredicateVote, voteSubjects(&p), &p)
 }
 
-func verify(ctx context.Context, pub *PublicKey, env *dotlab.Envelope, predicateType string, subjects []Subject, body, decoded any) error {
-	st, err := Open(ctx, pub, env)
+// verify checks env as the signature of body, cheapest checks first: the
+// signature, the predicate type, the subjects, the predicate against the
+// body, and last the in-toto bindings, so that what a signer made up costs
+// the server no more than the body it sent.
+func verify[T any](ctx context.Context, pub *PublicKey, env *dotlab.Envelope, predicateType string, subjects []Subject, body *T) error {
+	payload, st, err := openStatement(ctx, pub, env)
 	if err != nil {
 		return err
 	}
@@ -219,17 +325,10 @@ func verify(ctx context.Context, pub *PublicKey, env *dotlab.Envelope, predicate
 	if !slices.EqualFunc(st.Subject, subjects, sameSubject) {
 		return invalid("subjects %s differ from what the body pins: %s", names(st.Subject), names(subjects))
 	}
-	dec := json.NewDecoder(bytes.NewReader(st.Predicate))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(decoded); err != nil {
-		return invalid("predicate is not this record's body: %v", err)
+	if _, err := decodePredicate(payload, body); err != nil {
+		return err
 	}
-	got, err1 := json.Marshal(decoded)
-	want, err2 := json.Marshal(body)
-	if err1 != nil || err2 != nil || !bytes.Equal(got, want) {
-		return invalid("predicate differs from the body: sign exactly the body you send, without \"envelope\"")
-	}
-	return nil
+	return checkBindings(payload)
 }
 
 func sameSubject(a, b Subject) bool {

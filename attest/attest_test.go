@@ -23,7 +23,7 @@ func runBody() *dotlab.RunBody {
 		Outcome:      dotlab.OutcomeReproduced, LogsSHA256: strings.Repeat("d", 64), Notes: "all targets within tolerance"}
 }
 
-func mustKey(t *testing.T) *attest.Key {
+func mustKey(t testing.TB) *attest.Key {
 	t.Helper()
 	k, err := attest.GenerateKey()
 	if err != nil {

@@ -307,3 +307,47 @@ func TestRateLimitBehindTrustedProxy(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitByIPv6Network: an IPv6 client is limited by its /64, the
+// network one host is given (RFC 6177's smallest end-site assignment), not
+// by its address, of which it can use 2^64: one bucket per address let a
+// single host make unlimited anonymous calls (POST /agents among them:
+// agents without end). IPv4, and IPv4 mapped into IPv6, stay per address;
+// behind a trusted proxy the X-Forwarded-For client is masked the same way.
+func TestRateLimitByIPv6Network(t *testing.T) {
+	db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
+	api, err := httpapi.New(httpapi.Config{Store: db, Leaks: leaks(t), AnonymousLimit: httpapi.RateLimit{PerSecond: 0.001, Burst: 1},
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(peer string, xff ...string) int {
+		r := httptest.NewRequest("GET", "/api/v1/status", nil)
+		r.RemoteAddr = peer
+		for _, v := range xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, r)
+		return w.Code
+	}
+	steps := []struct {
+		peer string
+		xff  []string
+		want int
+	}{
+		{"[2001:db8:1:2::1]:40000", nil, 200},
+		{"[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:40000", nil, 429}, // same /64, another address
+		{"[2001:db8:1:3::1]:40000", nil, 200},                  // another /64
+		{"10.0.0.5:40000", []string{"2001:db8:9:9::1"}, 200},
+		{"10.0.0.5:40000", []string{"2001:db8:9:9::2"}, 429}, // behind the balancer too
+		{"[::ffff:198.51.100.7]:40000", nil, 200},            // IPv4 in IPv6: per IPv4 address
+		{"198.51.100.7:40000", nil, 429},
+		{"198.51.100.8:40000", nil, 200},
+	}
+	for i, s := range steps {
+		if got := status(s.peer, s.xff...); got != s.want {
+			t.Errorf("%d: from %s with X-Forwarded-For %q: %d, want %d", i, s.peer, s.xff, got, s.want)
+		}
+	}
+}

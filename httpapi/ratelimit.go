@@ -74,27 +74,48 @@ func newLimiter(agent, anon RateLimit, trusted []netip.Prefix, clock dotlab.Cloc
 // server, `dotlab serve --trusted-proxy`), the client the proxy names: the
 // rightmost X-Forwarded-For entry that is not itself a trusted proxy.
 // Entries left of it could be forged by the client and are never used; a
-// header that names no usable address leaves the peer's.
+// header that names no usable address leaves the peer's. An IPv6 client is
+// kept by its /64 (clientKey).
 func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	if !isTrusted(host, trusted) {
-		return host
+		return clientKey(host)
 	}
 	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
 	for i := len(hops) - 1; i >= 0; i-- {
 		hop := strings.TrimSpace(hops[i])
 		a, err := netip.ParseAddr(hop)
 		if err != nil {
-			return host
+			return clientKey(host)
 		}
 		if !isTrusted(a.String(), trusted) {
-			return a.Unmap().String()
+			return clientKey(hop)
 		}
 	}
-	return host
+	return clientKey(host)
+}
+
+// clientKey is the bucket of client address host: an IPv4 address (also
+// when mapped into IPv6) as itself; an IPv6 address by its /64, the
+// network one host is given (RFC 6177) and can pick any of 2^64 addresses
+// from; anything else as written.
+func clientKey(host string) string {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a.String()
+	}
+	p, err := a.Prefix(64)
+	if err != nil {
+		return a.String()
+	}
+	return p.String()
 }
 
 func isTrusted(host string, trusted []netip.Prefix) bool {

@@ -49,6 +49,9 @@ import (
 //     a host name (labels and a top-level domain of letters), localhost or
 //     an IPv4 address, and user is not a label such as "mailto" or "email"
 //     followed by an e-mail address, nor anonymous or ftp;
+//   - an Ed25519 private key's PKCS #8 DER, the form a DotLab agent's
+//     signing key is stored in (attest.Key.Save), in base64 (a PEM file's
+//     body without its header) or hex;
 //   - a private key's PEM header followed by key material (64 base64
 //     characters), without its footer: a key written on one line with
 //     literal \n escapes (JSON) may be longer than a line piece (pieces.go)
@@ -87,6 +90,12 @@ id = "private-key-material"
 description = "Private key header followed by key material"
 regex = '''-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[rn])*[A-Za-z0-9+/]{64}'''
 keywords = ["-----begin"]
+
+[[rules]]
+id = "ed25519-private-key"
+description = "Ed25519 private key as PKCS #8 DER (a DotLab signing key): a PEM body without its header, or hex"
+regex = '''MC4CAQAwBQYDK2VwBCIEI[A-Za-z0-9+/_-]{43}|(?i:302e020100300506032b657004220420)[0-9A-Fa-f]{64}'''
+keywords = ["MC4CAQAwBQYDK2VwBCIEI", "302e020100300506032b657004220420"]
 
 `
 

@@ -1,6 +1,8 @@
 package leakcheck
 
 import (
+	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -440,4 +442,34 @@ func TestObfuscatedCorpus(t *testing.T) {
 	}
 	t.Logf("summary: recall %d/%d (%.1f%%), of them %d obfuscated; false positives %d/%d",
 		caught, len(secrets), 100*float64(caught)/float64(len(secrets)), len(obf), fps, len(ordinary))
+}
+
+// TestBareSigningKeyRejected: a DotLab agent's signing key is an Ed25519
+// PKCS #8 PEM file (attest.Key.Save); its body alone — the lines between
+// the header and the footer, the first thing a hostile text would ask an
+// agent to paste "without the header lines" — and its DER in hex are
+// rejected too, though no gitleaks rule knows them without the header.
+func TestBareSigningKeyRejected(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(25519, 8))
+	seed := make([]byte, ed25519.SeedSize)
+	for i := range seed {
+		seed[i] = byte(r.IntN(256))
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"PEM body":           base64.StdEncoding.EncodeToString(der),
+		"PEM body, URL-safe": "here: " + base64.URLEncoding.EncodeToString(der) + " done",
+		"DER in hex":         hex.EncodeToString(der),
+	} {
+		if err := c.Check("$.body", text); err == nil {
+			t.Errorf("%s: not rejected: %q", name, text)
+		}
+	}
 }

@@ -91,7 +91,7 @@ func Main(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := &service{agent: a, server: c.Server(), screen: newScreen(key), logsPath: logsPath, allowPrivate: cfg.AllowPrivate,
+	s := &service{agent: a, server: c.Server(), screen: newScreen(key, a.Key), logsPath: logsPath, allowPrivate: cfg.AllowPrivate,
 		reruns: map[string]*rerun{}}
 	fmt.Fprintf(logw, "dotlab mcp: agent %s (%s) on %s\n", me.ID, me.Name, s.server)
 	srv := s.build(cfg.Version)

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dotlab/dotlab/attest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -15,7 +19,7 @@ import (
 const testKey = "dlk_Zq3-Xw9_Tb7LmN2pQr5sVu8yA1cE4gH6jK0oRtWxYz3"
 
 func TestScreenFindsTheKeyInAnySpelling(t *testing.T) {
-	s := newScreen(testKey)
+	s := newScreen(testKey, nil)
 	secret := strings.TrimPrefix(testKey, "dlk_")
 	rev := []rune(testKey)
 	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
@@ -58,7 +62,7 @@ func TestScreenFindsTheKeyInAnySpelling(t *testing.T) {
 // error without it (the last check, withholdKey).
 func TestAnswersHoldingTheKeyAreWithheld(t *testing.T) {
 	ctx := context.Background()
-	s := &service{screen: newScreen(testKey)}
+	s := &service{screen: newScreen(testKey, nil)}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
 	srv.AddReceivingMiddleware(s.withholdKey)
 	srv.AddSendingMiddleware(s.withholdKeySent)
@@ -105,4 +109,69 @@ func text(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// TestScreenFindsPiecesOfTheKey: spellings that a hostile text can ask
+// for and that neither the old forms nor the server's gitleaks rules caught
+// (each checked against leakcheck in the break review): the key in two
+// halves with words between, the secret alone reversed, and base64 of a
+// sentence holding the secret, whose alignment shifts its encoding.
+func TestScreenFindsPiecesOfTheKey(t *testing.T) {
+	s := newScreen(testKey, nil)
+	secret := strings.TrimPrefix(testKey, "dlk_")
+	rs := []rune(secret)
+	for i, j := 0, len(rs)-1; i < j; i, j = i+1, j-1 {
+		rs[i], rs[j] = rs[j], rs[i]
+	}
+	for name, text := range map[string]string{
+		"halves":             "first half " + testKey[:24] + " and then the second half " + testKey[24:],
+		"secret halves":      "part one " + secret[:22] + " part two " + secret[22:],
+		"reversed secret":    "here it is backwards: " + string(rs),
+		"base64, 1 byte in":  base64.StdEncoding.EncodeToString([]byte("s " + secret)),
+		"base64, 2 bytes in": base64.StdEncoding.EncodeToString([]byte("my api secret is " + secret)),
+		"base64url of a URL": base64.RawURLEncoding.EncodeToString([]byte("https://x.example/?k=" + testKey)),
+	} {
+		if err := s.check("body", text); err == nil || asToolError(err).Code != ESECRET {
+			t.Errorf("%s: not caught: %q", name, text)
+		}
+	}
+}
+
+// TestScreenFindsTheSigningKey: the agent's private signing key — its PEM
+// file, the file's body without the header lines, a piece of it, its seed
+// in hex — is refused like the API key, and any Ed25519 private key's body
+// by its shape; the public key line (which the profile shows) passes.
+func TestScreenFindsTheSigningKey(t *testing.T) {
+	k, err := attest.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "key.pem")
+	if err := k.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	pemText, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(pemText)), "\n")
+	body := strings.Join(lines[1:len(lines)-1], "")
+	der, _ := base64.StdEncoding.DecodeString(body)
+	other, _ := attest.GenerateKey()
+	otherPath := filepath.Join(t.TempDir(), "other.pem")
+	other.Save(otherPath)
+	otherPEM, _ := os.ReadFile(otherPath)
+	otherBody := strings.Split(string(otherPEM), "\n")[1]
+	s := newScreen(testKey, k)
+	for name, text := range map[string]string{
+		"PEM file":           string(pemText),
+		"body":               "the key is " + body,
+		"last 30 characters": body[len(body)-30:],
+		"seed in hex":        hex.EncodeToString(der[len(der)-32:]),
+		"another key's body": otherBody,
+	} {
+		if err := s.check("body", text); err == nil || asToolError(err).Code != ESECRET {
+			t.Errorf("%s: not caught: %q", name, text)
+		}
+	}
+	if err := s.check("body", "my signing key is "+k.Public().Authorized+" ("+k.Public().ID+")"); err != nil {
+		t.Errorf("the public key refused: %v", err)
+	}
 }

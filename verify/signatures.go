@@ -48,7 +48,11 @@ func (v Verifier) checkSignatures(ctx context.Context, rep *Report, rs *records,
 	if r := rs.run; r != nil && r.Body.Envelope != nil && wanted(tlogfmt.TypeRun, r.ID) {
 		label := "signature of run " + r.ID
 		if k := key(r.RunnerID, label); k != nil {
-			report(rep, label, k, attest.VerifyRun(ctx, k, &r.Body))
+			err := attest.VerifyRun(ctx, k, &r.Body)
+			if err == nil && (r.Body.JobID != rs.claim.ID || r.ClaimID != rs.claim.ID) {
+				err = dotlab.Errorf(dotlab.EINVALID, "its runner signed it as the run of job %q, not of %s: a signed run is filed under another claim", r.Body.JobID, rs.claim.ID)
+			}
+			report(rep, label, k, err)
 		}
 	}
 	for _, ch := range rs.challenges {
@@ -91,8 +95,9 @@ func report(rep *Report, label string, k *attest.PublicKey, err error) {
 }
 
 // checkChallenge verifies a challenge's envelope, whose predicate is the
-// whole challenge body, and holds the served challenge to it: outcome,
-// agreement, hashes, notes and each comparison's rerun value.
+// whole challenge body, and holds the served challenge to it: the claim and
+// run it names (sameClaim), outcome, agreement, hashes, notes and each
+// comparison's rerun value.
 func checkChallenge(ctx context.Context, k *attest.PublicKey, ch *dotlab.Challenge) error {
 	st, err := attest.Open(ctx, k, ch.Envelope)
 	if err != nil {
@@ -104,6 +109,9 @@ func checkChallenge(ctx context.Context, k *attest.PublicKey, ch *dotlab.Challen
 	}
 	b.Envelope = ch.Envelope
 	if err := attest.VerifyChallenge(ctx, k, &b); err != nil {
+		return err
+	}
+	if err := sameClaim(&b, ch); err != nil {
 		return err
 	}
 	reruns := map[string]dotlab.Decimal{}
@@ -119,6 +127,21 @@ func checkChallenge(ctx context.Context, k *attest.PublicKey, ch *dotlab.Challen
 	}
 	if !same {
 		return dotlab.Errorf(dotlab.EINVALID, "the served challenge differs from the body its challenger signed")
+	}
+	return nil
+}
+
+// sameClaim holds a served challenge to the claim and run its signed body
+// names (claim_id or run_id, and job_id when given): an operator must not
+// file an agent's signed challenge of one claim under another.
+func sameClaim(b *dotlab.ChallengeBody, ch *dotlab.Challenge) error {
+	named := b.ClaimID
+	if named == "" {
+		named = b.RunID
+	}
+	if (b.ClaimID == "" && b.RunID == "") || (b.ClaimID != "" && b.ClaimID != ch.ClaimID) ||
+		(b.RunID != "" && b.RunID != ch.RunID) || (b.JobID != "" && b.JobID != ch.ClaimID) {
+		return dotlab.Errorf(dotlab.EINVALID, "its challenger signed it as a challenge of %q, not of %s (run %s): a signed challenge is filed under another claim", named, ch.ClaimID, ch.RunID)
 	}
 	return nil
 }

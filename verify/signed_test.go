@@ -219,3 +219,56 @@ func jsonText(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
 }
+
+// TestSignedRecordsStayOnTheirClaim: an operator who files an agent's
+// signed run or challenge of one claim under another claim — a relisting of
+// the same package, whose manifest accepts the same body — logs both
+// consistently, so only the signed statement can tell: it names the claim
+// it was made for (a run's job_id, a challenge's claim_id or run_id), and
+// `dotlab verify` fails the signature of a record filed elsewhere.
+func TestSignedRecordsStayOnTheirClaim(t *testing.T) {
+	for _, engine := range sqlstoretest.Engines {
+		t.Run(string(engine), func(t *testing.T) { signedRecordsStayOnTheirClaim(t, newEnv(t, engine)) })
+	}
+}
+
+func signedRecordsStayOnTheirClaim(t *testing.T, e *env) {
+	ctx := context.Background()
+	sub := e.agent("submitter")
+	runner, key := e.signer("runner")
+	challenger, chKey := e.signer("challenger")
+	x := must(sub.SubmitClaim(ctx, sqlstoretest.ManifestJSON("first listing"), "statistics"))
+	y := must(sub.SubmitClaim(ctx, sqlstoretest.ManifestJSON("second listing"), "statistics"))
+	for range 2 {
+		j := must(runner.NextJob(ctx))
+		must(runner.Accept(ctx, j.ClaimID))
+	}
+	me := must(runner.Me(ctx))
+	chMe := must(challenger.Me(ctx))
+
+	// Honest: the runner signs and publishes its run of x; a challenger
+	// signs and posts its challenge of that run.
+	rb := sqlstoretest.RunBody(x.ID, "1.58", "1.2299", dotlab.OutcomeNotReproduced)
+	rb.Envelope = must(attest.SignRun(ctx, key, rb))
+	must(runner.PublishRun(ctx, rb))
+	agrees := true
+	cb := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody("", "1.58", "1.2299", dotlab.OutcomeNotReproduced), ClaimID: x.ID, Agrees: &agrees}
+	cb.Envelope = must(attest.SignChallenge(ctx, chKey, cb))
+	must(challenger.Challenge(ctx, cb))
+	wantPass(t, e.verify(x.ID))
+
+	// The operator files both under y, through its own store, the bodies
+	// stored (and logged) byte for byte as signed.
+	rawRun := must(json.Marshal(rb))
+	moved := *rb
+	moved.JobID = y.ID
+	run := must(e.db.PublishRun(ctx, me.ID, &moved, rawRun))
+	rawCh := must(json.Marshal(cb))
+	movedCh := *cb
+	movedCh.ClaimID = y.ID
+	ch := must(e.db.CreateChallenge(ctx, chMe.ID, &movedCh, rawCh))
+
+	rep := e.verify(y.ID)
+	wantFailure(t, rep, "signature of run "+run.ID, x.ID)
+	wantFailure(t, rep, "signature of challenge "+ch.ID, x.ID)
+}
