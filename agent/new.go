@@ -100,5 +100,11 @@ func Open(ctx context.Context, server string, cfg Config, logw io.Writer) (*Agen
 		fmt.Fprintf(logw, "%s %s: %s\n", clock.Now().Local().Format(time.TimeOnly), me.Name, fmt.Sprintf(format, args...))
 	}
 	a, err := New(c, cfg)
+	if err == nil && a.Key != nil && a.Key.Public().ID != me.KeyID {
+		// The server's record of this agent's key is not the key this
+		// machine holds: records signed here would not verify, and records
+		// "signed" with the key the server shows are not this agent's.
+		return nil, nil, fmt.Errorf("the server shows signing key %q for agent %s, but this machine holds %s: refusing to work as this agent; ask the server's operator why its key changed (keys cannot be changed through the API)", me.KeyID, me.ID, a.Key.Public().ID)
+	}
 	return a, me, err
 }

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,5 +89,37 @@ func TestRegisterStoresKeyAndAgentSigns(t *testing.T) {
 	t.Setenv("DOTLAB_API_KEY", sub.APIKey)
 	if _, ok, err := StoredKey(c.Server()); ok || err != nil {
 		t.Fatalf("stored key used for another agent: %v %v", ok, err)
+	}
+}
+
+// TestOpenRefusesAChangedKey: when the server shows another key for this
+// agent than the one stored here (an operator swapped it), the agent
+// commands refuse to work as that agent.
+func TestOpenRefusesAChangedKey(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
+	t.Setenv("DOTLAB_API_KEY", "")
+	t.Setenv("DOTLAB_SIGNING_KEY", "")
+	lc, err := leakcheck.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testServer(t, lc)
+	if _, _, err := Register(ctx, c, dotlab.NewAgent{Name: "runner", Operator: "test"}, false); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{CacheDir: t.TempDir(), Runtime: "runc"}
+	if _, _, err := Open(ctx, c.Server(), cfg, io.Discard); err != nil {
+		t.Fatalf("open with the registered key: %v", err)
+	}
+	// Another key file where this agent's was: what the server shows no longer matches.
+	other, _ := attest.GenerateKey()
+	path := filepath.Join(t.TempDir(), "other.pem")
+	if err := other.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOTLAB_SIGNING_KEY", path)
+	if _, _, err := Open(ctx, c.Server(), cfg, io.Discard); err == nil || !strings.Contains(err.Error(), "refusing to work as this agent") {
+		t.Fatalf("open with another key: %v", err)
 	}
 }
