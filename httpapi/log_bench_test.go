@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
@@ -25,27 +26,26 @@ func BenchmarkWriteCycleLog(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, engine := range sqlstoretest.Engines {
-		var nsOn, nsOff float64
-		for _, noLog := range []bool{false, true} {
-			name := fmt.Sprintf("engine=%s/log=%v", engine, !noLog)
-			b.Run(name, func(b *testing.B) {
-				ns := writeCycles(b, lk, engine, noLog)
-				if noLog {
-					nsOff = ns
-				} else {
-					nsOn = ns
-				}
-			})
+		var nsOn, nsOff, nsSigned float64
+		for _, v := range []struct {
+			noLog, signed bool
+			ns            *float64
+		}{{false, false, &nsOn}, {true, false, &nsOff}, {false, true, &nsSigned}} {
+			name := fmt.Sprintf("engine=%s/log=%v/signed=%v", engine, !v.noLog, v.signed)
+			b.Run(name, func(b *testing.B) { *v.ns = writeCycles(b, lk, engine, v.noLog, v.signed) })
 		}
 		if nsOn > 0 && nsOff > 0 {
 			b.Logf("%s: with the log %.0f cycles/s, without %.0f cycles/s: %.2fx", engine, 1e9/nsOn, 1e9/nsOff, nsOff/nsOn)
+		}
+		if nsOn > 0 && nsSigned > 0 {
+			b.Logf("%s: signed runs (signed by the client, verified and logged by the server) %.0f cycles/s, unsigned %.0f cycles/s: %.2fx", engine, 1e9/nsSigned, 1e9/nsOn, nsOn/nsSigned)
 		}
 	}
 }
 
 // writeCycles runs b.N write cycles on a fresh server and returns ns per
 // cycle; the claims are listed outside the timer.
-func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, noLog bool) float64 {
+func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, noLog, signed bool) float64 {
 	ctx := context.Background()
 	clock := sqlstoretest.NewClock()
 	db := sqlstoretest.Open(b, engine, sqlstore.Options{Clock: clock, NoLog: noLog})
@@ -63,7 +63,15 @@ func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, n
 	if err != nil {
 		b.Fatal(err)
 	}
-	created, err := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "bench", Capabilities: []string{}})
+	key, err := attest.GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := dotlab.NewAgent{Name: "runner", Operator: "bench", Capabilities: []string{}}
+	if signed {
+		reg.PublicKey = key.Public().Authorized
+	}
+	created, err := c.Register(ctx, reg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,7 +91,13 @@ func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, n
 		if _, err := runner.Accept(ctx, j.ClaimID); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := runner.PublishRun(ctx, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced)); err != nil {
+		body := sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced)
+		if signed {
+			if body.Envelope, err = attest.SignRun(ctx, key, body); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := runner.PublishRun(ctx, body); err != nil {
 			b.Fatal(err)
 		}
 	}
