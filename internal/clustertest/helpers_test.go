@@ -17,8 +17,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab/internal/cluster"
-	"github.com/dotlab/dotlab/internal/testfix"
-	"github.com/dotlab/dotlab/sqlstore"
+	_ "github.com/dotlab/dotlab/sqlstore" // registers the "sqlite" and "pgx" drivers
 )
 
 var (
@@ -201,11 +200,18 @@ func call(hc *http.Client, method, url, key string, body, out any) (int, error) 
 	return res.StatusCode, nil
 }
 
-// openRaw opens the database behind a store URL for checks by SQL.
-func openRaw(t *testing.T, dbURL string) *sql.DB {
+// rawDB is the database behind a store, opened for checks by SQL.
+type rawDB struct {
+	*sql.DB
+	sqlite bool
+}
+
+// openRaw opens the database behind a store URL (SQLite read-only).
+func openRaw(t *testing.T, dbURL string) rawDB {
 	t.Helper()
 	driver, dsn := "pgx", dbURL
-	if p, ok := strings.CutPrefix(dbURL, "sqlite:"); ok {
+	p, sqlite := strings.CutPrefix(dbURL, "sqlite:")
+	if sqlite {
 		driver, dsn = "sqlite", "file:"+p+"?mode=ro&_pragma=busy_timeout(10000)"
 	}
 	db, err := sql.Open(driver, dsn)
@@ -213,11 +219,11 @@ func openRaw(t *testing.T, dbURL string) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return rawDB{db, sqlite}
 }
 
 // counts runs a query of (key, count) rows and returns them as a map.
-func counts(t *testing.T, db *sql.DB, q string, args ...any) map[string]int {
+func counts(t *testing.T, db rawDB, q string, args ...any) map[string]int {
 	t.Helper()
 	rows, err := db.Query(q, args...)
 	if err != nil {
@@ -262,5 +268,15 @@ func statuses(t *testing.T, h *cluster.HAProxy) (map[string]int, []cluster.Reque
 	return by, bad
 }
 
-var _ = sqlstore.SQLite // the store's drivers ("sqlite", "pgx") are registered by its import
-var _ = testfix.Need
+// reportBad fails the test for the requests in bad, naming the first ten.
+func reportBad(t *testing.T, bad []cluster.Request, why string) {
+	t.Helper()
+	for i, r := range bad {
+		if i == 10 {
+			t.Errorf("… and %d more", len(bad)-10)
+			break
+		}
+		t.Errorf("balancer logged %d %s %s from %s at %s (%s) %s", r.Status, r.Method, r.Path, r.Server,
+			r.Accepted.Format("15:04:05.000"), r.Termination, why)
+	}
+}
