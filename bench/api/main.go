@@ -44,6 +44,7 @@ import (
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/translog"
 )
 
 // The targets.
@@ -66,7 +67,12 @@ type config struct {
 	noWrk       bool
 	profile     string
 	skipWrites  bool
+	skipReads   bool
 	writeRate   float64
+	balancer    bool
+	dotlab      string
+	pool        int
+	pgWaits     bool
 }
 
 func main() {
@@ -83,6 +89,11 @@ func main() {
 	flag.BoolVar(&c.noWrk, "no-wrk", false, "use the Go load generator for reads even when wrk is installed")
 	flag.StringVar(&c.profile, "profile", "", "directory to write CPU profiles of the real-API rows to (reads.pprof, writes.pprof)")
 	flag.BoolVar(&c.skipWrites, "reads-only", false, "run the read rows only")
+	flag.BoolVar(&c.skipReads, "writes-only", false, "skip the read rows")
+	flag.BoolVar(&c.balancer, "balancer", false, "also run the write load against dotlab serve processes: one direct, one through HAProxy and (PostgreSQL) two through HAProxy")
+	flag.StringVar(&c.dotlab, "dotlab", "", "the dotlab binary for -balancer (default: go build ./cmd/dotlab into a temp dir)")
+	flag.IntVar(&c.pool, "pool", sqlstore.DefaultPoolSize, "PostgreSQL connections per server process for -balancer (pool_max_conns)")
+	flag.BoolVar(&c.pgWaits, "pg-waits", false, "sample pg_stat_activity during each write row and print where the backends' time goes (PostgreSQL)")
 	flag.Float64Var(&c.writeRate, "write-rate", 0, "pace the API write row at this many cycles/s in all (0: back to back, as fast as it goes); for latency below saturation, no ratio")
 	flag.Parse()
 	c.engine = sqlstore.Dialect(db)
@@ -125,9 +136,13 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	rows, err := readRows(ctx, c, st, leaks)
-	if err != nil {
-		return err
+	var rows []row
+	if !c.skipReads {
+		if rows, err = readRows(ctx, c, st, leaks); err != nil {
+			return err
+		}
+	} else {
+		machine(c, "", string(c.engine))
 	}
 	var kinds []kindLatency
 	if !c.skipWrites {
@@ -137,6 +152,13 @@ func run(c config) error {
 			return err
 		}
 		rows = append(rows, w...)
+	}
+	if c.balancer {
+		b, err := balancerRows(ctx, c, st)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, b...)
 	}
 	printTable(rows)
 	if kinds != nil {
@@ -226,11 +248,17 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 		return nil, nil, err
 	}
 	fmt.Println("  bare insert loop …")
-	bareW, err := runBareWrites(bareStore.raw, agents, bareStore.ids, c.d)
+	stopWaits := st.waits(c.pgWaits)
+	bareW, err := runBareWrites(bareStore.raw, nil, agents, bareStore.ids, c.d)
+	stopWaits("bare insert loop")
 	if err != nil {
 		return nil, nil, err
 	}
 	bareStore.close()
+	bareLogW, err := bareWithLog(ctx, c, st)
+	if err != nil {
+		return nil, nil, err
+	}
 
 	apiStore, err := openLoaded(ctx, st, "writes_api", c.writeClaims, c.analyze)
 	if err != nil {
@@ -256,7 +284,9 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 		return nil, nil, err
 	}
 	stopSettle := settleLoop(apiStore.db)
+	stopWaits = st.waits(c.pgWaits)
 	realW, err := runRealWrites(srv.url, keys, c.d, c.writeRate)
+	stopWaits("real API")
 	stopSettle()
 	stopProfile()
 	if serr := srv.stop(); err == nil {
@@ -265,7 +295,8 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	if err != nil {
 		return nil, nil, err
 	}
-	rows := []row{{group: "writes", name: "bare insert loop (same rows, 3 tx)", r: bareW, unit: "cycles/s"}}
+	rows := []row{{group: "writes", name: "bare insert loop (same rows, 3 tx)", r: bareW, unit: "cycles/s"},
+		{name: "bare insert loop + log entries (the API's rows)", r: bareLogW, unit: "cycles/s"}}
 	if c.writeRate > 0 {
 		// Paced: the rate is the schedule's, so no ratio.
 		return append(rows, row{name: fmt.Sprintf("next+accept+runs (%s), paced at %g/s", c.engine, c.writeRate), r: realW, unit: "cycles/s"}),
@@ -274,7 +305,33 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	r := ratio(realW.rate(), bareW.rate())
 	ok := r >= writeTarget
 	return append(rows, row{name: fmt.Sprintf("next+accept+runs (%s)", c.engine), r: realW, unit: "cycles/s",
-		ratio: r, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &ok}), realW.perKind, nil
+		ratio: r, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &ok},
+		row{name: "  the same, vs the bare loop + log entries", r: realW, unit: "cycles/s", ratio: ratio(realW.rate(), bareLogW.rate()), target: "(no target)"}), realW.perKind, nil
+}
+
+// bareWithLog runs the bare insert loop on its own store with the
+// transparency-log entries the API writes (runBareWrites with a log).
+func bareWithLog(ctx context.Context, c config, st *stores) (result, error) {
+	l, err := openLoaded(ctx, st, "writes_bare_log", c.writeClaims, c.analyze)
+	if err != nil {
+		return result{}, err
+	}
+	defer l.close()
+	agents, _, err := makeAgents(ctx, l.db, c.conns)
+	if err != nil {
+		return result{}, err
+	}
+	// The log on the loop's own connections (its statements are prepared
+	// on them), as sqlstore opens it: the key the store made is loaded.
+	log, err := translog.Open(ctx, l.raw.DB, l.raw.DB, string(l.raw.Dialect), translog.Options{})
+	if err != nil {
+		return result{}, err
+	}
+	defer log.Close()
+	fmt.Println("  bare insert loop + log entries …")
+	stopWaits := st.waits(c.pgWaits)
+	defer stopWaits("bare insert loop + log entries")
+	return runBareWrites(l.raw, log, agents, l.ids, c.d)
 }
 
 // checkErrors prints the rows' notes and fails the run when a row measured
@@ -307,6 +364,7 @@ func ratio(a, b float64) float64 {
 
 // loaded is a store holding funded claims, with a raw handle on its database.
 type loaded struct {
+	url    string
 	db     *sqlstore.DB
 	raw    *benchdata.Raw
 	ids    []string
@@ -337,7 +395,7 @@ func openLoaded(ctx context.Context, st *stores, name string, n int, analyze boo
 		db.Close()
 		return nil, err
 	}
-	l := &loaded{db: db, raw: raw}
+	l := &loaded{url: u, db: db, raw: raw}
 	t0 := time.Now()
 	sub, _, err := benchdata.Agent(ctx, db, "submitter")
 	if err == nil {
@@ -489,8 +547,11 @@ func printTable(rows []row) {
 	fmt.Fprintln(tw, "\t\trate\t\tp50\tp99\terrors\tratio\ttarget\t\t")
 	for _, r := range rows {
 		ratio, target, v := "", "", ""
+		if r.ratio != 0 {
+			ratio, target = fmt.Sprintf("%.2fx", r.ratio), r.target
+		}
 		if r.met != nil {
-			ratio, target, v = fmt.Sprintf("%.2fx", r.ratio), r.target, verdict(*r.met)
+			v = verdict(*r.met)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", r.group, r.name, r.r.rate(), r.unit,
 			ms(r.r.p50), ms(r.r.p99), r.r.errors, ratio, target, v)

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dotlab/dotlab/internal/cluster"
+	"github.com/dotlab/dotlab/sqlstore"
+)
+
+// topology is one way to serve the write load with real `dotlab serve`
+// processes: n servers, reached directly (n = 1) or through HAProxy.
+type topology struct {
+	name    string
+	servers int
+	lb      bool
+}
+
+// balancerRows (issue #15) measure the runner write cycle against real
+// `dotlab serve` processes, each on its own store loaded alike: one server
+// reached directly, the same through HAProxy (what the balancer costs),
+// and on PostgreSQL two servers through HAProxy (what a second server
+// buys). The ratios are to the direct server. The processes serve with the
+// rate limits on but far above the load, as the in-process rows do, and
+// with c.pool PostgreSQL connections each.
+func balancerRows(ctx context.Context, c config, st *stores) ([]row, error) {
+	tops := []topology{{"1 server, direct", 1, false}, {"1 server through HAProxy", 1, true}}
+	if c.engine == sqlstore.Postgres {
+		tops = append(tops, topology{"2 servers through HAProxy", 2, true})
+	}
+	tmp, err := os.MkdirTemp("", "dotlab-bench-procs-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	bin := c.dotlab
+	if bin == "" {
+		fmt.Println("  go build ./cmd/dotlab …")
+		if bin, err = cluster.Build(tmp); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Printf("processes: %s, haproxy %s, %d PostgreSQL connections a server\n", bin, haproxyVersion(), c.pool)
+	var rows []row
+	var direct float64
+	for i, top := range tops {
+		fmt.Printf("  %s …\n", top.name)
+		r, err := runTopology(ctx, c, st, bin, tmp, top, i)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", top.name, err)
+		}
+		rw := row{name: "next+accept+runs, " + top.name, r: r, unit: "cycles/s"}
+		if i == 0 {
+			rw.group, direct = "processes", r.rate()
+		} else {
+			rw.ratio, rw.target = ratio(r.rate(), direct), "vs direct"
+		}
+		rows = append(rows, rw)
+	}
+	return rows, nil
+}
+
+// runTopology loads a fresh store, starts top's servers (and HAProxy) on
+// it, runs the real write load through them and stops them.
+func runTopology(ctx context.Context, c config, st *stores, bin, tmp string, top topology, n int) (result, error) {
+	l, err := openLoaded(ctx, st, fmt.Sprintf("procs_%d", n), c.writeClaims, c.analyze)
+	if err != nil {
+		return result{}, err
+	}
+	_, keys, err := makeAgents(ctx, l.db, c.conns)
+	l.close() // the processes serve it from here on
+	if err != nil {
+		return result{}, err
+	}
+	db := l.url
+	if c.engine == sqlstore.Postgres {
+		db += fmt.Sprintf("&pool_max_conns=%d", c.pool)
+	}
+	unlimited := []string{"--rate-agent", "1e9", "--rate-agent-burst", "1000000000", "--rate-anon", "1e9", "--rate-anon-burst", "1000000000"}
+	dir := filepath.Join(tmp, fmt.Sprint(n))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return result{}, err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var servers []*cluster.Server
+	defer func() {
+		for _, s := range servers {
+			if err := s.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}
+	}()
+	for i := range top.servers {
+		s, err := cluster.NewServer(fmt.Sprintf("s%d", i+1), bin, db, dir, unlimited...)
+		if err == nil {
+			err = s.Start(startCtx)
+		}
+		if err != nil {
+			return result{}, err
+		}
+		servers = append(servers, s)
+	}
+	base := servers[0].URL()
+	if top.lb {
+		h, err := cluster.StartHAProxy(startCtx, cluster.HAProxyBin, dir, servers)
+		if err != nil {
+			return result{}, err
+		}
+		defer h.Stop()
+		base = h.URL()
+	}
+	stopWaits := st.waits(c.pgWaits)
+	defer stopWaits(top.name)
+	return runRealWrites(base, keys, c.d, 0)
+}
+
+// haproxyVersion is the first line of `haproxy -v`.
+func haproxyVersion() string {
+	out, err := exec.Command(cluster.HAProxyBin, "-v").Output()
+	if err != nil {
+		return "not found (" + err.Error() + ")"
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(strings.TrimPrefix(line, "HAProxy version "))
+}
