@@ -46,36 +46,40 @@ func balancerRows(ctx context.Context, c config, st *stores) ([]row, error) {
 		}
 	}
 	fmt.Printf("processes: %s, haproxy %s, %d PostgreSQL connections a server\n", bin, haproxyVersion(), c.pool)
-	var rows []row
-	var direct float64
+	var reads, writes []row
+	var directR, directW float64
 	for i, top := range tops {
 		fmt.Printf("  %s …\n", top.name)
-		r, err := runTopology(ctx, c, st, bin, tmp, top, i)
+		r, w, err := runTopology(ctx, c, st, bin, tmp, top, i)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", top.name, err)
 		}
-		rw := row{name: "next+accept+runs, " + top.name, r: r, unit: "cycles/s"}
+		rr := row{name: "GET /claims/{id}, " + top.name, r: r, unit: "req/s"}
+		rw := row{name: "next+accept+runs, " + top.name, r: w, unit: "cycles/s"}
 		if i == 0 {
-			rw.group, direct = "processes", r.rate()
+			rr.group, rw.group = "processes", "processes"
+			directR, directW = r.rate(), w.rate()
 		} else {
-			rw.ratio, rw.target = ratio(r.rate(), direct), "vs direct"
+			rr.ratio, rr.target = ratio(r.rate(), directR), "vs direct"
+			rw.ratio, rw.target = ratio(w.rate(), directW), "vs direct"
 		}
-		rows = append(rows, rw)
+		reads, writes = append(reads, rr), append(writes, rw)
 	}
-	return rows, nil
+	return append(reads, writes...), nil
 }
 
 // runTopology loads a fresh store, starts top's servers (and HAProxy) on
-// it, runs the real write load through them and stops them.
-func runTopology(ctx context.Context, c config, st *stores, bin, tmp string, top topology, n int) (result, error) {
+// it, runs the read load (GET /claims/{id} on the first c.claims claims)
+// and then the real write load through them, and stops them.
+func runTopology(ctx context.Context, c config, st *stores, bin, tmp string, top topology, n int) (reads, writes result, err error) {
 	l, err := openLoaded(ctx, st, fmt.Sprintf("procs_%d", n), c.writeClaims, c.analyze)
 	if err != nil {
-		return result{}, err
+		return reads, writes, err
 	}
 	_, keys, err := makeAgents(ctx, l.db, c.conns)
 	l.close() // the processes serve it from here on
 	if err != nil {
-		return result{}, err
+		return reads, writes, err
 	}
 	db := l.url
 	if c.engine == sqlstore.Postgres {
@@ -84,7 +88,7 @@ func runTopology(ctx context.Context, c config, st *stores, bin, tmp string, top
 	unlimited := []string{"--rate-agent", "1e9", "--rate-agent-burst", "1000000000", "--rate-anon", "1e9", "--rate-anon-burst", "1000000000"}
 	dir := filepath.Join(tmp, fmt.Sprint(n))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return result{}, err
+		return reads, writes, err
 	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -102,7 +106,7 @@ func runTopology(ctx context.Context, c config, st *stores, bin, tmp string, top
 			err = s.Start(startCtx)
 		}
 		if err != nil {
-			return result{}, err
+			return reads, writes, err
 		}
 		servers = append(servers, s)
 	}
@@ -110,14 +114,23 @@ func runTopology(ctx context.Context, c config, st *stores, bin, tmp string, top
 	if top.lb {
 		h, err := cluster.StartHAProxy(startCtx, cluster.HAProxyBin, dir, servers)
 		if err != nil {
-			return result{}, err
+			return reads, writes, err
 		}
 		defer h.Stop()
 		base = h.URL()
 	}
+	wrk, _ := exec.LookPath("wrk")
+	if c.noWrk {
+		wrk = ""
+	}
+	load := readLoad{wrk: wrk, conns: c.conns, threads: c.threads, d: c.d, claims: min(c.claims, c.writeClaims), tmp: dir}
+	if reads, err = load.run(base); err != nil {
+		return reads, writes, err
+	}
 	stopWaits := st.waits(c.pgWaits)
-	defer stopWaits(top.name)
-	return runRealWrites(base, keys, c.d, 0)
+	defer stopWaits(top.name + ", writes")
+	writes, err = runRealWrites(base, keys, c.d, 0)
+	return reads, writes, err
 }
 
 // haproxyVersion is the first line of `haproxy -v`.
