@@ -112,7 +112,7 @@ func runTopology(ctx context.Context, c config, st *stores, bin, tmp string, top
 	}
 	base := servers[0].URL()
 	if top.lb {
-		h, err := cluster.StartHAProxy(startCtx, cluster.HAProxyBin, dir, servers)
+		h, err := cluster.StartHAProxy(startCtx, cluster.HAProxyBin, dir, servers, cluster.HAProxyOptions{NoRequestLog: !c.lbLog})
 		if err != nil {
 			return reads, writes, err
 		}

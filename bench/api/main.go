@@ -73,6 +73,7 @@ type config struct {
 	dotlab      string
 	pool        int
 	pgWaits     bool
+	lbLog       bool
 }
 
 func main() {
@@ -93,6 +94,7 @@ func main() {
 	flag.BoolVar(&c.balancer, "balancer", false, "also run the write load against dotlab serve processes: one direct, one through HAProxy and (PostgreSQL) two through HAProxy")
 	flag.StringVar(&c.dotlab, "dotlab", "", "the dotlab binary for -balancer (default: go build ./cmd/dotlab into a temp dir)")
 	flag.IntVar(&c.pool, "pool", sqlstore.DefaultPoolSize, "PostgreSQL connections per server process for -balancer (pool_max_conns)")
+	flag.BoolVar(&c.lbLog, "lb-log", false, "-balancer: keep HAProxy's request log on (one line a request to a file, as the cluster tests have it)")
 	flag.BoolVar(&c.pgWaits, "pg-waits", false, "sample pg_stat_activity during each write row and print where the backends' time goes (PostgreSQL)")
 	flag.Float64Var(&c.writeRate, "write-rate", 0, "pace the API write row at this many cycles/s in all (0: back to back, as fast as it goes); for latency below saturation, no ratio")
 	flag.Parse()
@@ -260,40 +262,15 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 		return nil, nil, err
 	}
 
-	apiStore, err := openLoaded(ctx, st, "writes_api", c.writeClaims, c.analyze)
+	realW, err := apiWrites(ctx, c, st, leaks, "writes_api", sqlstore.Options{}, profilePath(c.profile, "writes.pprof"), c.writeRate)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer apiStore.close()
-	_, keys, err := makeAgents(ctx, apiStore.db, c.conns)
-	if err != nil {
-		return nil, nil, err
-	}
-	api, err := newAPI(apiStore.db, leaks)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer api.Close()
-	srv, err := serve(api)
-	if err != nil {
-		return nil, nil, err
-	}
-	fmt.Println("  real API …")
-	stopProfile, err := startProfile(profilePath(c.profile, "writes.pprof"))
-	if err != nil {
-		return nil, nil, err
-	}
-	stopSettle := settleLoop(apiStore.db)
-	stopWaits = st.waits(c.pgWaits)
-	realW, err := runRealWrites(srv.url, keys, c.d, c.writeRate)
-	stopWaits("real API")
-	stopSettle()
-	stopProfile()
-	if serr := srv.stop(); err == nil {
-		err = serr
-	}
-	if err != nil {
-		return nil, nil, err
+	var noLogW result
+	if c.writeRate == 0 {
+		if noLogW, err = apiWrites(ctx, c, st, leaks, "writes_api_nolog", sqlstore.Options{NoLog: true}, "", 0); err != nil {
+			return nil, nil, err
+		}
 	}
 	rows := []row{{group: "writes", name: "bare insert loop (same rows, 3 tx)", r: bareW, unit: "cycles/s"},
 		{name: "bare insert loop + log entries (the API's rows)", r: bareLogW, unit: "cycles/s"}}
@@ -306,7 +283,51 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	ok := r >= writeTarget
 	return append(rows, row{name: fmt.Sprintf("next+accept+runs (%s)", c.engine), r: realW, unit: "cycles/s",
 		ratio: r, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &ok},
-		row{name: "  the same, vs the bare loop + log entries", r: realW, unit: "cycles/s", ratio: ratio(realW.rate(), bareLogW.rate()), target: "(no target)"}), realW.perKind, nil
+		row{name: "  the same, vs the bare loop + log entries", r: realW, unit: "cycles/s", ratio: ratio(realW.rate(), bareLogW.rate()), target: "(no target)"},
+		row{name: "next+accept+runs, logging off (NoLog)", r: noLogW, unit: "cycles/s", ratio: ratio(noLogW.rate(), bareW.rate()), target: "vs bare loop"}), realW.perKind, nil
+}
+
+// apiWrites runs the real write load against the API (in this process) on
+// a fresh store named name opened with opt, with the settlement clock
+// running, CPU-profiled into profile ("" for none).
+func apiWrites(ctx context.Context, c config, st *stores, leaks *leakcheck.Checker, name string, opt sqlstore.Options, profile string, rate float64) (result, error) {
+	store, err := openLoadedWith(ctx, st, name, c.writeClaims, c.analyze, opt)
+	if err != nil {
+		return result{}, err
+	}
+	defer store.close()
+	_, keys, err := makeAgents(ctx, store.db, c.conns)
+	if err != nil {
+		return result{}, err
+	}
+	api, err := newAPI(store.db, leaks)
+	if err != nil {
+		return result{}, err
+	}
+	defer api.Close()
+	srv, err := serve(api)
+	if err != nil {
+		return result{}, err
+	}
+	label := "real API"
+	if opt.NoLog {
+		label += ", logging off"
+	}
+	fmt.Printf("  %s …\n", label)
+	stopProfile, err := startProfile(profile)
+	if err != nil {
+		return result{}, err
+	}
+	stopSettle := settleLoop(store.db)
+	stopWaits := st.waits(c.pgWaits)
+	w, err := runRealWrites(srv.url, keys, c.d, rate)
+	stopWaits(label)
+	stopSettle()
+	stopProfile()
+	if serr := srv.stop(); err == nil {
+		err = serr
+	}
+	return w, err
 }
 
 // bareWithLog runs the bare insert loop on its own store with the
@@ -382,11 +403,16 @@ func (l *loaded) close() {
 // openLoaded opens a fresh store named name holding n funded claims listed
 // by one submitter.
 func openLoaded(ctx context.Context, st *stores, name string, n int, analyze bool) (*loaded, error) {
+	return openLoadedWith(ctx, st, name, n, analyze, sqlstore.Options{})
+}
+
+// openLoadedWith is openLoaded with the store opened with opt.
+func openLoadedWith(ctx context.Context, st *stores, name string, n int, analyze bool, opt sqlstore.Options) (*loaded, error) {
 	u, err := st.fresh(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	db, err := sqlstore.Open(ctx, u, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -49,8 +49,8 @@ func (h *HAProxy) socketPath() string { return filepath.Join(h.Dir, "haproxy.soc
 func (h *HAProxy) URL() string { return "http://" + h.Addr }
 
 var haproxyConfig = template.Must(template.New("cfg").Parse(`global
-    log stdout format raw local0
-    stats socket {{.Socket}} mode 600 level admin
+{{if .Log}}    log stdout format raw local0
+{{end}}    stats socket {{.Socket}} mode 600 level admin
     maxconn 8192
 defaults
     mode http
@@ -75,9 +75,16 @@ backend dotlab
 {{range .Servers}}    server {{.Name}} {{.Addr}} check
 {{end}}`))
 
+// HAProxyOptions change the configuration.
+type HAProxyOptions struct {
+	// NoRequestLog leaves the request log out (benchmarks measuring the
+	// balancer's own cost); Requests then finds nothing.
+	NoRequestLog bool
+}
+
 // StartHAProxy writes the configuration into dir, starts haproxy in the
 // foreground and waits until it sees every server up.
-func StartHAProxy(ctx context.Context, bin, dir string, servers []*Server) (*HAProxy, error) {
+func StartHAProxy(ctx context.Context, bin, dir string, servers []*Server, opt HAProxyOptions) (*HAProxy, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -87,7 +94,7 @@ func StartHAProxy(ctx context.Context, bin, dir string, servers []*Server) (*HAP
 	if err != nil {
 		return nil, err
 	}
-	err = haproxyConfig.Execute(f, map[string]any{"Socket": h.socketPath(), "Addr": addr, "Servers": servers})
+	err = haproxyConfig.Execute(f, map[string]any{"Socket": h.socketPath(), "Addr": addr, "Servers": servers, "Log": !opt.NoRequestLog})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

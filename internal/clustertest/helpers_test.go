@@ -89,7 +89,7 @@ func startCluster(t *testing.T, db string, n int, args ...string) ([]*cluster.Se
 			t.Fatal(err)
 		}
 	}
-	h, err := cluster.StartHAProxy(ctx, cluster.HAProxyBin, dir, servers)
+	h, err := cluster.StartHAProxy(ctx, cluster.HAProxyBin, dir, servers, cluster.HAProxyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestRunnersRaceThroughBalancer(t *testing.T) {
 	pg := sqlstoretest.URL(t, sqlstore.Postgres)
 	// 8 connections a server: three at the default 32 would take 96 of
 	// PostgreSQL's default 100 (sqlstore.PoolSize), which other tests share.
-	_, lb := startCluster(t, pg+"&pool_max_conns=8", raceServers, "--allow-private-urls", "--accept-window", "3m", "--publish-window", "5m",
+	servers, lb := startCluster(t, pg+"&pool_max_conns=8", raceServers, "--allow-private-urls", "--accept-window", "3m", "--publish-window", "5m",
 		"--challenge-window", "15s", "--settle-every", "250ms", "--rate-agent", "0", "--rate-anon", "0")
 	server := lb.URL()
 	cache := t.TempDir()
@@ -119,6 +119,12 @@ func TestRunnersRaceThroughBalancer(t *testing.T) {
 		t.Errorf("%d draws (want %d), at most %d at once (want several)", draws, raceRunners, inFlight)
 	}
 	t.Logf("requests per server: %v", perServer)
+	for _, s := range servers {
+		// An internal error is logged even when a retry hid it from the client.
+		if b, err := os.ReadFile(s.LogPath); err != nil || strings.Contains(string(b), "level=ERROR") {
+			t.Errorf("%s logged errors (%v):\n%s", s.Name, err, cluster.Tail(s.LogPath, 10))
+		}
+	}
 	if len(perServer) != raceServers {
 		t.Errorf("requests reached %d servers, want %d: %v", len(perServer), raceServers, perServer)
 	}
