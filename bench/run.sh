@@ -3,8 +3,19 @@
 # podman and busybox-static installed. Prints the Go benchmark lines, then a
 # whole `dotlab rerun` CLI run of a trivial claim against bare runc.
 # Usage: bench/run.sh [iterations, default 30]
+#
+# bench/run.sh api [seconds a row, default 10]: instead, the API write
+# benchmarks of issue 15 on PostgreSQL (127.0.0.1:5432, database test; and
+# Debian's haproxy), side by side in one run: the bare insert loop, the bare
+# loop with the transparency log's rows, the API in process, then `dotlab
+# serve` processes — one direct, one through HAProxy, two through HAProxy —
+# each with a sample of where PostgreSQL's backends spend the time
+# (bench/README.md "Scale-out").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = api ]; then
+  exec go run ./bench/api -db postgres -writes-only -balancer -pg-waits -duration "${2:-10}s"
+fi
 n="${1:-30}"
 echo "== sandbox: dotlab vs runc (same config, minimal) vs podman; rerun (in process) vs runc"
 go test -run '^$' -bench 'True|RerunTrivial' -benchtime "${n}x" -count 1 ./bench/

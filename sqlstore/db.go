@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -167,13 +168,46 @@ func (db *DB) openSQLite(path string) error {
 	return nil
 }
 
+// DefaultPoolSize is the PostgreSQL connections one store opens at most
+// unless its URL says otherwise (PoolSize).
+const DefaultPoolSize = 32
+
+// PoolSize reads pool_max_conns (1-1000; the name pgxpool gives it) from
+// a PostgreSQL URL, DefaultPoolSize when absent, and returns the URL
+// without it: pgx would send an unknown parameter to the server as a
+// runtime setting, which the server refuses. Several server processes on
+// one PostgreSQL share its max_connections (100 by default): three at 32
+// leave it 4.
+func PoolSize(dsn string) (string, int, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", 0, fmt.Errorf("--db: not a URL: %w", err)
+	}
+	q := u.Query()
+	v, ok := q["pool_max_conns"]
+	if !ok {
+		return dsn, DefaultPoolSize, nil
+	}
+	n, err := strconv.Atoi(v[len(v)-1])
+	if err != nil || n < 1 || n > 1000 {
+		return "", 0, fmt.Errorf("--db: pool_max_conns=%q: give a whole number of connections from 1 to 1000 (default %d)", v[len(v)-1], DefaultPoolSize)
+	}
+	q.Del("pool_max_conns")
+	u.RawQuery = q.Encode()
+	return u.String(), n, nil
+}
+
 func (db *DB) openPostgres(dsn string) error {
+	dsn, size, err := PoolSize(dsn)
+	if err != nil {
+		return err
+	}
 	p, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return err
 	}
-	p.SetMaxOpenConns(32)
-	p.SetMaxIdleConns(32)
+	p.SetMaxOpenConns(size)
+	p.SetMaxIdleConns(size)
 	p.SetConnMaxIdleTime(5 * time.Minute)
 	if err := p.Ping(); err != nil {
 		p.Close()

@@ -5,9 +5,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/internal/tlogcheck"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
@@ -202,4 +206,44 @@ func readEntries(t *testing.T, db *sql.DB) []*tlogfmt.Logged {
 		out = append(out, l)
 	}
 	return out
+}
+
+// TestBusyClaimVerifies: records keep coming while `dotlab verify` runs (a
+// busy room, or another server process): one message is posted after the
+// records were read but before the checkpoint (it is in the tree, so the
+// records are read again), one after the checkpoint (the second read finds
+// it, the tree does not hold it). Both are honest: the claim verifies, the
+// later message left for the next verification.
+func TestBusyClaimVerifies(t *testing.T) {
+	e := newEnv(t, sqlstore.SQLite)
+	ctx := context.Background()
+	claimID, _ := e.lifecycle("busy")
+	w := e.agent("writer")
+	me := must(w.Me(ctx))
+	must(w.JoinLab(ctx, claimID, dotlab.RoleCollaborator))
+	post := func(body string) {
+		if _, err := e.db.PostLabMessage(ctx, me.ID, claimID, dotlab.LabMessageBody{Type: "note", To: "all", Body: body}); err != nil {
+			t.Error(err)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/api/v1/log":
+			post("posted before the checkpoint")
+		case strings.HasPrefix(r.URL.Path, "/api/v1/log/claims/"):
+			post("posted after the checkpoint")
+		}
+		e.api.ServeHTTP(rw, r)
+	}))
+	defer srv.Close()
+	c := must(client.New(srv.URL, ""))
+	rep, err := verify.Verifier{Client: c, Witness: verify.Witness{Path: filepath.Join(t.TempDir(), "logs.json")}}.Claim(ctx, claimID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPass(t, rep)
+	if ok := strings.Join(rep.OK, "\n"); !strings.Contains(ok, "(#4): log entry") || !strings.Contains(ok, "(#5): made after the checkpoint") {
+		t.Fatalf("want message #4 checked and #5 left for later:\n%s", ok)
+	}
+	wantPass(t, e.verify(claimID))
 }

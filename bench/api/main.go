@@ -44,6 +44,7 @@ import (
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/translog"
 )
 
 // The targets.
@@ -68,7 +69,13 @@ type config struct {
 	noWrk       bool
 	profile     string
 	skipWrites  bool
+	skipReads   bool
 	writeRate   float64
+	balancer    bool
+	dotlab      string
+	pool        int
+	pgWaits     bool
+	lbLog       bool
 }
 
 func main() {
@@ -85,6 +92,12 @@ func main() {
 	flag.BoolVar(&c.noWrk, "no-wrk", false, "use the Go load generator for reads even when wrk is installed")
 	flag.StringVar(&c.profile, "profile", "", "directory to write CPU profiles of the real-API rows to (reads.pprof, writes.pprof)")
 	flag.BoolVar(&c.skipWrites, "reads-only", false, "run the read rows only")
+	flag.BoolVar(&c.skipReads, "writes-only", false, "skip the read rows")
+	flag.BoolVar(&c.balancer, "balancer", false, "also run the write load against dotlab serve processes: one direct, one through HAProxy and (PostgreSQL) two through HAProxy")
+	flag.StringVar(&c.dotlab, "dotlab", "", "the dotlab binary for -balancer (default: go build ./cmd/dotlab into a temp dir)")
+	flag.IntVar(&c.pool, "pool", sqlstore.DefaultPoolSize, "PostgreSQL connections per server process for -balancer (pool_max_conns)")
+	flag.BoolVar(&c.lbLog, "lb-log", false, "-balancer: keep HAProxy's request log on (one line a request to a file, as the cluster tests have it)")
+	flag.BoolVar(&c.pgWaits, "pg-waits", false, "sample pg_stat_activity during each write row and print where the backends' time goes (PostgreSQL)")
 	flag.Float64Var(&c.writeRate, "write-rate", 0, "pace the API write row at this many cycles/s in all (0: back to back, as fast as it goes); for latency below saturation, no ratio")
 	flag.Parse()
 	c.engine = sqlstore.Dialect(db)
@@ -127,9 +140,13 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	rows, err := readRows(ctx, c, st, leaks)
-	if err != nil {
-		return err
+	var rows []row
+	if !c.skipReads {
+		if rows, err = readRows(ctx, c, st, leaks); err != nil {
+			return err
+		}
+	} else {
+		machine(c, "", string(c.engine))
 	}
 	var kinds []kindLatency
 	if !c.skipWrites {
@@ -139,6 +156,13 @@ func run(c config) error {
 			return err
 		}
 		rows = append(rows, w...)
+	}
+	if c.balancer {
+		b, err := balancerRows(ctx, c, st)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, b...)
 	}
 	printTable(rows)
 	if kinds != nil {
@@ -242,46 +266,30 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 		return nil, nil, err
 	}
 	fmt.Println("  bare insert loop …")
-	bareW, err := runBareWrites(bareStore.raw, agents, bareStore.ids, c.d)
+	stopWaits := st.waits(c.pgWaits)
+	bareW, err := runBareWrites(bareStore.raw, nil, agents, bareStore.ids, c.d)
+	stopWaits("bare insert loop")
 	if err != nil {
 		return nil, nil, err
 	}
 	bareStore.close()
+	bareLogW, err := bareWithLog(ctx, c, st)
+	if err != nil {
+		return nil, nil, err
+	}
 
-	apiStore, err := openLoaded(ctx, st, "writes_api", c.writeClaims, c.analyze)
+	realW, err := apiWrites(ctx, c, st, leaks, "writes_api", sqlstore.Options{}, profilePath(c.profile, "writes.pprof"), c.writeRate)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer apiStore.close()
-	_, keys, err := makeAgents(ctx, apiStore.db, c.conns)
-	if err != nil {
-		return nil, nil, err
+	var noLogW result
+	if c.writeRate == 0 {
+		if noLogW, err = apiWrites(ctx, c, st, leaks, "writes_api_nolog", sqlstore.Options{NoLog: true}, "", 0); err != nil {
+			return nil, nil, err
+		}
 	}
-	api, err := newAPI(apiStore.db, leaks, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer api.Close()
-	srv, err := serve(api)
-	if err != nil {
-		return nil, nil, err
-	}
-	fmt.Println("  real API …")
-	stopProfile, err := startProfile(profilePath(c.profile, "writes.pprof"))
-	if err != nil {
-		return nil, nil, err
-	}
-	stopSettle := settleLoop(apiStore.db)
-	realW, err := runRealWrites(srv.url, keys, c.d, c.writeRate)
-	stopSettle()
-	stopProfile()
-	if serr := srv.stop(); err == nil {
-		err = serr
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	rows := []row{{group: "writes", name: "bare insert loop (same rows, 3 tx)", r: bareW, unit: "cycles/s"}}
+	rows := []row{{group: "writes", name: "bare insert loop (same rows, 3 tx)", r: bareW, unit: "cycles/s"},
+		{name: "bare insert loop + log entries (the API's rows)", r: bareLogW, unit: "cycles/s"}}
 	if c.writeRate > 0 {
 		// Paced: the rate is the schedule's, so no ratio.
 		return append(rows, row{name: fmt.Sprintf("next+accept+runs (%s), paced at %g/s", c.engine, c.writeRate), r: realW, unit: "cycles/s"}),
@@ -290,7 +298,77 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	r := ratio(realW.rate(), bareW.rate())
 	ok := r >= writeTarget
 	return append(rows, row{name: fmt.Sprintf("next+accept+runs (%s)", c.engine), r: realW, unit: "cycles/s",
-		ratio: r, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &ok}), realW.perKind, nil
+		ratio: r, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &ok},
+		row{name: "  the same, vs the bare loop + log entries", r: realW, unit: "cycles/s", ratio: ratio(realW.rate(), bareLogW.rate()), target: "(no target)"},
+		row{name: "next+accept+runs, logging off (NoLog)", r: noLogW, unit: "cycles/s", ratio: ratio(noLogW.rate(), bareW.rate()), target: "vs bare loop"}), realW.perKind, nil
+}
+
+// apiWrites runs the real write load against the API (in this process) on
+// a fresh store named name opened with opt, with the settlement clock
+// running, CPU-profiled into profile ("" for none).
+func apiWrites(ctx context.Context, c config, st *stores, leaks *leakcheck.Checker, name string, opt sqlstore.Options, profile string, rate float64) (result, error) {
+	store, err := openLoadedWith(ctx, st, name, c.writeClaims, c.analyze, opt)
+	if err != nil {
+		return result{}, err
+	}
+	defer store.close()
+	_, keys, err := makeAgents(ctx, store.db, c.conns)
+	if err != nil {
+		return result{}, err
+	}
+	api, err := newAPI(store.db, leaks, 0)
+	if err != nil {
+		return result{}, err
+	}
+	defer api.Close()
+	srv, err := serve(api)
+	if err != nil {
+		return result{}, err
+	}
+	label := "real API"
+	if opt.NoLog {
+		label += ", logging off"
+	}
+	fmt.Printf("  %s …\n", label)
+	stopProfile, err := startProfile(profile)
+	if err != nil {
+		return result{}, err
+	}
+	stopSettle := settleLoop(store.db)
+	stopWaits := st.waits(c.pgWaits)
+	w, err := runRealWrites(srv.url, keys, c.d, rate)
+	stopWaits(label)
+	stopSettle()
+	stopProfile()
+	if serr := srv.stop(); err == nil {
+		err = serr
+	}
+	return w, err
+}
+
+// bareWithLog runs the bare insert loop on its own store with the
+// transparency-log entries the API writes (runBareWrites with a log).
+func bareWithLog(ctx context.Context, c config, st *stores) (result, error) {
+	l, err := openLoaded(ctx, st, "writes_bare_log", c.writeClaims, c.analyze)
+	if err != nil {
+		return result{}, err
+	}
+	defer l.close()
+	agents, _, err := makeAgents(ctx, l.db, c.conns)
+	if err != nil {
+		return result{}, err
+	}
+	// The log on the loop's own connections (its statements are prepared
+	// on them), as sqlstore opens it: the key the store made is loaded.
+	log, err := translog.Open(ctx, l.raw.DB, l.raw.DB, string(l.raw.Dialect), translog.Options{})
+	if err != nil {
+		return result{}, err
+	}
+	defer log.Close()
+	fmt.Println("  bare insert loop + log entries …")
+	stopWaits := st.waits(c.pgWaits)
+	defer stopWaits("bare insert loop + log entries")
+	return runBareWrites(l.raw, log, agents, l.ids, c.d)
 }
 
 // checkErrors prints the rows' notes and fails the run when a row measured
@@ -323,6 +401,7 @@ func ratio(a, b float64) float64 {
 
 // loaded is a store holding funded claims, with a raw handle on its database.
 type loaded struct {
+	url    string
 	db     *sqlstore.DB
 	raw    *benchdata.Raw
 	ids    []string
@@ -340,11 +419,16 @@ func (l *loaded) close() {
 // openLoaded opens a fresh store named name holding n funded claims listed
 // by one submitter.
 func openLoaded(ctx context.Context, st *stores, name string, n int, analyze bool) (*loaded, error) {
+	return openLoadedWith(ctx, st, name, n, analyze, sqlstore.Options{})
+}
+
+// openLoadedWith is openLoaded with the store opened with opt.
+func openLoadedWith(ctx context.Context, st *stores, name string, n int, analyze bool, opt sqlstore.Options) (*loaded, error) {
 	u, err := st.fresh(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	db, err := sqlstore.Open(ctx, u, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +437,7 @@ func openLoaded(ctx context.Context, st *stores, name string, n int, analyze boo
 		db.Close()
 		return nil, err
 	}
-	l := &loaded{db: db, raw: raw}
+	l := &loaded{url: u, db: db, raw: raw}
 	t0 := time.Now()
 	sub, _, err := benchdata.Agent(ctx, db, "submitter")
 	if err == nil {
@@ -506,8 +590,11 @@ func printTable(rows []row) {
 	fmt.Fprintln(tw, "\t\trate\t\tp50\tp99\terrors\tratio\ttarget\t\t")
 	for _, r := range rows {
 		ratio, target, v := "", "", ""
+		if r.ratio != 0 {
+			ratio, target = fmt.Sprintf("%.2fx", r.ratio), r.target
+		}
 		if r.met != nil {
-			ratio, target, v = fmt.Sprintf("%.2fx", r.ratio), r.target, verdict(*r.met)
+			v = verdict(*r.met)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", r.group, r.name, r.r.rate(), r.unit,
 			ms(r.r.p50), ms(r.r.p99), r.r.errors, ratio, target, v)

@@ -67,7 +67,7 @@ func (s *stores) fresh(ctx context.Context, name string) (string, error) {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return withApp(u.String()), nil
 }
 
 // engineVersion reports the database engine's version.
@@ -96,4 +96,14 @@ func (s *stores) close() {
 	if s.admin != nil {
 		s.admin.Close()
 	}
+}
+
+// waits starts the PostgreSQL wait sampler when on (-pg-waits) and returns
+// the function that stops it and prints what it saw under label.
+func (s *stores) waits(on bool) func(label string) {
+	if !on || s.admin == nil {
+		return func(string) {}
+	}
+	w := startWaits(s.admin)
+	return w.stop
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/bench/benchdata"
+	"github.com/dotlab/dotlab/tlogfmt"
+	"github.com/dotlab/dotlab/translog"
 )
 
 // idMark stands for the job id in the run body template.
@@ -203,15 +205,27 @@ func (rw *realWrites) result() result {
 // the same statements and values, from len(agents) goroutines each taking
 // the next claim of ids. No reads: this is the database's limit for these
 // rows. Latencies are per transaction.
-func runBareWrites(raw *benchdata.Raw, agents []string, ids []string, d time.Duration) (result, error) {
+//
+// With log set, the accept and the run also append their transparency-log
+// entries last in their transactions, as sqlstore does (translog.Append:
+// the log head's row, the stored hashes, the entry): the same rows as the
+// API writes with its log.
+func runBareWrites(raw *benchdata.Raw, log *translog.Log, agents []string, ids []string, d time.Duration) (result, error) {
 	body, comps, err := benchdata.RunBody(idMark)
 	if err != nil {
+		return result{}, err
+	}
+	var tmpl dotlab.Run
+	if err := json.Unmarshal(body, &tmpl.Body); err != nil {
+		return result{}, err
+	}
+	if err := json.Unmarshal(comps, &tmpl.Comparisons); err != nil {
 		return result{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	bw := &bareWrites{
-		raw: raw, body: body, comps: string(comps), w: dotlab.DefaultWindows, ids: ids, cancel: cancel,
+		raw: raw, log: log, run: tmpl, body: body, comps: string(comps), w: dotlab.DefaultWindows, ids: ids, cancel: cancel,
 		lat:    make([][]time.Duration, len(agents)),
 		cycles: make([]int64, len(agents)),
 		errs:   make([]int64, len(agents)),
@@ -244,6 +258,8 @@ func runBareWrites(raw *benchdata.Raw, agents []string, ids []string, d time.Dur
 // to take, and per agent i the transaction latencies, cycles and errors.
 type bareWrites struct {
 	raw      *benchdata.Raw
+	log      *translog.Log // nil: no log entries
+	run      dotlab.Run    // the run's body and comparisons, for its entry
 	body     []byte
 	comps    string
 	w        dotlab.Windows
@@ -326,7 +342,19 @@ func (bw *bareWrites) accept(ctx context.Context, tx *sql.Tx, agent, claim strin
 		claim, agent, now.UnixMilli()); err != nil {
 		return err
 	}
-	return event(ctx, tx, claim, dotlab.StateAssigned, now, "runner "+agent+" accepted")
+	if err := event(ctx, tx, claim, dotlab.StateAssigned, now, "runner "+agent+" accepted"); err != nil {
+		return err
+	}
+	return bw.logEntry(ctx, tx, tlogfmt.OfferEntry(claim, agent, now.Truncate(time.Millisecond), deadline.Truncate(time.Millisecond)))
+}
+
+// logEntry appends e in tx when the loop writes the log.
+func (bw *bareWrites) logEntry(ctx context.Context, tx *sql.Tx, e tlogfmt.Entry) error {
+	if bw.log == nil {
+		return nil
+	}
+	_, err := bw.log.Append(ctx, tx, e)
+	return err
 }
 
 // publish records agent's reproduced run of claim: the claim update, the
@@ -350,7 +378,13 @@ func (bw *bareWrites) publish(ctx context.Context, tx *sql.Tx, agent, claim, run
 	if err := event(ctx, tx, claim, dotlab.StatePublished, now, "run "+runID+" published: reproduced"); err != nil {
 		return err
 	}
-	return event(ctx, tx, claim, dotlab.StateChallengeWindow, now, "challenge window open")
+	if err := event(ctx, tx, claim, dotlab.StateChallengeWindow, now, "challenge window open"); err != nil {
+		return err
+	}
+	r := bw.run
+	r.ID, r.ClaimID, r.RunnerID, r.Outcome, r.PublishedAt = runID, claim, agent, dotlab.OutcomeReproduced, now.Truncate(time.Millisecond)
+	r.Body.JobID = claim
+	return bw.logEntry(ctx, tx, tlogfmt.RunEntry(&r))
 }
 
 // bareTx runs fn in a transaction on raw (BEGIN IMMEDIATE on SQLite, as
