@@ -45,6 +45,7 @@ const (
 // rotation during its drain delay, after which it receives no more
 // requests, it exits 0, and no client request fails at any point.
 func TestHAProxyFromDeployDoc(t *testing.T) {
+	testfix.Exclusive(t)
 	testfix.Need(t, false, "haproxy")
 	bin := proctest.Dotlab(t)
 	dbURL := sqlstoretest.URL(t, sqlstore.Postgres)

@@ -22,7 +22,7 @@ import (
 const HAProxyBin = "/usr/sbin/haproxy"
 
 // HAProxy is one haproxy process in front of Servers: round robin, an HTTP
-// health check on GET /api/v1/status every 500 ms (down after 2 failures,
+// health check on GET /readyz every 500 ms (down after 2 failures,
 // up after 2 successes), a failed connection retried on another server
 // (`retries 3`, `option redispatch`: only connection failures, so a
 // request a server received is never sent twice). Every request is logged
@@ -69,7 +69,7 @@ frontend api
 backend dotlab
     balance roundrobin
     option httpchk
-    http-check send meth GET uri /api/v1/status
+    http-check send meth GET uri /readyz
     http-check expect status 200
     default-server inter 500ms fastinter 200ms downinter 500ms fall 2 rise 2
 {{range .Servers}}    server {{.Name}} {{.Addr}} check

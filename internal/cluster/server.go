@@ -72,7 +72,7 @@ func NewServer(name, bin, db, dir string, args ...string) (*Server, error) {
 // URL is the server's base URL, http://HOST:PORT.
 func (s *Server) URL() string { return "http://" + s.Addr }
 
-// Start starts the process and waits until GET /api/v1/status answers
+// Start starts the process and waits until GET /readyz answers
 // 200, the process exits, or ctx ends.
 func (s *Server) Start(ctx context.Context) error {
 	if s.cmd != nil && !s.exited() {
@@ -135,12 +135,12 @@ func (s *Server) exited() bool {
 	}
 }
 
-// WaitHealthy polls GET base/api/v1/status until it answers 200, exited is
+// WaitHealthy polls GET base/readyz until it answers 200, exited is
 // closed (the process ended: an error), or ctx ends.
 func WaitHealthy(ctx context.Context, base string, exited <-chan struct{}) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	for {
-		res, err := hc.Get(base + "/api/v1/status")
+		res, err := hc.Get(base + "/readyz")
 		if err == nil {
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()

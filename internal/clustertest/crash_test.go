@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"github.com/dotlab/dotlab/internal/testfix"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ const (
 // acknowledged (2xx with the message's id). See crashTest for what is
 // checked.
 func TestCrashSQLite(t *testing.T) {
+	testfix.Exclusive(t)
 	needHAProxy(t)
 	crashTest(t, sqlstoretest.URL(t, sqlstore.SQLite), 1)
 }
@@ -42,6 +44,7 @@ func TestCrashSQLite(t *testing.T) {
 // TestCrashPostgres: the same with three servers on one PostgreSQL, one of
 // them killed and restarted while the other two go on serving.
 func TestCrashPostgres(t *testing.T) {
+	testfix.Exclusive(t)
 	needHAProxy(t)
 	crashTest(t, sqlstoretest.URL(t, sqlstore.Postgres), 3)
 }

@@ -44,6 +44,7 @@ const (
 // (15 s) challenge window closes — three settlement clocks race for it —,
 // `dotlab verify` passes for every claim, and HAProxy logged no 5xx.
 func TestRunnersRaceThroughBalancer(t *testing.T) {
+	testfix.Exclusive(t)
 	testfix.Need(t, true, "runc", "busybox", "git")
 	needHAProxy(t)
 	if testing.Short() {
