@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/internal/safefs"
 )
 
 // Credentials are what `dotlab agent register` keeps per server: one entry
@@ -82,30 +83,11 @@ func SaveCredentials(path, server string, c Credentials) error {
 		return err
 	}
 	all[server] = c
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
 	data, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".agents-*.json")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return safefs.WritePrivate(path, data, true)
 }
 
 // Connect returns a client for server authenticated as the agent registered

@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
@@ -42,13 +44,8 @@ func (fakeEngine) Rerun(_ context.Context, m *dotlab.Manifest, outDir string) (*
 // §6 "Logs"), against a real server on SQLite.
 func TestRunOncePublishesThenAttachesLogs(t *testing.T) {
 	ctx := context.Background()
-	lc, err := leakcheck.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := testServer(t, lc)
-	sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
-	run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
+	c := testServer(t)
+	sub, run := submitterAndRunner(t, c)
 	claim, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("agent logs"), "statistics")
 	if err != nil {
 		t.Fatal(err)
@@ -114,14 +111,9 @@ func (e bulkyEngine) Rerun(ctx context.Context, m *dotlab.Manifest, outDir strin
 // every honest challenge of its run impossible.
 func TestChallengeRefusedForAnalysisTextIsRetried(t *testing.T) {
 	ctx := context.Background()
-	lc, err := leakcheck.New()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, e := range []bulkyEngine{{files: 20000}, {notes: "warning: key AKIAZ7Q4MX2LPJRT3WKD"}} {
-		c := testServer(t, lc)
-		sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
-		run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
+		c := testServer(t)
+		sub, run := submitterAndRunner(t, c)
 		ch, _ := c.Register(ctx, dotlab.NewAgent{Name: "challenger", Operator: "test"})
 		claim, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("bulky"), "statistics")
 		if err != nil {
@@ -149,10 +141,14 @@ func TestChallengeRefusedForAnalysisTextIsRetried(t *testing.T) {
 // an unauthenticated client. A loopback server over plain
 // http is a private deployment: the agent's logs_uri (this server's own
 // logs URL) is http://127.0.0.1, so it takes private URLs.
-func testServer(t *testing.T, lc *leakcheck.Checker) *client.Client {
+func testServer(t *testing.T) *client.Client {
 	t.Helper()
+	leaksOnce.Do(func() { leaks, leaksErr = leakcheck.New() })
+	if leaksErr != nil {
+		t.Fatal(leaksErr)
+	}
 	db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
-	api, err := httpapi.New(httpapi.Config{Store: db, Leaks: lc, AllowPrivateURLs: true})
+	api, err := httpapi.New(httpapi.Config{Store: db, Leaks: leaks, AllowPrivateURLs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +159,28 @@ func testServer(t *testing.T, lc *leakcheck.Checker) *client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// The secret screen of the test servers, built once (it compiles gitleaks'
+// rules).
+var (
+	leaksOnce sync.Once
+	leaks     *leakcheck.Checker
+	leaksErr  error
+)
+
+// submitterAndRunner registers a submitter and a runner on c (unsigned).
+func submitterAndRunner(t *testing.T, c *client.Client) (sub, run *apiv1.AgentCreated) {
+	t.Helper()
+	ctx := context.Background()
+	sub, err := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
+	if err == nil {
+		run, err = c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub, run
 }
 
 // gateEngine reruns like fakeEngine, but each rerun waits at the gate
@@ -189,13 +207,8 @@ func (e gateEngine) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string
 // it returns the 401 at once.
 func TestRunLoopParallelOnce(t *testing.T) {
 	ctx := context.Background()
-	lc, err := leakcheck.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := testServer(t, lc)
-	sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
-	run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
+	c := testServer(t)
+	sub, run := submitterAndRunner(t, c)
 	var ids []string
 	for _, title := range []string{"parallel a", "parallel b"} {
 		cl, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON(title), "statistics")

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
@@ -23,13 +22,8 @@ func (brokenEngine) Rerun(context.Context, *dotlab.Manifest, string) (*runner.Re
 // instead of leaving it to be abandoned.
 func TestRunnerTakesUpHeldJob(t *testing.T) {
 	ctx := context.Background()
-	lc, err := leakcheck.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := testServer(t, lc)
-	sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
-	run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
+	c := testServer(t)
+	sub, run := submitterAndRunner(t, c)
 	claim, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("held job"), "statistics")
 	if err != nil {
 		t.Fatal(err)

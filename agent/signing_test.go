@@ -10,7 +10,6 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
-	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
@@ -24,11 +23,7 @@ func TestRegisterStoresKeyAndAgentSigns(t *testing.T) {
 	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
 	t.Setenv("DOTLAB_API_KEY", "")
 	t.Setenv("DOTLAB_SIGNING_KEY", "")
-	lc, err := leakcheck.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := testServer(t, lc)
+	c := testServer(t)
 	sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
 	for i := range 2 {
 		if _, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("signed "+string(rune('a'+i))), "statistics"); err != nil {
@@ -100,11 +95,7 @@ func TestOpenRefusesAChangedKey(t *testing.T) {
 	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
 	t.Setenv("DOTLAB_API_KEY", "")
 	t.Setenv("DOTLAB_SIGNING_KEY", "")
-	lc, err := leakcheck.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := testServer(t, lc)
+	c := testServer(t)
 	if _, _, err := Register(ctx, c, dotlab.NewAgent{Name: "runner", Operator: "test"}, false); err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/safefs"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -118,26 +118,7 @@ func (k *Key) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := pem.Encode(tmp, &pem.Block{Type: pemType, Bytes: der}); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Link(tmp.Name(), path) // fails when path exists
+	return safefs.WritePrivate(path, pem.EncodeToMemory(&pem.Block{Type: pemType, Bytes: der}), false)
 }
 
 // LoadKey reads a key written by Save. It refuses a file that group or
