@@ -14,7 +14,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"github.com/dotlab/dotlab/internal/cluster"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,11 +50,7 @@ func Dotlab(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		buildBin = filepath.Join(buildDir, "dotlab")
-		out, err := exec.Command("go", "build", "-o", buildBin, "github.com/dotlab/dotlab/cmd/dotlab").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/dotlab: %v\n%s", err, out)
-		}
+		buildBin, buildErr = cluster.Build(buildDir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -175,43 +172,28 @@ func StartServe(t testing.TB, bin, dbURL string, args ...string) *Serve {
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.URL = "http://" + s.Addr
-	if err := WaitReady(s.URL+"/readyz", time.Until(deadline)); err != nil {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := cluster.WaitHealthy(ctx, s.URL, s.done); err != nil {
 		t.Fatalf("dotlab serve at %s: %v; output:\n%s", s.Addr, err, s.Output())
 	}
 	return s
-}
-
-// WaitReady polls url until it answers 200, for at most timeout.
-func WaitReady(url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	c := &http.Client{Timeout: 2 * time.Second}
-	for {
-		res, err := c.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %d", res.StatusCode)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s: %v", url, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (for
 // configurations that must name a port, such as HAProxy's).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := cluster.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	_, port, _ := net.SplitHostPort(addr)
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // HAProxy is one haproxy process.
