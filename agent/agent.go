@@ -66,9 +66,10 @@ type Agent struct {
 	// work and keeps its last checkpoint (KeepCheckpoints).
 	Witness *verify.Witness
 
-	tried   map[string]bool // claims the challenger already looked at
-	resumed map[string]bool // held jobs the runner took up in this process (held)
-	self    string          // this agent's id, once read (held)
+	tried    map[string]bool // claims the challenger already looked at
+	resumed  map[string]bool // held jobs the runner took up in this process (held)
+	self     string          // this agent's id, once read (whoami)
+	heldDone bool            // held found no more jobs held from before this process
 }
 
 func (a *Agent) logf(format string, args ...any) {
@@ -171,7 +172,7 @@ func (a *Agent) take(ctx context.Context) (string, *dotlab.Manifest, error) {
 		_, err := a.Client.Decline(ctx, id, dotlab.DeclineCapabilityMismatch)
 		return id, nil, err
 	}
-	if _, err := a.Client.Accept(ctx, id); err != nil {
+	if _, err := a.Client.Accept(ctx, id); err != nil && !a.acceptedAnyway(ctx, id, err) {
 		return id, nil, fmt.Errorf("%s: accept: %w", id, err)
 	}
 	a.logf("%s: accepted %q", id, m.Title)

@@ -18,14 +18,16 @@ import (
 const maxHeldPages = 50
 
 // held returns a job this agent holds and has not taken up in this
-// process, with its manifest; ok is false when there is none.
+// process, with its manifest; ok is false when there is none. It reads the
+// claims only on its first call in a process (jobs held from before it
+// started) and while that scan found some: a job accepted by this process
+// is marked taken at once.
 func (a *Agent) held(ctx context.Context) (id string, m *dotlab.Manifest, ok bool, err error) {
-	if a.self == "" {
-		me, err := a.Client.Me(ctx)
-		if err != nil {
-			return "", nil, false, err
-		}
-		a.self = me.ID
+	if a.heldDone {
+		return "", nil, false, nil
+	}
+	if err := a.whoami(ctx); err != nil {
+		return "", nil, false, err
 	}
 	now := a.now()
 	for _, state := range []dotlab.ClaimState{dotlab.StateAssigned, dotlab.StateRunning} {
@@ -54,7 +56,33 @@ func (a *Agent) held(ctx context.Context) (id string, m *dotlab.Manifest, ok boo
 			after = page.Next
 		}
 	}
+	a.heldDone = true
 	return "", nil, false, nil
+}
+
+// whoami reads this agent's id once (GET /agents/me).
+func (a *Agent) whoami(ctx context.Context) error {
+	if a.self != "" {
+		return nil
+	}
+	me, err := a.Client.Me(ctx)
+	if err != nil {
+		return err
+	}
+	a.self = me.ID
+	return nil
+}
+
+// acceptedAnyway reports whether an accept the server refused as a
+// conflict was in fact this agent's own, already applied: a retried
+// request whose first try committed but lost its answer (a server killed or
+// a proxy timeout). The claim then shows this agent as its runner.
+func (a *Agent) acceptedAnyway(ctx context.Context, id string, err error) bool {
+	if dotlab.ErrorCode(err) != dotlab.ECONFLICT || a.whoami(ctx) != nil {
+		return false
+	}
+	c, cerr := a.Client.Claim(ctx, id)
+	return cerr == nil && c.RunnerID == a.self && (c.State == dotlab.StateAssigned || c.State == dotlab.StateRunning)
 }
 
 // taken records that this process has taken up job id (accepted it, or

@@ -3,9 +3,17 @@ package agent
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
@@ -48,5 +56,47 @@ func TestRunnerTakesUpHeldJob(t *testing.T) {
 	}
 	if id, err := second.RunOnce(ctx); id != "" || err != nil {
 		t.Fatalf("nothing left, got %q %v", id, err)
+	}
+}
+
+// TestAcceptWhoseAnswerWasLost: the first POST /jobs/{id}/accept commits
+// but its answer is lost (a proxy answers 502, as HAProxy does for a server
+// killed mid-request); the client's retry is then refused as a conflict
+// ("already accepted by you"). The runner sees from the claim that the job
+// is its own and does it, instead of giving up a job it holds.
+func TestAcceptWhoseAnswerWasLost(t *testing.T) {
+	ctx := context.Background()
+	c := testServer(t)
+	sub, run := submitterAndRunner(t, c)
+	claim, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("lost answer"), "statistics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(c.Server())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var lost atomic.Bool
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/accept") && lost.CompareAndSwap(false, true) {
+			proxy.ServeHTTP(httptest.NewRecorder(), r) // applied; the answer goes nowhere
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	fc, err := client.New(front.URL, run.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.Backoff = time.Millisecond
+	a := &Agent{Client: fc, Engine: fakeEngine{}, WorkDir: t.TempDir()}
+	if id, err := a.RunOnce(ctx); id != claim.ID || err != nil {
+		t.Fatalf("RunOnce: %q %v", id, err)
+	}
+	if !lost.Load() {
+		t.Fatal("the proxy lost no answer")
+	}
+	if cv, _ := c.Claim(ctx, claim.ID); cv.RunID == "" {
+		t.Fatalf("the job was not done: %s", cv.State)
 	}
 }
