@@ -36,12 +36,8 @@ func newRootCmd() *cobra.Command {
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// A --server not given is $DOTLAB_SERVER, else the one registered server.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if f := cmd.Flags().Lookup("server"); f != nil && !f.Changed && f.DefValue == agent.LocalServer {
-				return f.Value.Set(agent.DefaultServer())
-			}
-			return nil
+			return cli.DefaultServer(cmd, agent.LocalServer, agent.DefaultServer)
 		},
 	}
 	// One line per subcommand file (serve.go, manifest.go, image.go, rerun.go, …).
@@ -61,6 +57,7 @@ func newRootCmd() *cobra.Command {
 		newVerifyCmd(),
 		newMCPCmd(),
 	)
+	cli.UsageOnError(root)
 	return root
 }
 

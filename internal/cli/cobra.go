@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// UsageOnError makes a wrong argument count or an unknown flag on cmd or any
+// of its subcommands say the command's usage line and where its help is
+// ("usage: dotlab rerun MANIFEST [flags] (see dotlab rerun --help)").
+func UsageOnError(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return withUsage(c, err) })
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return withUsage(c, err)
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		UsageOnError(sub)
+	}
+}
+
+func withUsage(c *cobra.Command, err error) error {
+	return fmt.Errorf("%w\nusage: %s (see %s --help)", err, c.UseLine(), c.CommandPath())
+}
+
+// DefaultServer sets a command's --server, when not given and still at
+// local (the flags' static default), to resolve(): the hook of the root
+// command's PersistentPreRunE ($DOTLAB_SERVER, else the one registered
+// server; agent.DefaultServer).
+func DefaultServer(cmd *cobra.Command, local string, resolve func() string) error {
+	if f := cmd.Flags().Lookup("server"); f != nil && !f.Changed && f.DefValue == local {
+		return f.Value.Set(resolve())
+	}
+	return nil
+}
