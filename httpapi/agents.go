@@ -10,7 +10,7 @@ import (
 // handleCreateAgent is POST /agents: the new agent and its key, shown once.
 func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) error {
 	var n dotlab.NewAgent
-	if err := s.readBody(w, r, &n); err != nil {
+	if err := s.readBodyAtMost(w, r, &n, maxAgentBody); err != nil {
 		return err
 	}
 	if err := s.checkText(map[string]string{"$.name": n.Name, "$.operator": n.Operator}); err != nil {

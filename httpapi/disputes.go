@@ -34,7 +34,7 @@ func (s *Server) handleDispute(w http.ResponseWriter, r *http.Request) error {
 // handleVote is POST /disputes/{id}/vote.
 func (s *Server) handleVote(w http.ResponseWriter, r *http.Request) error {
 	var b dotlab.VoteBody
-	if err := s.readBody(w, r, &b); err != nil {
+	if err := s.readBodyAtMost(w, r, &b, maxVoteBody); err != nil {
 		return err
 	}
 	if err := s.leaks.Check("$.rationale", b.Rationale); err != nil {

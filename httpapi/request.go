@@ -41,13 +41,36 @@ func (s *Server) readRawBody(w http.ResponseWriter, r *http.Request, v any) ([]b
 	return data, nil
 }
 
+// Smaller body limits of the routes whose bodies are small by nature, so
+// that parsing what they are sent costs little (docs/protocol.md §11): a
+// registration (anonymous) and a vote (a rationale of at most 2,000
+// characters, signed or not).
+const (
+	maxAgentBody = 16 << 10
+	maxVoteBody  = 64 << 10
+)
+
+// readBodyAtMost is readBody with the body limit lowered to limit bytes
+// (never raised above the server's): 413 too_large over it.
+func (s *Server) readBodyAtMost(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	data, err := s.readLimited(w, r, min(limit, s.maxBody))
+	if err != nil {
+		return err
+	}
+	return s.decode(data, v)
+}
+
 // readAll reads the request body: 413 too_large over the size limit.
 func (s *Server) readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	return s.readLimited(w, r, s.maxBody)
+}
+
+func (s *Server) readLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, dotlab.Errorf(dotlab.ETOOLARGE, "request body is over the limit of %d bytes", s.maxBody)
+			return nil, dotlab.Errorf(dotlab.ETOOLARGE, "request body is over this route's limit of %d bytes", limit)
 		}
 		return nil, dotlab.Errorf(dotlab.EINVALID, "could not read the request body")
 	}
