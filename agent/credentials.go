@@ -111,11 +111,7 @@ func Key(server string) (string, error) {
 	if key := os.Getenv("DOTLAB_API_KEY"); key != "" {
 		return key, nil
 	}
-	path, err := CredentialsPath()
-	if err != nil {
-		return "", err
-	}
-	all, err := LoadCredentials(path)
+	all, _, err := stored()
 	if err != nil {
 		return "", err
 	}
@@ -155,11 +151,7 @@ func ResolveServer(flag string) (string, error) {
 	if env := os.Getenv(ServerEnv); env != "" {
 		return env, nil
 	}
-	path, err := CredentialsPath()
-	if err != nil {
-		return "", err
-	}
-	all, err := LoadCredentials(path)
+	all, _, err := stored()
 	if err != nil {
 		return "", err
 	}
@@ -187,4 +179,15 @@ func SplitCapabilities(s string) []string {
 		}
 	}
 	return out
+}
+
+// stored reads the credentials file (CredentialsPath) and returns its
+// entries and where it is.
+func stored() (map[string]Credentials, string, error) {
+	path, err := CredentialsPath()
+	if err != nil {
+		return nil, "", err
+	}
+	all, err := LoadCredentials(path)
+	return all, path, err
 }

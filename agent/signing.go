@@ -57,11 +57,7 @@ func keyPath(k *attest.PublicKey) (string, error) {
 // stored for that server is kept (its key is shown nowhere else, so
 // replacing it would lose it for good) unless replace is set.
 func Register(ctx context.Context, c *client.Client, n dotlab.NewAgent, replace bool) (*apiv1.AgentCreated, string, error) {
-	p, err := CredentialsPath()
-	if err != nil {
-		return nil, "", err
-	}
-	all, err := LoadCredentials(p)
+	all, p, err := stored()
 	if err != nil {
 		return nil, "", err
 	}
@@ -100,11 +96,7 @@ func StoredKey(server string) (k *attest.Key, ok bool, err error) {
 		k, err := attest.LoadKey(p)
 		return k, err == nil, err
 	}
-	path, err := CredentialsPath()
-	if err != nil {
-		return nil, false, err
-	}
-	all, err := LoadCredentials(path)
+	all, _, err := stored()
 	if err != nil {
 		return nil, false, err
 	}

@@ -2,7 +2,6 @@ package runner_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +18,6 @@ import (
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
-	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
@@ -101,17 +99,7 @@ func TestRunLoopParallel(t *testing.T) {
 		m := f.published(fmt.Sprintf("sleep 2; echo v %d", i), target("v", fmt.Sprint(i), &dotlab.TargetSource{Stream: "stdout", Regex: `v (\d+)`}))
 		m.Title = fmt.Sprintf("parallel %d", i)
 		m.Datasets = []dotlab.Dataset{}
-		raw, _ := json.Marshal(m)
-		parsed, err := manifest.Parse(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hash, _ := manifest.Hash(raw)
-		cl, err := db.CreateClaim(ctx, sub.ID, dotlab.NewClaim{Raw: raw, Manifest: parsed, ManifestHash: hash, Field: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		claims[cl.ID] = true
+		claims[listManifest(t, db, sub.ID, m).ID] = true
 	}
 	var mu sync.Mutex
 	var said []string

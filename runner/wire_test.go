@@ -55,19 +55,7 @@ func (f *fixture) publishedOverHTTP(m *dotlab.Manifest) (*dotlab.Run, []byte) {
 		t.Fatal(err)
 	}
 	run, _ := c.Register(ctx, dotlab.NewAgent{Name: "runner", Operator: "test"})
-	if m.Datasets == nil {
-		m.Datasets = []dotlab.Dataset{} // "datasets": [], as the schema wants
-	}
-	raw, _ := json.Marshal(m)
-	parsed, err := manifest.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash, _ := manifest.Hash(raw)
-	claim, err := db.CreateClaim(ctx, sub.ID, dotlab.NewClaim{Raw: raw, Manifest: parsed, ManifestHash: hash, Field: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	claim := listManifest(t, db, sub.ID, m)
 	var said []string
 	a := &agent.Agent{Client: c.WithKey(run.APIKey), Engine: f.r, WorkDir: t.TempDir(), Logf: func(format string, args ...any) {
 		said = append(said, strings.TrimSpace(strings.ReplaceAll(format, "%", "")))
@@ -159,4 +147,24 @@ func TestAnalysisNamesAndStreamsPublish(t *testing.T) {
 			t.Fatalf("run %+v, coverage %+v", run.Body, run.LogCoverage)
 		}
 	})
+}
+
+// listManifest lists m as a claim of submitter subID straight in the store
+// (a test manifest, parsed and hashed as the API would).
+func listManifest(t *testing.T, db *sqlstore.DB, subID string, m *dotlab.Manifest) *dotlab.Claim {
+	t.Helper()
+	if m.Datasets == nil {
+		m.Datasets = []dotlab.Dataset{} // "datasets": [], as the schema wants
+	}
+	raw, _ := json.Marshal(m)
+	parsed, err := manifest.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, _ := manifest.Hash(raw)
+	c, err := db.CreateClaim(context.Background(), subID, dotlab.NewClaim{Raw: raw, Manifest: parsed, ManifestHash: hash, Field: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
