@@ -11,8 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
+	"github.com/dotlab/dotlab/internal/servertest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,26 +59,10 @@ type testServer struct {
 // private deployment or the demo) until the test ends.
 func startServer(t *testing.T) *testServer {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	served := make(chan error, 1)
 	db := filepath.Join(t.TempDir(), "dotlab.db")
-	cfg := server.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, Windows: dotlab.DefaultWindows, SettleEvery: 50 * time.Millisecond,
-		AllowPrivateURLs: true, Version: "mcp-test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: ready}
-	go func() { served <- server.Run(ctx, cfg) }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-served:
-		t.Fatalf("server.Run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("server shutdown: %v", err)
-		}
-	})
-	return &testServer{base: "http://" + addr, db: db}
+	base := servertest.Start(t, server.Config{DB: "sqlite:" + db, Windows: dotlab.DefaultWindows, SettleEvery: 50 * time.Millisecond,
+		AllowPrivateURLs: true, Version: "mcp-test"})
+	return &testServer{base: base, db: db}
 }
 
 // registered is an agent registered by `dotlab agent register` into its

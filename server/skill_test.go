@@ -20,13 +20,12 @@ package server_test
 // waits for the server's own settlement loop (a short SettleEvery) to act.
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/dotlab/dotlab/internal/servertest"
 	"io"
-	"log/slog"
 	"math/big"
 	"net/http"
 	"regexp"
@@ -215,26 +214,8 @@ type walk struct {
 // settable clock, until the test ends.
 func startServer(t *testing.T, db string, clock dotlab.Clock, agentLimit, anonLimit httpapi.RateLimit) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	served := make(chan error, 1)
-	cfg := server.Config{Addr: "127.0.0.1:0", DB: db, Windows: dotlab.DefaultWindows, SettleEvery: 10 * time.Millisecond,
-		AgentLimit: agentLimit, AnonymousLimit: anonLimit, Version: "skill-conformance",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock, Ready: ready}
-	go func() { served <- server.Run(ctx, cfg) }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-served:
-		t.Fatalf("server.Run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("server shutdown: %v", err)
-		}
-	})
-	return "http://" + addr
+	return servertest.Start(t, server.Config{DB: db, Windows: dotlab.DefaultWindows, SettleEvery: 10 * time.Millisecond,
+		AgentLimit: agentLimit, AnonymousLimit: anonLimit, Version: "skill-conformance", Clock: clock})
 }
 
 // do sends one request to path under /api/v1, body as raw text ("" for

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
+	"github.com/dotlab/dotlab/internal/servertest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,20 +18,8 @@ import (
 // file, listing private URLs when allowPrivateURLs.
 func startServerWith(t *testing.T, allowPrivateURLs bool) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	cfg := server.Config{Addr: "127.0.0.1:0", DB: sqlstoretest.URL(t, sqlstore.SQLite), Windows: dotlab.DefaultWindows, SettleEvery: 100 * time.Millisecond,
-		AllowPrivateURLs: allowPrivateURLs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: ready}
-	go func() { done <- server.Run(ctx, cfg) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case addr := <-ready:
-		return "http://" + addr
-	case err := <-done:
-		t.Fatal(err)
-	}
-	return ""
+	return servertest.Start(t, server.Config{DB: sqlstoretest.URL(t, sqlstore.SQLite), Windows: dotlab.DefaultWindows,
+		SettleEvery: 100 * time.Millisecond, AllowPrivateURLs: allowPrivateURLs})
 }
 
 func writeManifest(t *testing.T, title, dataURL string) string {

@@ -3,8 +3,8 @@ package oapiclient_test
 import (
 	"bytes"
 	"context"
+	"github.com/dotlab/dotlab/internal/servertest"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -96,25 +96,8 @@ func (d *checkedDoer) uncalled() []string {
 // --allow-private-urls does.
 func startServer(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	cfg := server.Config{Addr: "127.0.0.1:0", DB: sqlstoretest.URL(t, sqlstore.SQLite), Windows: dotlab.DefaultWindows,
-		SettleEvery: time.Second, Version: "oapiclient-test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: ready, AllowPrivateURLs: true}
-	go func() { done <- server.Run(ctx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	select {
-	case addr := <-ready:
-		return "http://" + addr + "/api/v1"
-	case err := <-done:
-		t.Fatalf("server did not start: %v", err)
-	}
-	return ""
+	return servertest.Start(t, server.Config{DB: sqlstoretest.URL(t, sqlstore.SQLite), Windows: dotlab.DefaultWindows,
+		SettleEvery: time.Second, Version: "oapiclient-test", AllowPrivateURLs: true}) + "/api/v1"
 }
 
 // agent is a registered agent and a generated client sending its key.
