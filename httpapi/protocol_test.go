@@ -277,16 +277,7 @@ func TestRateLimitBehindTrustedProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := func(peer string, xff ...string) int {
-		r := httptest.NewRequest("GET", "/api/v1/status", nil)
-		r.RemoteAddr = peer + ":40000"
-		for _, v := range xff {
-			r.Header.Add("X-Forwarded-For", v)
-		}
-		w := httptest.NewRecorder()
-		api.ServeHTTP(w, r)
-		return w.Code
-	}
+	status := func(peer string, xff ...string) int { return statusFrom(api, peer+":40000", xff...) }
 	steps := []struct {
 		peer string
 		xff  []string
@@ -321,16 +312,7 @@ func TestRateLimitByIPv6Network(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := func(peer string, xff ...string) int {
-		r := httptest.NewRequest("GET", "/api/v1/status", nil)
-		r.RemoteAddr = peer
-		for _, v := range xff {
-			r.Header.Add("X-Forwarded-For", v)
-		}
-		w := httptest.NewRecorder()
-		api.ServeHTTP(w, r)
-		return w.Code
-	}
+	status := func(peer string, xff ...string) int { return statusFrom(api, peer, xff...) }
 	steps := []struct {
 		peer string
 		xff  []string
@@ -350,4 +332,17 @@ func TestRateLimitByIPv6Network(t *testing.T) {
 			t.Errorf("%d: from %s with X-Forwarded-For %q: %d, want %d", i, s.peer, s.xff, got, s.want)
 		}
 	}
+}
+
+// statusFrom is the status code of GET /api/v1/status sent to api from the
+// peer address peer (HOST:PORT) with the X-Forwarded-For header lines xff.
+func statusFrom(api http.Handler, peer string, xff ...string) int {
+	r := httptest.NewRequest("GET", "/api/v1/status", nil)
+	r.RemoteAddr = peer
+	for _, v := range xff {
+		r.Header.Add("X-Forwarded-For", v)
+	}
+	w := httptest.NewRecorder()
+	api.ServeHTTP(w, r)
+	return w.Code
 }
