@@ -1,9 +1,21 @@
 package dotlab
 
-// SpecVersion is the manifest spec version this build validates.
+// SpecVersion is manifest spec v0.1, the version a manifest that uses none
+// of the v0.2 fields declares (and the one scaffolds and the demo write).
 const SpecVersion = "0.1"
 
-// Manifest is a claim's pinned replication manifest, spec v0.1
+// SpecVersionRuntime is manifest spec v0.2: v0.1 plus the fields that say
+// what a package does while it runs and how it differs from the published
+// one: Downloads, Code.Patches and Environment.Env. A runner that knows only
+// v0.1 refuses such a manifest (its strict parser refuses unknown fields and
+// its schema the version), so no v0.2 field is ever silently ignored.
+const SpecVersionRuntime = "0.2"
+
+// SpecVersions lists the manifest spec versions this build validates, oldest
+// first (GET /api/v1/status "manifest_spec_versions").
+func SpecVersions() []string { return []string{SpecVersion, SpecVersionRuntime} }
+
+// Manifest is a claim's pinned replication manifest, spec v0.1 or v0.2
 // (docs/manifest-spec.md; spec/manifest.schema.json). Parse and validate one with manifest.Parse.
 type Manifest struct {
 	SpecVersion string      `json:"spec_version"`
@@ -11,6 +23,7 @@ type Manifest struct {
 	Source      Source      `json:"source"`
 	Datasets    []Dataset   `json:"datasets"`
 	Helpers     []Helper    `json:"helpers,omitempty"`
+	Downloads   []Download  `json:"downloads,omitempty"` // spec v0.2
 	Code        Code        `json:"code"`
 	Environment Environment `json:"environment"`
 	Seed        *int64      `json:"seed,omitempty"`
@@ -71,12 +84,37 @@ func (h Helper) HelperPath() string {
 // "helper:<name>" (dataset names cannot contain ':', so the two never meet).
 func HelperInputKey(name string) string { return "helper:" + name }
 
+// Download is a file the code fetches by URL while it runs (spec v0.2),
+// pinned by the SHA-256 of its bytes (64 lowercase hex). The runner fetches
+// and verifies it before the run like a dataset; inside the sandbox, which
+// has no network, a local responder answers exactly URL with those bytes.
+// Its hash is recorded in a run's input_hashes as "download:<name>"
+// (DownloadInputKey).
+type Download struct {
+	Name   string `json:"name"`
+	URL    string `json:"url"`
+	SHA256 string `json:"sha256"`
+}
+
+// DownloadInputKey is the key of download name in a run's input_hashes:
+// "download:<name>".
+func DownloadInputKey(name string) string { return "download:" + name }
+
+// Patch is one of the submitter's declared changes to the published code
+// (spec v0.2): a unified diff, applied with zero fuzz to the run's copy of
+// the code before the run, and the reason it is needed.
+type Patch struct {
+	Reason string `json:"reason"`
+	Diff   string `json:"diff"`
+}
+
 // Code pins the analysis code: either a git Repository at a full 40-hex
 // Commit, or an Archive (tar.gz or zip) pinned by SHA-256.
 type Code struct {
 	Repository string   `json:"repository,omitempty"`
 	Commit     string   `json:"commit,omitempty"`
 	Archive    *Archive `json:"archive,omitempty"`
+	Patches    []Patch  `json:"patches,omitempty"` // spec v0.2
 }
 
 // Archive is a code archive (tar.gz or zip of the code tree) and its
@@ -98,6 +136,9 @@ func (a Archive) StripTop() bool { return a.StripTopFolder == nil || *a.StripTop
 type Environment struct {
 	Image        string            `json:"image"`
 	Dependencies map[string]string `json:"dependencies,omitempty"`
+	// Env (spec v0.2) sets variables the package is configured by, from an
+	// allow-list (docs/manifest-spec.md "environment").
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // ImageDigest returns the "sha256:<hex>" part of Image, or "" when it has none.

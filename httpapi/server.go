@@ -446,7 +446,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 	s.writeJSON(w, http.StatusOK, apiv1.Status{
 		Version:         s.version,
 		ProtocolVersion: dotlab.Version,
-		SpecVersions:    []string{dotlab.SpecVersion},
+		SpecVersions:    dotlab.SpecVersions(),
 		Features: map[string]bool{
 			"bounties": false, "stakes": false, "markets": false,
 			"agents": true, "claims": true, "jobs": true, "runs": true,

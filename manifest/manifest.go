@@ -20,6 +20,7 @@ import (
 	"math/big"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -205,9 +206,16 @@ var formHints = []struct{ at, hint string }{
 	{"/$defs/source/", "give exactly one place (stream or file) and one extractor (json, csv or regex)"},
 }
 
+// versionHint is the message for a v0.2 field in a v0.1 manifest (the
+// schema's top-level if/then forbids them with false schemas).
+var versionHint = fmt.Sprintf("is a spec v%s field: set \"spec_version\": %q", dotlab.SpecVersionRuntime, dotlab.SpecVersionRuntime)
+
 // formHint returns the hint for a leaf failure of those rules, or "".
 func formHint(e *jsonschema.ValidationError) string {
 	_, frag, _ := strings.Cut(e.SchemaURL, "#")
+	if _, ok := e.ErrorKind.(*kind.FalseSchema); ok && strings.HasPrefix(frag, "/then/") {
+		return versionHint
+	}
 	for _, h := range formHints {
 		rest, ok := strings.CutPrefix(frag+"/", h.at)
 		if !ok {
@@ -264,9 +272,7 @@ func jsonPath(tree any, tokens []string) string {
 // returns nil or an EINVALID *dotlab.Error listing every problem.
 func Check(m *dotlab.Manifest) error {
 	var p dotlab.Problems
-	if m.SpecVersion != dotlab.SpecVersion {
-		p.Add("$.spec_version", "must be %q", dotlab.SpecVersion)
-	}
+	checkSpecVersion(&p, m)
 	checkDatasets(&p, m.Datasets)
 	checkHelpers(&p, m.Helpers)
 	checkRepository(&p, m.Code.Repository)
@@ -287,6 +293,28 @@ func Check(m *dotlab.Manifest) error {
 		}
 	}
 	return p.Err()
+}
+
+// checkSpecVersion: a known version, and no v0.2 field in a v0.1 manifest
+// (the schema refuses those too; this names the fix).
+func checkSpecVersion(p *dotlab.Problems, m *dotlab.Manifest) {
+	if !slices.Contains(dotlab.SpecVersions(), m.SpecVersion) {
+		p.Add("$.spec_version", "must be one of %q", dotlab.SpecVersions())
+		return
+	}
+	if m.SpecVersion != dotlab.SpecVersion {
+		return
+	}
+	need := func(field string) { p.Add(field, "%s", versionHint) }
+	if m.Downloads != nil {
+		need("$.downloads")
+	}
+	if m.Code.Patches != nil {
+		need("$.code.patches")
+	}
+	if m.Environment.Env != nil {
+		need("$.environment.env")
+	}
 }
 
 // checkDatasets: unique names, and data paths that are clean, relative,

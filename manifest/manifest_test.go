@@ -50,7 +50,8 @@ func TestParseProblemsByPath(t *testing.T) {
 		{"empty entrypoint", `["python3", "analysis.py"]`, `[]`, "$.entrypoint"},
 		{"seed not integer", `"seed": 1908`, `"seed": 1908.5`, "$.seed"},
 		{"target value a string", `"value": 4.062`, `"value": "4.062"`, "$.targets[0].value"},
-		{"wrong spec version", `"spec_version": "0.1"`, `"spec_version": "0.2"`, "$.spec_version"},
+		{"wrong spec version", `"spec_version": "0.1"`, `"spec_version": "0.3"`, "$.spec_version"},
+		{"v0.2 field in a v0.1 manifest", `"code": {`, `"downloads": [{"name": "x", "url": "https://example.org/x", "sha256": "` + strings.Repeat("a", 64) + `"}], "code": {`, "$.downloads"},
 		{"timeout zero", `"timeout_seconds": 600`, `"timeout_seconds": 0`, "$.limits.timeout_seconds"},
 		{"huge exponent", `"value": 4.062`, `"value": 4e999999`, "$.targets[0].value"},
 	}
@@ -140,5 +141,34 @@ func TestIdentityNumbersMustBeExact(t *testing.T) {
 	// Spellings of the same double are fine and share an identity.
 	if _, err := manifest.Parse([]byte(strings.Replace(valid(t), `"value": 4.062`, `"value": 4.0620`, 1))); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSpecVersionRuntimeFields: the v0.2 fields parse under spec_version
+// "0.2", and each is refused under "0.1" at its own path, with the fix.
+func TestSpecVersionRuntimeFields(t *testing.T) {
+	hash := strings.Repeat("b", 64)
+	fields := []struct{ path, old, new string }{
+		{"$.downloads", `"code": {`, `"downloads": [{"name": "helpers.R", "url": "https://example.org/helpers.R", "sha256": "` + hash + `"}], "code": {`},
+		{"$.code.patches", `"commit": "0123456789abcdef0123456789abcdef01234567"`, `"commit": "0123456789abcdef0123456789abcdef01234567", "patches": [{"reason": "no folder picker", "diff": "--- a/x\n+++ b/x\n"}]`},
+		{"$.environment.env", `"environment": {`, `"environment": {"env": {"TZ": "UTC"},`},
+	}
+	for _, f := range fields {
+		in := strings.Replace(valid(t), f.old, f.new, 1)
+		if in == valid(t) {
+			t.Fatalf("%s: edit did not apply", f.path)
+		}
+		_, err := manifest.Parse([]byte(in))
+		if dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(strings.Join(dotlab.ErrorDetail(err), "\n"), f.path) {
+			t.Errorf("%s under v0.1: err = %v, want invalid at %s", f.path, dotlab.ErrorDetail(err), f.path)
+		}
+		v2 := strings.Replace(in, `"spec_version": "0.1"`, `"spec_version": "0.2"`, 1)
+		m, err := manifest.Parse([]byte(v2))
+		if err != nil {
+			t.Fatalf("%s under v0.2: %v", f.path, err)
+		}
+		if m.SpecVersion != dotlab.SpecVersionRuntime {
+			t.Fatalf("spec_version = %q", m.SpecVersion)
+		}
 	}
 }
