@@ -3,6 +3,7 @@ package scaffold
 import (
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -33,6 +34,7 @@ const SectionMissing = "what-manifest-init-reads-in-the-code"
 // the literal, Kind one of the Find* constants.
 type Finding struct {
 	Kind, Where, What string
+	line              int // in its unit, for the order
 }
 
 // Section is the how-to section (PATH#anchor) that answers the finding.
@@ -152,11 +154,12 @@ var printing = setOf([]string{"print", "cat", "message", "paste", "paste0", "spr
 func classify(u codeUnit, r unitResult) []Finding {
 	var fs []Finding
 	add := func(kind string, line int, format string, args ...any) {
-		fs = append(fs, Finding{Kind: kind, Where: u.at(line), What: fmt.Sprintf(format, args...)})
+		fs = append(fs, Finding{Kind: kind, Where: u.at(line), What: fmt.Sprintf(format, args...), line: line})
 	}
 	for _, n := range u.fetches {
 		add(FindNetwork, n, "a shell escape that installs or downloads")
 	}
+	sort.SliceStable(r.Calls, func(i, j int) bool { return r.Calls[i].Line < r.Calls[j].Line })
 	for _, c := range r.Calls {
 		if kind := callKind(u.lang, c); kind != "" {
 			add(kind, c.Line, "%s()", c.Func)
@@ -165,6 +168,7 @@ func classify(u codeUnit, r unitResult) []Finding {
 			add(FindWrites, c.Line, "%s(%q)", c.Func, p)
 		}
 	}
+	sort.SliceStable(r.Strings, func(i, j int) bool { return r.Strings[i].Line < r.Strings[j].Line })
 	for _, s := range r.Strings {
 		switch {
 		case hostPath.MatchString(s.Value):
@@ -173,6 +177,7 @@ func classify(u codeUnit, r unitResult) []Finding {
 			add(FindNetwork, s.Line, "%s(%q)", s.Func, s.Value)
 		}
 	}
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].line < fs[j].line })
 	return fs
 }
 

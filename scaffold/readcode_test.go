@@ -1,0 +1,200 @@
+package scaffold
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/runner"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/init/*.golden from what init reports")
+
+// The archive a test mirror serves: what Debian's Contents files say, in
+// their format, for the modules the testdata packages use (arch-specific
+// packages in Contents-amd64, the rest in Contents-all).
+const (
+	contentsArch = `usr/bin/python3                                             python/python3-minimal
+usr/bin/Rscript                                             gnu-r/r-base-core
+usr/bin/pandoc                                              text/pandoc
+usr/lib/python3/dist-packages/numpy/__init__.py             python/python3-numpy
+usr/lib/python3/dist-packages/_yaml.cpython-311-x86_64-linux-gnu.so python/python3-yaml
+usr/lib/R/site-library/fixest/DESCRIPTION                   gnu-r/r-cran-fixest
+usr/lib/R/site-library/dplyr/DESCRIPTION                    gnu-r/r-cran-dplyr
+`
+	contentsAll = `usr/bin/jupyter                                             python/jupyter-core
+usr/lib/python3/dist-packages/sklearn/__init__.py           python/python3-sklearn
+usr/lib/python3/dist-packages/sklearn/linear_model/__init__.py python/python3-sklearn
+usr/lib/python3/dist-packages/pandas/__init__.py            python/python3-pandas
+usr/lib/python3/dist-packages/statsmodels/__init__.py       python/python3-statsmodels
+usr/lib/python3/dist-packages/matplotlib/__init__.py        python/python3-matplotlib
+usr/lib/python3/dist-packages/nbconvert/__init__.py         python/python3-nbconvert
+usr/lib/python3/dist-packages/ipykernel/__init__.py         python/python3-ipykernel
+usr/lib/python3/dist-packages/requests/__init__.py          python/python3-requests
+usr/lib/python3/dist-packages/yaml/__init__.py              python/python3-yaml
+usr/lib/python3/dist-packages/google/protobuf/__init__.py   python/python3-protobuf
+usr/lib/R/site-library/httr/DESCRIPTION                     gnu-r/r-cran-httr
+usr/lib/R/site-library/knitr/DESCRIPTION                    gnu-r/r-cran-knitr
+usr/lib/R/site-library/metafor/DESCRIPTION                  gnu-r/r-cran-metafor
+usr/lib/R/site-library/rmarkdown/DESCRIPTION                gnu-r/r-cran-rmarkdown
+usr/lib/R/site-library/ggplot2/DESCRIPTION                  gnu-r/r-cran-ggplot2
+usr/share/doc/python3-sklearn/copyright                     python/python3-sklearn
+`
+)
+
+func gz(t *testing.T, s string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write([]byte(s))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// testMirror serves a Debian archive's bookworm Release and Contents files
+// on loopback and writes a deb822 sources file naming it. hits counts the
+// requests for Contents files.
+func testMirror(t *testing.T) (sources string, hits *atomic.Int64) {
+	t.Helper()
+	files := map[string][]byte{"main/Contents-amd64.gz": gz(t, contentsArch), "main/Contents-all.gz": gz(t, contentsAll)}
+	var rel strings.Builder
+	rel.WriteString("Origin: Debian\nSuite: stable\nCodename: bookworm\nMD5Sum:\n 00000000000000000000000000000000 1 main/Contents-all.gz\nSHA256:\n")
+	for name, body := range files {
+		fmt.Fprintf(&rel, " %x %d %s\n", sha256.Sum256(body), len(body), name)
+	}
+	hits = &atomic.Int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, ok := strings.CutPrefix(r.URL.Path, "/debian/dists/bookworm/")
+		switch body, found := files[name]; {
+		case ok && name == "Release":
+			w.Write([]byte(rel.String()))
+		case ok && found:
+			hits.Add(1)
+			w.Write(body)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	sources = filepath.Join(t.TempDir(), "debian.sources")
+	writeFile(t, sources, "Types: deb\nURIs: "+srv.URL+"/debian\nSuites: bookworm bookworm-updates\nComponents: main\n\n"+
+		"Types: deb\nURIs: "+srv.URL+"/debian-security\nSuites: bookworm-security\nComponents: main\n")
+	return sources, hits
+}
+
+// testImage builds an image whose dpkg database says it ships python3,
+// pandas, numpy, matplotlib, R and dplyr, into the image store of cacheDir.
+func testImage(t *testing.T, cacheDir string) string {
+	t.Helper()
+	root := t.TempDir()
+	lists := map[string]string{
+		"python3-minimal:amd64": "/.\n/usr\n/usr/bin\n/usr/bin/python3\n",
+		"python3-pandas":        "/usr/lib/python3/dist-packages/pandas\n/usr/lib/python3/dist-packages/pandas/__init__.py\n",
+		"python3-numpy":         "/usr/lib/python3/dist-packages/numpy/__init__.py\n",
+		"python3-matplotlib":    "/usr/lib/python3/dist-packages/matplotlib/__init__.py\n",
+		"r-base-core":           "/usr/bin/Rscript\n/usr/lib/R/library/stats/DESCRIPTION\n",
+		"r-cran-dplyr":          "/usr/lib/R/site-library/dplyr/DESCRIPTION\n",
+	}
+	for pkg, list := range lists {
+		writeFile(t, filepath.Join(root, "var/lib/dpkg/info", pkg+".list"), list)
+	}
+	writeFile(t, filepath.Join(root, "var/lib/dpkg/info/python3-pandas.md5sums"), "not a list\n")
+	writeFile(t, filepath.Join(root, "etc/os-release"), "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nVERSION_CODENAME=bookworm\n")
+	store, err := runner.OpenImageStore(cacheDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := store.Build(root, "dotlab.example/init-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "dotlab.example/init-test@" + d.String()
+}
+
+// summary is what a golden file holds: the guesses and warnings init made
+// about the code, with the paths of this run's temporary directories left out.
+func summary(r *Result) string {
+	var b strings.Builder
+	argv, _ := json.Marshal(r.Manifest.Entrypoint)
+	fmt.Fprintf(&b, "entrypoint: %s\nscratch: %v\n", argv, r.Manifest.Scratch)
+	for _, n := range r.Needs {
+		fmt.Fprintf(&b, "need: %s: %s %s\n", n, n.Status, n.Package)
+	}
+	for _, n := range r.Notes {
+		switch n.Path {
+		case "$.code", "$.scratch", "$.environment.image", "$.entrypoint":
+			fmt.Fprintf(&b, "%s\n", n)
+		}
+	}
+	if r.AptTxt != nil {
+		fmt.Fprintf(&b, "apt.txt:\n%s", r.AptTxt)
+	}
+	return b.String()
+}
+
+// TestInitReadsTestdataPackages runs init on each package under
+// testdata/init (a single script, a master script, a notebook, an R
+// Markdown file, a missing import, network calls, interactive calls and
+// host paths, writes next to the code) against an image and a loopback
+// Debian mirror, and compares what it guessed and warned with the
+// package's golden file.
+func TestInitReadsTestdataPackages(t *testing.T) {
+	testfix.Need(t, false, "python3", "Rscript")
+	cache := t.TempDir()
+	image := testImage(t, cache)
+	sources, hits := testMirror(t)
+	dirs, err := filepath.Glob("testdata/init/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shapes int
+	for _, dir := range dirs {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		shapes++
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			res, err := Init(context.Background(), Options{Source: dir, Image: image, CacheDir: cache, AptSources: []string{sources}, Targets: []string{"x=1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Problems) != 0 {
+				t.Fatalf("problems: %q", res.Problems)
+			}
+			got, golden := summary(res), dir+".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./scaffold -run TestInitReadsTestdataPackages -update, and read what it wrote)", err)
+			}
+			if got != string(want) {
+				t.Errorf("init on %s reports:\n%s\nwant (%s):\n%s", dir, got, golden, want)
+			}
+		})
+	}
+	if shapes < 8 {
+		t.Fatalf("%d testdata packages, want the 8 shapes", shapes)
+	}
+	// Both Contents files were fetched once: every later run read the cache.
+	if n := hits.Load(); n != 2 {
+		t.Errorf("%d Contents fetches, want 2 (then the cache in %s)", n, cache)
+	}
+}
