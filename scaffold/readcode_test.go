@@ -18,6 +18,7 @@ import (
 
 	"github.com/dotlab/dotlab/internal/testfix"
 	"github.com/dotlab/dotlab/runner"
+	git "github.com/go-git/go-git/v5"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/init/*.golden from what init reports")
@@ -196,5 +197,122 @@ func TestInitReadsTestdataPackages(t *testing.T) {
 	// Both Contents files were fetched once: every later run read the cache.
 	if n := hits.Load(); n != 2 {
 		t.Errorf("%d Contents fetches, want 2 (then the cache in %s)", n, cache)
+	}
+}
+
+// Without --image, each need is named with the archive's package, unchecked,
+// and all go into the apt.txt; without the archive, the package is unknown.
+func TestInitNeedsWithoutImage(t *testing.T) {
+	testfix.Need(t, false, "python3")
+	sources, _ := testMirror(t)
+	dir := "testdata/init/missing-import"
+	res, err := Init(context.Background(), Options{Source: dir, AptSources: []string{sources}, Targets: []string{"x=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"sklearn": "python3-sklearn", "pandas": "python3-pandas", "python3": "python3-minimal"}
+	for _, n := range res.Needs {
+		if want[n.Name] != n.Package || n.Status != NeedUnchecked {
+			t.Errorf("need %+v, want package %q unchecked", n, want[n.Name])
+		}
+		delete(want, n.Name)
+	}
+	if len(want) != 0 || !strings.Contains(string(res.AptTxt), "\npython3-minimal\npython3-pandas\npython3-sklearn\n") {
+		t.Fatalf("needs %+v left %v, apt.txt %q", res.Needs, want, res.AptTxt)
+	}
+	if c := notesAt(res, "check")["$.environment.image"]; !strings.Contains(c, "no image given") {
+		t.Errorf("image note %q", c)
+	}
+	// No apt sources: the needs are still named, their packages not.
+	res, err = Init(context.Background(), Options{Source: dir, Targets: []string{"x=1"}})
+	if err != nil || len(res.Needs) != 3 || res.Needs[0].Package != "" || res.AptTxt != nil {
+		t.Fatalf("%v needs %+v apt.txt %q", err, res.Needs, res.AptTxt)
+	}
+	if c := notesAt(res, "check")["$.environment.image"]; !strings.Contains(c, "Contents index was not read") {
+		t.Errorf("image note %q", c)
+	}
+	// A mirror that serves a Contents file other than its Release says: refused.
+	bad := filepath.Join(t.TempDir(), "bad.list")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/Release") {
+			fmt.Fprintf(w, "SHA256:\n %s 10 main/Contents-all.gz\n", strings.Repeat("ab", 32))
+			return
+		}
+		w.Write(gz(t, contentsAll))
+	}))
+	defer srv.Close()
+	writeFile(t, bad, "deb [signed-by=/x.gpg] "+srv.URL+"/debian bookworm main\n")
+	res, err = Init(context.Background(), Options{Source: dir, AptSources: []string{bad}, Targets: []string{"x=1"}})
+	if err != nil || res.Needs[0].Package != "" || !strings.Contains(notesAt(res, "check")["$.environment.image"], "more than 10 bytes") {
+		t.Fatalf("%v %+v %v", err, res.Needs, res.Notes)
+	}
+}
+
+// The package's own apt.txt counts, a reader that is not installed and a
+// file that does not parse are said, and a file over the bound is not read.
+func TestInitReadingLimits(t *testing.T) {
+	testfix.Need(t, false, "python3")
+	sources, _ := testMirror(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "main.py"), "import sklearn\nimport yaml\n")
+	writeFile(t, filepath.Join(dir, "apt.txt"), "# ours\npython3-sklearn\n")
+	writeFile(t, filepath.Join(dir, "old.py"), "print 'python 2'\n")
+	writeFile(t, filepath.Join(dir, "fit.R"), "library(fixest)\n")
+	writeFile(t, filepath.Join(dir, "big.py"), "x = 1\n"+strings.Repeat("#", MaxCodeFileBytes))
+	res, err := Init(context.Background(), Options{Source: dir, AptSources: []string{sources}, Rscript: "no-such-Rscript", Targets: []string{"x=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, n := range res.Needs {
+		status[n.Name] = n.Status + " " + n.Package
+	}
+	if status["sklearn"] != NeedDeclared+" python3-sklearn" || status["yaml"] != NeedUnchecked+" python3-yaml" || status["fixest"] != "" {
+		t.Errorf("needs %v", status)
+	}
+	if !strings.HasPrefix(string(res.AptTxt), "# Debian packages") || !strings.Contains(string(res.AptTxt), "\npython3-sklearn\npython3-minimal\npython3-yaml\n") {
+		t.Errorf("apt.txt %q", res.AptTxt)
+	}
+	var warnings []string
+	for _, n := range res.Notes {
+		if n.Kind == "warning" {
+			warnings = append(warnings, n.Text)
+		}
+	}
+	all := strings.Join(warnings, "\n")
+	for _, want := range []string{"big.py: not read: over 4 MiB", "old.py:1: not parsed by python3 (SyntaxError", "1 r unit not read: no-such-Rscript is not on PATH (Debian package r-base-core)"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no warning %q in\n%s", want, all)
+		}
+	}
+}
+
+// A local repository is read as the pinned commit holds it (not the
+// worktree), and a short --commit resolves to the full id.
+func TestInitReadsThePinnedCommit(t *testing.T) {
+	testfix.Need(t, false, "python3")
+	dir := t.TempDir()
+	r, err := git.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := testfix.Commit(t, r, dir, map[string]string{"main.py": "import requests\nrequests.get('https://example.org')\n"})
+	testfix.Commit(t, r, dir, map[string]string{"main.py": "print(1)\n"})
+	writeFile(t, filepath.Join(dir, "main.py"), "input()\n") // uncommitted
+	res, err := Init(context.Background(), Options{Source: dir, Targets: []string{"x=1"}})
+	if err != nil || len(res.Findings) != 0 || len(res.Needs) != 1 {
+		t.Fatalf("HEAD: %v findings %v needs %v", err, res.Findings, res.Needs)
+	}
+	res, err = Init(context.Background(), Options{Source: dir, Commit: first[:9], Targets: []string{"x=1"}})
+	if err != nil || res.Manifest.Code.Commit != first || len(res.Findings) != 1 || res.Findings[0].Kind != FindNetwork {
+		t.Fatalf("--commit %s: %v commit %s findings %v", first[:9], err, res.Manifest.Code.Commit, res.Findings)
+	}
+	if !strings.Contains(notesAt(res, "check")["$.code.commit"], "resolved to "+first) {
+		t.Errorf("notes %v", res.Notes)
+	}
+	for _, bad := range []string{first[:5], "zzzzzzzz", strings.Repeat("0", 12)} {
+		if _, err := Init(context.Background(), Options{Source: dir, Commit: bad}); err == nil {
+			t.Errorf("--commit %s accepted", bad)
+		}
 	}
 }

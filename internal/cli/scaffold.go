@@ -9,10 +9,18 @@ import (
 	"github.com/dotlab/dotlab/scaffold"
 )
 
-// Scaffold runs scaffold.Init and WriteScaffold.
-func Scaffold(ctx context.Context, stdout, stderr io.Writer, out string, o scaffold.Options) error {
+// Scaffold runs scaffold.Init, scaffold.OfferAptTxt (aptTxt: the file
+// --write-apt-txt names, or "") and WriteScaffold.
+func Scaffold(ctx context.Context, stdout, stderr io.Writer, out, aptTxt string, o scaffold.Options) error {
 	r, err := scaffold.Init(ctx, o)
 	if err != nil {
+		return err
+	}
+	name := "manifest"
+	if out != "" {
+		name = out
+	}
+	if err := scaffold.OfferAptTxt(stderr, name, aptTxt, r); err != nil {
 		return err
 	}
 	return WriteScaffold(stdout, stderr, out, r)
