@@ -82,7 +82,7 @@ func (b *builder) chosenImage() imageFacts {
 // archiveIndex reads the Contents index of the mirror in opts.AptSources
 // for suite ("" when unknown); nil with a note when it cannot.
 func (b *builder) archiveIndex(ctx context.Context, suite, arch string) (*debIndex, string) {
-	if b.opts.AptSources == nil {
+	if b.opts.AptSources == nil || b.opts.NoArchive {
 		return nil, "the Debian archive's Contents index was not read"
 	}
 	mirror, suite, comps, err := mirrorFor(readAptSources(b.opts.AptSources), suite)
@@ -163,11 +163,13 @@ func (b *builder) noteNeed(n Need, indexed bool, why string) {
 		pkg += " (in the apt.txt offered)"
 	}
 	see := HowTo + "#" + SectionMissing
-	switch n.Status {
-	case NeedMissing:
+	switch {
+	case n.Status == NeedMissing:
 		b.warn("$.environment.image", "%s is not in the image: %s; see %s", n, pkg, see)
-	case NeedDeclared:
+	case n.Status == NeedDeclared:
 		b.check("$.environment.image", "%s: %s, which the package's apt.txt names", n, pkg)
+	case b.opts.Image != "":
+		b.check("$.environment.image", "%s: %s; not checked against the image (its file lists were not read)", n, pkg)
 	default:
 		b.check("$.environment.image", "%s: %s; no image given to check it against (--image)", n, pkg)
 	}

@@ -44,6 +44,7 @@ type Options struct {
 	// mirror whose Contents index names the package of what the image
 	// lacks; nil: the archive is not consulted.
 	AptSources []string
+	NoArchive  bool         // AptSources are not consulted (--no-archive)
 	HTTPClient *http.Client // for the Contents index (nil: http.DefaultClient)
 	// Python and Rscript are the readers' commands ("": python3 and Rscript on PATH).
 	Python, Rscript string

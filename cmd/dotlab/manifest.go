@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/http"
-	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/cli"
@@ -16,7 +14,6 @@ import (
 func newManifestInitCmd() *cobra.Command {
 	var o scaffold.Options
 	var out, aptTxt string
-	var noArchive bool
 	cmd := &cobra.Command{
 		Use:   "init DIR|GIT-URL",
 		Short: "Scaffold a manifest from a package directory or git URL; placeholders are listed on stderr",
@@ -24,10 +21,6 @@ func newManifestInitCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Source = args[0]
-			if !noArchive && o.AptSources == nil {
-				o.AptSources = scaffold.DefaultAptSources()
-			}
-			o.HTTPClient = &http.Client{Timeout: 5 * time.Minute}
 			return cli.Scaffold(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), out, aptTxt, o)
 		},
 	}
@@ -46,8 +39,8 @@ func newManifestInitCmd() *cobra.Command {
 	f.BoolVar(&o.Policy.AllowPrivate, "allow-private-urls", false, "fetch a git URL over http or from private addresses")
 	f.StringVar(&o.CacheDir, "cache", cli.DefaultCacheDir(), "cache directory (the image store --image is read from; the Debian Contents index)")
 	f.StringVar(&aptTxt, "write-apt-txt", "", "write the offered apt.txt (Debian packages the image lacks) to this new file")
-	f.StringArrayVar(&o.AptSources, "apt-sources", nil, "apt source files naming the Debian mirror (default: /etc/apt/sources.list and sources.list.d)")
-	f.BoolVar(&noArchive, "no-archive", false, "do not fetch the Debian archive's Contents index (packages of what the image lacks stay unnamed)")
+	f.StringArrayVar(&o.AptSources, "apt-sources", scaffold.DefaultAptSources(), "apt source files naming the Debian mirror")
+	f.BoolVar(&o.NoArchive, "no-archive", false, "do not fetch the Debian archive's Contents index (packages of what the image lacks stay unnamed)")
 	return cmd
 }
 

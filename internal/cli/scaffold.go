@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/dotlab/dotlab/scaffold"
 )
@@ -12,6 +14,9 @@ import (
 // Scaffold runs scaffold.Init, scaffold.OfferAptTxt (aptTxt: the file
 // --write-apt-txt names, or "") and WriteScaffold.
 func Scaffold(ctx context.Context, stdout, stderr io.Writer, out, aptTxt string, o scaffold.Options) error {
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 5 * time.Minute}
+	}
 	r, err := scaffold.Init(ctx, o)
 	if err != nil {
 		return err
