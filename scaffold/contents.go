@@ -55,11 +55,12 @@ func readAptSources(files []string) []aptSource {
 			if len(fields) < 3 || fields[0] != "deb" {
 				continue
 			}
-			if strings.HasPrefix(fields[1], "[") { // [arch=amd64 signed-by=…]
-				for len(fields) > 1 && !strings.HasSuffix(fields[1], "]") {
-					fields = append(fields[:1], fields[2:]...)
+			if strings.HasPrefix(fields[1], "[") { // [arch=amd64 signed-by=…], [ arch=amd64 ]
+				end := 1
+				for end < len(fields) && !strings.HasSuffix(fields[end], "]") {
+					end++
 				}
-				fields = append(fields[:1], fields[2:]...)
+				fields = append([]string{"deb"}, fields[min(end+1, len(fields)):]...)
 			}
 			if len(fields) >= 3 {
 				out = append(out, aptSource{uri: fields[1], suites: fields[2:3], components: fields[3:]})

@@ -164,7 +164,9 @@ func readR(ctx context.Context, rscript string, units []string) (*readerRun, err
 	defer os.RemoveAll(tmp)
 	files := map[string]string{"read.R": rReader, "watch.txt": strings.Join(watchedR, "\n") + "\n", "pkgs.txt": strings.Join(networkR, "\n") + "\n"}
 	for i, u := range units {
-		files[fmt.Sprintf("%d.R", i+1)] = u
+		// Bytes that are not UTF-8 (a latin1 comment) become U+FFFD, as
+		// json.Marshal makes them for the Python reader: lines stay where they were.
+		files[fmt.Sprintf("%d.R", i+1)] = strings.ToValidUTF8(u, "\uFFFD")
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(tmp, name), []byte(body), 0o600); err != nil {

@@ -130,8 +130,8 @@ func (nb *notebook) language() Language {
 // language, and it is skipped.
 func notebookUnits(name string, body []byte) ([]codeUnit, error) {
 	var nb notebook
-	if err := json.Unmarshal(body, &nb); err != nil {
-		return nil, fmt.Errorf("%s: not a notebook (nbformat 4 JSON): %v", name, err)
+	if err := json.Unmarshal(body, &nb); err != nil || nb.Cells == nil {
+		return nil, fmt.Errorf("%s: not read: not an nbformat 4 notebook (JSON with cells)", name)
 	}
 	lang := nb.language()
 	var units []codeUnit
