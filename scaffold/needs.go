@@ -35,7 +35,11 @@ func (n Need) String() string {
 // imageFacts is what init knows of the chosen image.
 type imageFacts struct {
 	index *debIndex // nil: the image's file lists were not read
-	suite string    // its Debian release, from etc/os-release
+	// label are the packages its PackagesLabel names, when its file lists
+	// could not be read: a need is in the image when the archive's package
+	// for it is one of them.
+	label map[string]bool
+	suite string // its Debian release, from etc/os-release
 	arch  string
 }
 
@@ -69,13 +73,22 @@ func (b *builder) chosenImage() imageFacts {
 		facts.arch = debianArch(img.Config.Architecture)
 	}
 	rootfs, err := store.Rootfs(img, nil)
+	if err == nil {
+		facts.index, err = imageIndex(rootfs)
+		facts.suite = readOSRelease(rootfs)
+	}
 	if err != nil {
-		return fail(err)
+		pkgs := img.Packages()
+		if len(pkgs) == 0 {
+			return fail(err)
+		}
+		facts.index, facts.label = nil, map[string]bool{}
+		for _, p := range pkgs {
+			name, _, _ := strings.Cut(p, "=")
+			facts.label[name] = true
+		}
+		b.check("$.environment.image", "its dpkg file lists were not read (%v): what it has is taken from its label %s (%d packages) and the archive's Contents index", err, imagestore.PackagesLabel, len(pkgs))
 	}
-	if facts.index, err = imageIndex(rootfs); err != nil {
-		return fail(err)
-	}
-	facts.suite = readOSRelease(rootfs)
 	return facts
 }
 
@@ -132,6 +145,13 @@ func (b *builder) resolveNeeds(ctx context.Context) {
 		}
 		if archive != nil {
 			n.Package, _ = archive.lookup(s.need)
+		}
+		if img.label != nil && img.label[n.Package] && n.Package != "" {
+			n.Status = NeedInImage
+			b.needs = append(b.needs, n)
+			continue
+		} else if img.label != nil {
+			n.Status = NeedMissing
 		}
 		if declared[n.Package] && n.Package != "" {
 			n.Status = NeedDeclared

@@ -12,10 +12,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/testfix"
 	"github.com/dotlab/dotlab/runner"
 	git "github.com/go-git/go-git/v5"
@@ -314,5 +316,38 @@ func TestInitReadsThePinnedCommit(t *testing.T) {
 		if _, err := Init(context.Background(), Options{Source: dir, Commit: bad}); err == nil {
 			t.Errorf("--commit %s accepted", bad)
 		}
+	}
+}
+
+// An image without dpkg file lists but with its packages label: a need is
+// in it when the archive's package for it is on the label.
+func TestInitImageByPackagesLabel(t *testing.T) {
+	testfix.Need(t, false, "python3")
+	cache := t.TempDir()
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "etc/os-release"), "VERSION_CODENAME=bookworm\n")
+	store, err := runner.OpenImageStore(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := store.BuildWith(root, "", imagestore.BuildOptions{Labels: map[string]string{imagestore.PackagesLabel: "python3-minimal=3.11.2-1+b1\npython3-pandas=1.5.3+dfsg-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources, _ := testMirror(t)
+	res, err := Init(context.Background(), Options{Source: "testdata/init/missing-import", Image: "dotlab.example/labelled@" + d.String(), CacheDir: cache, AptSources: []string{sources}, Targets: []string{"x=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, n := range res.Needs {
+		got[n.Name] = n.Status + " " + n.Package
+	}
+	want := map[string]string{"sklearn": NeedMissing + " python3-sklearn", "pandas": NeedInImage + " python3-pandas", "python3": NeedInImage + " python3-minimal"}
+	if !reflect.DeepEqual(got, want) || !strings.Contains(notesAt(res, "check")["$.environment.image"], "org.dotlab.packages (2 packages)") {
+		t.Fatalf("needs %v, want %v; notes %v", got, want, res.Notes)
+	}
+	if string(res.AptTxt) != "# Debian packages the code needs beyond its image (dotlab manifest init); one a line\npython3-sklearn\n" {
+		t.Errorf("apt.txt %q", res.AptTxt)
 	}
 }
