@@ -108,3 +108,39 @@ func TestReadersOnHostileSource(t *testing.T) {
 		t.Errorf("R: %+v", r.results[2])
 	}
 }
+
+func TestClassifyCalls(t *testing.T) {
+	r := unitResult{Calls: []callSite{
+		{Func: "file", Line: 1, Args: []callArg{{Kind: "str", Value: "stdin"}}},
+		{Func: "file", Line: 2, Args: []callArg{{Kind: "str", Value: "data.csv"}}},
+		{Func: "httr2::req_perform", Line: 3},
+		{Func: "cat", Line: 4, Args: []callArg{{Kind: "str", Value: "x"}, {Name: "file", Kind: "str", Value: "out/log.txt"}}},
+		{Func: "cat", Line: 5, Args: []callArg{{Kind: "str", Value: "x"}, {Name: "file", Kind: "other"}}},
+		{Func: "write.csv", Line: 6, Args: []callArg{{Kind: "sym", Value: "d"}, {Kind: "str", Value: "/work/out/d.csv"}}},
+		{Func: "png", Line: 7, Args: []callArg{{Name: "filename", Kind: "str", Value: "~/fig.png"}}},
+	}, Strings: []stringSite{{Value: "https://x.org/a.csv", Line: 8, Func: "paste0"}, {Value: "~ x + y", Line: 9}, {Value: `\\server\share\d.csv`, Line: 10}}}
+	var got []string
+	for _, f := range classify(codeUnit{file: "a.R", lang: LangR, line: 1}, r) {
+		got = append(got, f.Where+" "+f.Kind+" "+f.What)
+	}
+	want := []string{"a.R:1 interactive file()", "a.R:3 network httr2::req_perform()", `a.R:4 writes cat("out/log.txt")`, `a.R:10 host-path "\\\\server\\share\\d.csv"`}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("findings\n%q\nwant\n%q", got, want)
+	}
+	py := unitResult{Calls: []callSite{
+		{Func: "open", Line: 1, Args: []callArg{{Kind: "str", Value: "in.csv"}}},
+		{Func: "open", Line: 2, Args: []callArg{{Kind: "str", Value: "out.txt"}, {Name: "mode", Kind: "str", Value: "a"}}},
+		{Func: "numpy.save", Line: 3, Args: []callArg{{Kind: "str", Value: "arr.npy"}, {Kind: "sym", Value: "a"}}},
+		{Func: "urllib.parse.urlencode", Line: 4},
+		{Func: "sys.stdin.readline", Line: 5},
+	}, Strings: []stringSite{{Value: "ftp://x.org/a", Line: 6, Func: "pandas.read_csv"}, {Value: "http://x", Line: 7, Func: "print"}}}
+	got = nil
+	for _, f := range classify(codeUnit{file: "nb.ipynb", lang: LangPython, line: 1, cell: 3, fetches: []int{9}}, py) {
+		got = append(got, f.Where+" "+f.Kind+" "+f.What)
+	}
+	want = []string{`nb.ipynb cell 3 line 2 writes open("out.txt")`, `nb.ipynb cell 3 line 3 writes numpy.save("arr.npy")`, "nb.ipynb cell 3 line 5 interactive sys.stdin.readline()",
+		`nb.ipynb cell 3 line 6 network pandas.read_csv("ftp://x.org/a")`, "nb.ipynb cell 3 line 9 network a shell escape that installs or downloads"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("findings\n%q\nwant\n%q", got, want)
+	}
+}

@@ -63,7 +63,7 @@ var (
 	watchedR = []string{"library", "require", "requireNamespace", "loadNamespace", "p_load",
 		"download.file", "url", "curl", "curl_download", "curl_fetch_memory", "curl_fetch_disk", "getURL", "getURLContent",
 		"GET", "POST", "PUT", "HEAD", "PATCH", "VERB", "req_perform", "install.packages", "install_github", "install_version",
-		"readline", "readLines", "file.choose", "choose.dir", "choose.files", "menu", "askYesNo", "tk_choose.files", "tk_choose.dir",
+		"readline", "readLines", "file", "scan", "file.choose", "choose.dir", "choose.files", "menu", "askYesNo", "tk_choose.files", "tk_choose.dir",
 		"selectFile", "selectDirectory",
 		"write.csv", "write.csv2", "write.table", "write_csv", "write_tsv", "write_delim", "write_excel_csv", "write_rds",
 		"write_xlsx", "write.xlsx", "fwrite", "saveRDS", "save", "save.image", "ggsave", "pdf", "png", "jpeg", "tiff", "bmp",
@@ -207,7 +207,7 @@ func callKind(lang Language, c callSite) string {
 		return FindNetwork
 	case interactiveFuncR[fn]:
 		return FindInteractive
-	case fn == "readLines" && len(c.Args) > 0 && c.Args[0].Kind == "str" && c.Args[0].Value == "stdin":
+	case (fn == "readLines" || fn == "file" || fn == "scan") && len(c.Args) > 0 && c.Args[0].Kind == "str" && c.Args[0].Value == "stdin":
 		return FindInteractive
 	}
 	return ""
