@@ -97,7 +97,7 @@ func topLevel(files []string) []string {
 // copy to /work/out (the code directory is read-only); the kernel runs in
 // the notebook's directory.
 func notebookEntry(file string, lang Language) entryGuess {
-	needs := []need{{NeedCommand, "jupyter"}, {NeedPython, "nbconvert"}}
+	needs := []need{{NeedCommand, "jupyter"}, {NeedCommand, "jupyter-nbconvert"}}
 	if lang == LangR {
 		needs = append(needs, need{NeedR, "IRkernel"})
 	} else {

@@ -38,6 +38,7 @@ usr/lib/R/site-library/fixest/DESCRIPTION                   gnu-r/r-cran-fixest
 usr/lib/R/site-library/dplyr/DESCRIPTION                    gnu-r/r-cran-dplyr
 `
 	contentsAll = `usr/bin/jupyter                                             python/jupyter-core
+usr/bin/jupyter-nbconvert                                   python/jupyter-nbconvert
 usr/lib/python3/dist-packages/sklearn/__init__.py           python/python3-sklearn
 usr/lib/python3/dist-packages/sklearn/linear_model/__init__.py python/python3-sklearn
 usr/lib/python3/dist-packages/pandas/__init__.py            python/python3-pandas
