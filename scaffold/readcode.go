@@ -89,6 +89,10 @@ func (b *builder) readCode(ctx context.Context, files []string, read codeReader)
 			b.warn("$.code", "%v", err)
 			continue
 		}
+		if len(sc.units)+len(units) > MaxCodeUnits {
+			b.warn("$.code", "%s and the files after it were not read: more than %d scripts, cells and chunks", f, MaxCodeUnits)
+			break
+		}
 		sc.units = append(sc.units, units...)
 	}
 	b.readSpecial(files, read)

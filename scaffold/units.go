@@ -17,6 +17,7 @@ const (
 	MaxCodeFileBytes = 4 << 20
 	MaxNotebookBytes = 32 << 20
 	MaxCodeBytes     = 128 << 20
+	MaxCodeUnits     = 20000 // scripts, notebook cells and R Markdown chunks
 )
 
 // codeUnit is one piece of source text a reader parses: a script, a
