@@ -115,7 +115,9 @@ func TestClassifyCalls(t *testing.T) {
 		{Func: "file", Line: 2, Args: []callArg{{Kind: "str", Value: "data.csv"}}},
 		{Func: "httr2::req_perform", Line: 3},
 		{Func: "cat", Line: 4, Args: []callArg{{Kind: "str", Value: "x"}, {Name: "file", Kind: "str", Value: "out/log.txt"}}},
-		{Func: "cat", Line: 5, Args: []callArg{{Kind: "str", Value: "x"}, {Name: "file", Kind: "other"}}},
+		{Func: "cat", Line: 5, Args: []callArg{{Kind: "str", Value: "x"}, {Name: "file", Kind: "std", Value: "stderr"}}},
+		{Func: "sink", Line: 5, Args: []callArg{{Kind: "num", Value: "NULL"}}},
+		{Func: "pdf", Line: 11, Args: []callArg{{Kind: "sym", Value: "path"}}},
 		{Func: "write.csv", Line: 6, Args: []callArg{{Kind: "sym", Value: "d"}, {Kind: "str", Value: "/work/out/d.csv"}}},
 		{Func: "png", Line: 7, Args: []callArg{{Name: "filename", Kind: "str", Value: "~/fig.png"}}},
 	}, Strings: []stringSite{{Value: "https://x.org/a.csv", Line: 8, Func: "paste0"}, {Value: "~ x + y", Line: 9}, {Value: `\\server\share\d.csv`, Line: 10}}}
@@ -123,7 +125,7 @@ func TestClassifyCalls(t *testing.T) {
 	for _, f := range classify(codeUnit{file: "a.R", lang: LangR, line: 1}, r) {
 		got = append(got, f.Where+" "+f.Kind+" "+f.What)
 	}
-	want := []string{"a.R:1 interactive file()", "a.R:3 network httr2::req_perform()", `a.R:4 writes cat("out/log.txt")`, `a.R:10 host-path "\\\\server\\share\\d.csv"`}
+	want := []string{"a.R:1 interactive file()", "a.R:3 network httr2::req_perform()", `a.R:4 writes cat("out/log.txt")`, `a.R:10 host-path "\\\\server\\share\\d.csv"`, "a.R:11 writes pdf(<a path computed at run time>)"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("findings\n%q\nwant\n%q", got, want)
 	}

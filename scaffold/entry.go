@@ -3,7 +3,6 @@ package scaffold
 import (
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 )
 
@@ -168,13 +167,12 @@ func (b *builder) noteFindings() {
 	if len(writes) == 0 {
 		return
 	}
-	sort.Strings(writes)
-	shown := writes[:min(len(writes), 5)]
+	shown := writes[:min(len(writes), 10)]
 	more := ""
 	if len(writes) > len(shown) {
 		more = fmt.Sprintf(" and %d more", len(writes)-len(shown))
 	}
 	b.m.Scratch = true
-	b.check("$.scratch", "true: the code writes next to itself (%s%s), and /work/code is read-only; targets may read those files under /work/scratch/; see %s#%s",
+	b.check("$.scratch", "true: the code writes next to itself (%s%s; a path computed at run time may be elsewhere: check it), and /work/code is read-only; targets may read those files under /work/scratch/; see %s#%s",
 		strings.Join(shown, "; "), more, HowTo, findingSection[FindWrites])
 }

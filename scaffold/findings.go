@@ -117,24 +117,24 @@ var writesR = map[string]writeArg{
 	"write_parquet": {1, []string{"sink"}}, "write_feather": {1, []string{"sink"}}, "stargazer": {-1, []string{"out"}}, "saveWidget": {1, []string{"file"}},
 }
 
-// fileArg returns the string literal a call passes as its file (w), or "".
-func fileArg(c callSite, w writeArg) string {
+// fileArg is the argument a call passes as its file (w); ok is false when it passes none.
+func fileArg(c callSite, w writeArg) (arg callArg, ok bool) {
 	pos := 0
 	for _, a := range c.Args {
 		if a.Name == "" {
-			if pos == w.pos && a.Kind == "str" {
-				return a.Value
+			if pos == w.pos {
+				return a, true
 			}
 			pos++
 			continue
 		}
 		for _, n := range w.names {
-			if a.Name == n && a.Kind == "str" {
-				return a.Value
+			if a.Name == n {
+				return a, true
 			}
 		}
 	}
-	return ""
+	return callArg{}, false
 }
 
 var hostPath = regexp.MustCompile(`^([A-Za-z]:[\\/]|\\\\[^\\]|/(Users|home|Volumes|mnt|media)/|~($|/))`)
@@ -164,7 +164,11 @@ func classify(u codeUnit, r unitResult) []Finding {
 		if kind := callKind(u.lang, c); kind != "" {
 			add(kind, c.Line, "%s()", c.Func)
 		}
-		if p := writePath(u.lang, c); p != "" {
+		switch p := writePath(u.lang, c); p {
+		case "":
+		case computedPath:
+			add(FindWrites, c.Line, "%s(%s)", c.Func, p)
+		default:
 			add(FindWrites, c.Line, "%s(%q)", c.Func, p)
 		}
 	}
@@ -213,7 +217,12 @@ func callKind(lang Language, c callSite) string {
 	return ""
 }
 
-// writePath is the relative file a writing call writes, or "".
+// computedPath stands for a file name known only at run time.
+const computedPath = "<a path computed at run time>"
+
+// writePath is the file a writing call writes when it may be next to the
+// code: a relative literal, or computedPath; "" for none (no file
+// argument, an absolute path).
 func writePath(lang Language, c callSite) string {
 	last := c.Func
 	if i := strings.LastIndexAny(last, ".:"); i >= 0 && lang == LangPython {
@@ -221,26 +230,24 @@ func writePath(lang Language, c callSite) string {
 	} else if _, fn, ok := strings.Cut(last, "::"); ok {
 		last = strings.TrimPrefix(fn, ":")
 	}
-	if lang == LangPython && last == "open" && c.Func == "open" {
-		mode := fileArg(c, writeArg{1, []string{"mode"}})
-		if !strings.ContainsAny(mode, "wax+") {
-			return ""
-		}
-		if p := fileArg(c, writeArg{0, []string{"file"}}); relativeFile(p) {
-			return p
-		}
-		return ""
-	}
-	table := writesR
+	w, ok := writesR[last]
 	if lang == LangPython {
-		table = writesPython
+		w, ok = writesPython[last]
 	}
-	w, ok := table[last]
+	if lang == LangPython && c.Func == "open" {
+		mode, _ := fileArg(c, writeArg{1, []string{"mode"}})
+		w, ok = writeArg{0, []string{"file"}}, mode.Kind == "str" && strings.ContainsAny(mode.Value, "wax+")
+	}
 	if !ok {
 		return ""
 	}
-	if p := fileArg(c, w); relativeFile(p) {
-		return p
+	switch a, ok := fileArg(c, w); {
+	case !ok:
+		return ""
+	case a.Kind == "str" && relativeFile(a.Value):
+		return a.Value
+	case a.Kind == "sym" || a.Kind == "other":
+		return computedPath
 	}
 	return ""
 }

@@ -58,8 +58,10 @@ type callSite struct {
 }
 
 // callArg is one argument: Name for a keyword argument, Kind "str" (Value
-// the string; Python also joins os.path.join/Path of literals), "sym" (a
-// name), "num" or "other".
+// the string: a literal, a top-level name bound once to one, os.path.join /
+// pathlib.Path / file.path / paste0 of those), "sym" (another name), "num"
+// (a number, None, NULL, TRUE…), "std" (R's stdout(), stderr(), stdin())
+// or "other" (any other expression).
 type callArg struct {
 	Name  string `json:"name"`
 	Kind  string `json:"kind"`

@@ -31,19 +31,57 @@ def dotted(node, aliases):
     return ".".join(reversed(parts))
 
 
-def literal(node, aliases):
-    """(kind, value): a string constant, a path joined from string constants
-    (os.path.join, pathlib.Path), a name, or other."""
+def literal(node, aliases, consts):
+    """(kind, value): a string constant, a module-level name bound once to
+    one (consts), a path joined from those (os.path.join, pathlib.Path),
+    another name, another constant (num: a number, None, True), or other."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return "str", node.value
+    if isinstance(node, ast.Name) and node.id in consts:
+        return "str", consts[node.id]
+    if isinstance(node, ast.Constant):
+        return "num", repr(node.value)
     if isinstance(node, ast.Name):
         return "sym", node.id
     if isinstance(node, ast.Call) and dotted(node.func, aliases) in (
             "os.path.join", "posixpath.join", "pathlib.Path", "pathlib.PurePath"):
-        parts = [literal(a, aliases) for a in node.args]
+        parts = [literal(a, aliases, consts) for a in node.args]
         if parts and all(k == "str" for k, _ in parts):
             return "str", "/".join(v for _, v in parts)
     return "other", ""
+
+
+def assigned_names(node):
+    """The names a statement or expression binds."""
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr, ast.comprehension)):
+        targets = [node.target]
+    else:
+        return []
+    names = []
+    while targets:
+        t = targets.pop()
+        if isinstance(t, ast.Name):
+            names.append(t.id)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            targets.extend(t.elts)
+    return names
+
+
+def module_constants(tree):
+    """The module-level names bound exactly once in the unit, to a string constant."""
+    counts = {}
+    for node in ast.walk(tree):
+        for n in assigned_names(node):
+            counts[n] = counts.get(n, 0) + 1
+    consts = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                and counts.get(node.targets[0].id) == 1):
+            consts[node.targets[0].id] = node.value.value
+    return consts
 
 
 def read_unit(src, watch, watch_modules):
@@ -73,23 +111,24 @@ def read_unit(src, watch, watch_modules):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             docstrings.add(id(node.value))
     calls, strings, arg_of = [], [], {}
+    consts = module_constants(tree)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         func = dotted(node.func, aliases)
         last = func.rsplit(".", 1)[-1]
         if func in ("importlib.import_module", "__import__") and node.args:
-            kind, value = literal(node.args[0], aliases)
+            kind, value = literal(node.args[0], aliases, consts)
             if kind == "str":
                 imports.append({"name": value, "line": node.lineno})
         argnodes = [("", a) for a in node.args] + [(k.arg or "", k.value) for k in node.keywords]
         if (last in watch or func.split(".")[0] in watch_modules) and len(calls) < MAX_ITEMS:
-            args = [dict(zip(("name", "kind", "value"), (name, *literal(a, aliases)))) for name, a in argnodes]
+            args = [dict(zip(("name", "kind", "value"), (name, *literal(a, aliases, consts)))) for name, a in argnodes]
             calls.append({"func": func, "line": node.lineno, "args": args})
         for _, a in argnodes:
             arg_of[id(a)] = func
     for node in ast.walk(tree):
-        kind, value = literal(node, aliases)
+        kind, value = literal(node, aliases, {}) if isinstance(node, ast.Constant) else ("other", "")
         if (kind == "str" and id(node) not in docstrings and len(strings) < MAX_ITEMS
                 and len(value) < 4096 and PATH_LIKE.match(value)):
             strings.append({"value": value, "line": node.lineno, "func": arg_of.get(id(node), "")})

@@ -34,17 +34,64 @@ str_value <- function(tok) {
   if (is.character(v) && length(v) == 1) v else NA_character_
 }
 
-# arg_of describes the expression node id as kind:value: a string literal,
-# a symbol, a number, or other.
+# arg_of describes the expression node id as kind:value: a string (str_of),
+# a symbol, a number (or NULL, TRUE, FALSE), a standard stream
+# (stdout() …), or other.
 arg_of <- function(pd, id) {
+  v <- str_of(pd, id, 0L)
+  if (!is.na(v)) return(paste("str", hex(v), sep = ":"))
   kids <- children(pd, id)
   if (nrow(kids) == 1 && kids$terminal[1]) {
     tok <- kids$token[1]
-    if (tok == "STR_CONST") return(paste("str", hex(str_value(kids$text[1])), sep = ":"))
     if (tok == "SYMBOL") return(paste("sym", hex(kids$text[1]), sep = ":"))
-    if (tok == "NUM_CONST") return(paste("num", hex(kids$text[1]), sep = ":"))
+    if (tok == "NUM_CONST" || tok == "NULL_CONST") return(paste("num", hex(kids$text[1]), sep = ":"))
   }
+  if (nrow(kids) >= 3 && fn_of(pd, id)[2] %in% c("stdout", "stderr", "stdin")) return(paste("std", hex(fn_of(pd, id)[2]), sep = ":"))
   "other:-"
+}
+
+# str_of is the string expression node id stands for, NA when it is none
+# known before run time: a literal, a top-level name bound once to one
+# (consts), or file.path() / paste0() of those.
+str_of <- function(pd, id, depth) {
+  kids <- children(pd, id)
+  if (depth > 20L || nrow(kids) == 0) return(NA_character_)
+  if (nrow(kids) == 1 && kids$terminal[1]) {
+    if (kids$token[1] == "STR_CONST") return(str_value(kids$text[1]))
+    if (kids$token[1] == "SYMBOL" && !is.null(consts[[kids$text[1]]])) return(consts[[kids$text[1]]])
+    return(NA_character_)
+  }
+  if (nrow(kids) < 3 || kids$token[1] != "expr" || kids$token[2] != "'('" || any(kids$token == "SYMBOL_SUB")) return(NA_character_)
+  pf <- fn_of(pd, id)
+  if (!(pf[2] %in% c("file.path", "paste0")) || !(pf[1] %in% c("", "base"))) return(NA_character_)
+  args <- kids$id[kids$token == "expr"][-1]
+  vals <- vapply(args, function(a) str_of(pd, a, depth + 1L), character(1))
+  if (length(vals) == 0 || anyNA(vals)) return(NA_character_)
+  paste(vals, collapse = if (pf[2] == "file.path") "/" else "")
+}
+
+# unit_consts are the names bound exactly once in the unit, at its top
+# level, to a string literal (out_dir <- "output").
+unit_consts <- function(pd) {
+  ops <- pd[pd$token %in% c("LEFT_ASSIGN", "EQ_ASSIGN", "RIGHT_ASSIGN"), ]
+  counts <- list()
+  found <- list()
+  for (j in seq_len(nrow(ops))) {
+    node <- ops$parent[j]
+    exprs <- children(pd, node)
+    exprs <- exprs$id[exprs$token == "expr"]
+    if (length(exprs) != 2) next
+    if (ops$token[j] == "RIGHT_ASSIGN") exprs <- rev(exprs)
+    lhs <- children(pd, exprs[1])
+    if (nrow(lhs) != 1 || lhs$token[1] != "SYMBOL") next
+    name <- lhs$text[1]
+    counts[[name]] <- if (is.null(counts[[name]])) 1L else counts[[name]] + 1L
+    rhs <- children(pd, exprs[2])
+    if (pd[as.character(node), "parent"] == 0 && nrow(rhs) == 1 && rhs$token[1] == "STR_CONST") {
+      found[[name]] <- str_value(rhs$text[1])
+    }
+  }
+  found[vapply(names(found), function(n) counts[[n]] == 1L && !is.na(found[[n]]), logical(1))]
 }
 
 # call_args lists the arguments of call node id as name:kind:value fields.
@@ -79,6 +126,7 @@ fn_of <- function(pd, id) {
 # children are the nodes whose parent is id, in source order (through the
 # index by_parent, built once per unit).
 by_parent <- list()
+consts <- list()
 children <- function(pd, id) {
   rows <- by_parent[[as.character(id)]]
   if (is.null(rows)) return(pd[0, ])
@@ -88,6 +136,8 @@ children <- function(pd, id) {
 
 read_unit <- function(i, pd) {
   by_parent <<- split(seq_len(nrow(pd)), pd$parent)
+  consts <<- list()
+  consts <<- unit_consts(pd)
   pk <- pd[pd$token == "SYMBOL_PACKAGE", ]
   for (j in seq_len(min(nrow(pk), max_items))) out("P", i, pk$line1[j], hex(pk$text[j]))
   fc <- pd[pd$token == "SYMBOL_FUNCTION_CALL", ]

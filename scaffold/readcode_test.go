@@ -13,12 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/runner"
 	git "github.com/go-git/go-git/v5"
 )
@@ -350,5 +352,41 @@ func TestInitImageByPackagesLabel(t *testing.T) {
 	}
 	if string(res.AptTxt) != "# Debian packages the code needs beyond its image (dotlab manifest init); one a line\npython3-sklearn\n" {
 		t.Errorf("apt.txt %q", res.AptTxt)
+	}
+}
+
+// On the two package-shaped examples, init guesses the entrypoint and the
+// scratch their committed manifests give, and names what they import.
+func TestInitOnTheExampleClaims(t *testing.T) {
+	testfix.Need(t, false, "python3", "Rscript")
+	for dir, imports := range map[string][]string{
+		"longley-1967":         {"matplotlib", "pandas", "statsmodels"},
+		"viechtbauer-2010-bcg": {"metafor"},
+	} {
+		raw, err := os.ReadFile(filepath.Join("..", "examples", "claims", dir, "manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := manifest.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Init(context.Background(), Options{Source: filepath.Join("..", "examples", "claims", dir, "code"), Targets: []string{"x=1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(res.Manifest.Entrypoint, m.Entrypoint) || res.Manifest.Scratch != m.Scratch {
+			t.Errorf("%s: entrypoint %q scratch %v, the committed manifest %q %v", dir, res.Manifest.Entrypoint, res.Manifest.Scratch, m.Entrypoint, m.Scratch)
+		}
+		var got []string
+		for _, n := range res.Needs {
+			if n.Kind != NeedCommand {
+				got = append(got, n.Name)
+			}
+		}
+		sort.Strings(got)
+		if !reflect.DeepEqual(got, imports) || len(res.Findings) == 0 {
+			t.Errorf("%s: needs %v, want %v; findings %v", dir, got, imports, res.Findings)
+		}
 	}
 }
