@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/dotlab/dotlab/runner"
 	git "github.com/go-git/go-git/v5"
@@ -18,31 +19,33 @@ import (
 // localGit pins the HEAD commit of the repository at dir and proposes its
 // origin remote as code.repository when the fetch policy accepts it (an
 // https URL to a public host, without credentials). It returns the files
-// tracked at that commit.
-func (b *builder) localGit(dir string) (map[string]bool, error) {
+// tracked at that commit, and a reader of their contents there.
+func (b *builder) localGit(dir string) (map[string]bool, codeReader, error) {
 	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: false})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	head, err := repo.Head()
 	if err != nil {
-		return nil, fmt.Errorf("%s: no commit to pin (HEAD: %v): commit the package first", dir, err)
+		return nil, nil, fmt.Errorf("%s: no commit to pin (HEAD: %v): commit the package first", dir, err)
 	}
 	h := head.Hash()
 	if b.opts.Commit != "" {
-		if !plumbing.IsHash(b.opts.Commit) || len(b.opts.Commit) != 40 {
-			return nil, fmt.Errorf("--commit %q: want a full 40-hex commit id", b.opts.Commit)
+		if h, err = resolveCommit(repo, b.opts.Commit); err != nil {
+			return nil, nil, err
 		}
-		h = plumbing.NewHash(b.opts.Commit)
+		if len(b.opts.Commit) < 40 {
+			b.check("$.code.commit", "--commit %s resolved to %s", b.opts.Commit, h)
+		}
 	}
 	b.m.Code.Commit = h.String()
 	c, err := repo.CommitObject(h)
 	if err != nil {
-		return nil, fmt.Errorf("--commit %s: %w", h, err)
+		return nil, nil, fmt.Errorf("--commit %s: %w", h, err)
 	}
 	tracked, err := treeFiles(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.origin(repo)
 	if wt, err := repo.Worktree(); err == nil {
@@ -50,7 +53,59 @@ func (b *builder) localGit(dir string) (map[string]bool, error) {
 			b.check("$.code.commit", "the worktree has uncommitted changes to tracked files: the pinned commit %s does not hold them; commit, push and run init again", b.m.Code.Commit)
 		}
 	}
-	return tracked, nil
+	return tracked, commitReader(c), nil
+}
+
+// commitReader reads files as the commit c holds them.
+func commitReader(c *object.Commit) codeReader {
+	return func(name string, limit int64) ([]byte, error) {
+		f, err := c.File(name)
+		if err != nil {
+			return nil, err
+		}
+		if f.Size > limit {
+			return nil, fmt.Errorf("%d bytes, over %d MiB", f.Size, limit>>20)
+		}
+		r, err := f.Reader()
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		return readBounded(r, limit)
+	}
+}
+
+// resolveCommit resolves --commit, a full commit id or an unambiguous
+// prefix of at least 7 hex digits (as git abbreviates), among the
+// repository's commits.
+func resolveCommit(repo *git.Repository, id string) (plumbing.Hash, error) {
+	id = strings.ToLower(id)
+	if len(id) < 7 || len(id) > 40 || strings.Trim(id, "0123456789abcdef") != "" {
+		return plumbing.ZeroHash, fmt.Errorf("--commit %q: want a commit id (7 to 40 hex digits)", id)
+	}
+	if len(id) == 40 {
+		return plumbing.NewHash(id), nil
+	}
+	iter, err := repo.CommitObjects()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	var found []plumbing.Hash
+	err = iter.ForEach(func(c *object.Commit) error {
+		if strings.HasPrefix(c.Hash.String(), id) {
+			found = append(found, c.Hash)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return plumbing.ZeroHash, err
+	case len(found) == 0:
+		return plumbing.ZeroHash, fmt.Errorf("--commit %s: no commit of the repository starts with it", id)
+	case len(found) > 1:
+		return plumbing.ZeroHash, fmt.Errorf("--commit %s: ambiguous (%s, %s…): give more digits", id, found[0], found[1])
+	}
+	return found[0], nil
 }
 
 // hasChanges: a tracked file was modified, added or deleted (untracked
@@ -110,6 +165,9 @@ func treeFiles(c *object.Commit) (map[string]bool, error) {
 // commit, under the fetch policy, and lists its files. A data directory is
 // hashed only with --data: the checkout's own data/ is pinned by the commit.
 func (b *builder) remoteCode(ctx context.Context) ([]string, error) {
+	if c := b.opts.Commit; c != "" && len(c) != 40 {
+		return nil, fmt.Errorf("--commit %q: with a git URL give the full 40-hex id (a short id is resolved in a local clone: dotlab manifest init DIR --commit %s)", c, c)
+	}
 	tmp, err := os.MkdirTemp("", "dotlab-init-code-*")
 	if err != nil {
 		return nil, err
@@ -125,6 +183,9 @@ func (b *builder) remoteCode(ctx context.Context) ([]string, error) {
 	}
 	files, err := walkNames(tmp)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.readCode(ctx, files, dirReader(tmp)); err != nil {
 		return nil, err
 	}
 	inCode := map[string]bool{}

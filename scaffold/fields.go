@@ -31,26 +31,6 @@ func (b *builder) environment(files []string) error {
 	return nil
 }
 
-// entrypoint splits --entrypoint, or guesses the main script.
-func (b *builder) entrypoint(files []string) error {
-	if b.opts.Entrypoint != "" {
-		argv, err := SplitCommand(b.opts.Entrypoint)
-		if err != nil {
-			return fmt.Errorf("--entrypoint: %w", err)
-		}
-		b.m.Entrypoint = argv
-		return nil
-	}
-	if argv, file := guessEntrypoint(files); argv != nil {
-		b.m.Entrypoint = argv
-		b.check("$.entrypoint", "a guess from %s: check that it runs the whole analysis (or pass --entrypoint)", file)
-		return nil
-	}
-	b.m.Entrypoint = []string{"REPLACE-with-the-command"}
-	b.placeholder("$.entrypoint", nil, "no main script found (run.sh, main.R, main.py, …): give the command that runs the analysis, e.g. --entrypoint \"Rscript main.R\"")
-	return nil
-}
-
 // targets proposes the targets and attaches their sources.
 func (b *builder) targets() error {
 	ts, err := proposeTargets(b.opts.Targets)

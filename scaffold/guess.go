@@ -60,37 +60,6 @@ func plural(n int) string {
 	return "s"
 }
 
-// entrypointGuesses are the files a package's main script is usually
-// called, in order of preference, with the argv that runs each.
-var entrypointGuesses = []struct {
-	file string
-	argv []string
-}{
-	{"run.sh", []string{"sh", "run.sh"}},
-	{"main.R", []string{"Rscript", "main.R"}},
-	{"master.R", []string{"Rscript", "master.R"}},
-	{"run.R", []string{"Rscript", "run.R"}},
-	{"analysis.R", []string{"Rscript", "analysis.R"}},
-	{"main.py", []string{"python3", "main.py"}},
-	{"run.py", []string{"python3", "run.py"}},
-	{"analysis.py", []string{"python3", "analysis.py"}},
-}
-
-// guessEntrypoint picks the first top-level file of entrypointGuesses that
-// files (slash-separated paths) holds.
-func guessEntrypoint(files []string) ([]string, string) {
-	top := map[string]bool{}
-	for _, f := range files {
-		top[f] = true
-	}
-	for _, g := range entrypointGuesses {
-		if top[g.file] {
-			return g.argv, g.file
-		}
-	}
-	return nil, ""
-}
-
 // SplitCommand splits a command line into argv as a POSIX shell splits
 // words: blanks separate words, 'single quotes' keep everything, "double
 // quotes" keep everything but \" \\ \$ \` escapes, and a backslash outside

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,11 +36,24 @@ type Options struct {
 	Targets    []string // NAME=VALUE, the value as printed in the paper
 	Sources    []string // NAME=PLACE:KIND:RULE (see parseSource)
 	Policy     runner.Policy
+
+	// CacheDir is the cache directory (the image store whose --image file
+	// lists are read, and the cache of the Debian Contents index); "" for neither.
+	CacheDir string
+	// AptSources are apt source files (DefaultAptSources) naming the Debian
+	// mirror whose Contents index names the package of what the image
+	// lacks; nil: the archive is not consulted.
+	AptSources []string
+	NoArchive  bool         // AptSources are not consulted (--no-archive)
+	HTTPClient *http.Client // for the Contents index (nil: http.DefaultClient)
+	// Python and Rscript are the readers' commands ("": python3 and Rscript on PATH).
+	Python, Rscript string
 }
 
 // Note is one field init could not decide (Kind "placeholder": a value the
-// author must replace; the manifest is not valid until they do) or decided
-// by a guess the author must check (Kind "check").
+// author must replace; the manifest is not valid until they do), decided
+// by a guess the author must check (Kind "check"), or something in the code
+// that fails in the sandbox as it stands (Kind "warning").
 type Note struct {
 	Path, Kind, Text string
 	standIn          any // a valid value for the placeholder, to validate the rest
@@ -60,6 +74,14 @@ type Result struct {
 	Valid bool
 	// NotListable lists the fields a public server would refuse (manifest.CheckListing), when Valid.
 	NotListable []string
+	// Needs are the modules, R packages and commands the code and the
+	// entrypoint need that are not in the language's standard library.
+	Needs []Need
+	// Findings are the calls and literals that fail (or write) in the sandbox.
+	Findings []Finding
+	// AptTxt is the apt.txt offered (the package's own plus the Debian
+	// packages of what the image lacks); nil when nothing is to be added.
+	AptTxt []byte
 }
 
 // Placeholders counts the notes of kind "placeholder".
@@ -77,6 +99,11 @@ type builder struct {
 	opts  Options
 	m     *dotlab.Manifest
 	notes []Note
+
+	scan       *codeScan // what readCode found; nil when the code was not read
+	entryNeeds []need    // what the guessed entrypoint needs
+	needs      []Need
+	aptTxt     []byte
 }
 
 func (b *builder) placeholder(at string, standIn any, format string, args ...any) {
@@ -85,6 +112,10 @@ func (b *builder) placeholder(at string, standIn any, format string, args ...any
 
 func (b *builder) check(at, format string, args ...any) {
 	b.notes = append(b.notes, Note{Path: at, Kind: "check", Text: fmt.Sprintf(format, args...)})
+}
+
+func (b *builder) warn(at, format string, args ...any) {
+	b.notes = append(b.notes, Note{Path: at, Kind: "warning", Text: fmt.Sprintf(format, args...)})
 }
 
 // IsURL tells a git URL from a local directory.
@@ -101,17 +132,19 @@ func Init(ctx context.Context, opts Options) (*Result, error) {
 	if IsURL(opts.Source) {
 		files, err = b.remoteCode(ctx)
 	} else {
-		files, err = b.localCode()
+		files, err = b.localCode(ctx)
 	}
 	if err != nil {
-		return nil, err
-	}
-	if err := b.environment(files); err != nil {
 		return nil, err
 	}
 	if err := b.entrypoint(files); err != nil {
 		return nil, err
 	}
+	if err := b.environment(files); err != nil {
+		return nil, err
+	}
+	b.resolveNeeds(ctx)
+	b.noteFindings()
 	if err := b.targets(); err != nil {
 		return nil, err
 	}
@@ -133,7 +166,7 @@ func (b *builder) describe() {
 
 // localCode pins a local directory: a git repository's HEAD, else an
 // archive the author publishes; then hashes its data files.
-func (b *builder) localCode() ([]string, error) {
+func (b *builder) localCode(ctx context.Context) ([]string, error) {
 	dir, err := filepath.Abs(b.opts.Source)
 	if err != nil {
 		return nil, err
@@ -144,16 +177,22 @@ func (b *builder) localCode() ([]string, error) {
 	var files []string
 	var inCode func(string) bool
 	if _, gerr := os.Stat(filepath.Join(dir, ".git")); gerr == nil && b.opts.Archive == "" {
-		tracked, err := b.localGit(dir)
+		tracked, read, err := b.localGit(dir)
 		if err != nil {
 			return nil, err
 		}
 		files, inCode = sortedKeys(tracked), func(p string) bool { return tracked[p] }
+		if err := b.readCode(ctx, files, read); err != nil {
+			return nil, err
+		}
 	} else {
 		if files, err = walkNames(dir); err != nil {
 			return nil, err
 		}
 		if err := b.archive(); err != nil {
+			return nil, err
+		}
+		if err := b.readCode(ctx, files, dirReader(dir)); err != nil {
 			return nil, err
 		}
 	}
@@ -201,7 +240,10 @@ func (b *builder) result() (*Result, error) {
 	if err := enc.Encode(b.m); err != nil {
 		return nil, err
 	}
-	r := &Result{Manifest: b.m, JSON: buf.Bytes(), Notes: b.notes}
+	r := &Result{Manifest: b.m, JSON: buf.Bytes(), Notes: b.notes, Needs: b.needs, AptTxt: b.aptTxt}
+	if b.scan != nil {
+		r.Findings = b.scan.findings
+	}
 	if err := r.validate(); err != nil {
 		return nil, err
 	}

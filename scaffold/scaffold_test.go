@@ -214,7 +214,9 @@ func TestPlainDirectoryImages(t *testing.T) {
 		req    []string
 		entry  []string
 	}{
-		{[]string{"DESCRIPTION", "R/fit.R", "analysis.Rmd"}, "examples/images/r/build.sh", []string{"r"}, nil},
+		{[]string{"DESCRIPTION", "R/fit.R", "analysis.Rmd"}, "examples/images/r/build.sh", []string{"r"},
+			[]string{"Rscript", "-e", "rmarkdown::render('analysis.Rmd', output_dir = '/work/out', intermediates_dir = tempdir())"}},
+		{[]string{"DESCRIPTION", "R/fit.R", "R/plot.R"}, "examples/images/r/build.sh", []string{"r"}, nil},
 		{[]string{"requirements.txt", "src/model.py", "main.py"}, "examples/images/python-sci/build.sh", []string{"python"}, []string{"python3", "main.py"}},
 		{[]string{"run.sh", "README.md"}, "examples/images/python/build.sh", nil, []string{"sh", "run.sh"}},
 	} {

@@ -13,7 +13,7 @@ import (
 
 func newManifestInitCmd() *cobra.Command {
 	var o scaffold.Options
-	var out string
+	var out, aptTxt string
 	cmd := &cobra.Command{
 		Use:   "init DIR|GIT-URL",
 		Short: "Scaffold a manifest from a package directory or git URL; placeholders are listed on stderr",
@@ -21,7 +21,7 @@ func newManifestInitCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Source = args[0]
-			return cli.Scaffold(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), out, o)
+			return cli.Scaffold(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), out, aptTxt, o)
 		},
 	}
 	f := cmd.Flags()
@@ -37,6 +37,10 @@ func newManifestInitCmd() *cobra.Command {
 	f.StringArrayVar(&o.Sources, "source", nil, "NAME=stdout|stderr|FILE:regex|json|csv:RULE (repeatable)")
 	f.StringVar(&out, "out", "", "write the manifest to this new file instead of stdout")
 	f.BoolVar(&o.Policy.AllowPrivate, "allow-private-urls", false, "fetch a git URL over http or from private addresses")
+	f.StringVar(&o.CacheDir, "cache", cli.DefaultCacheDir(), "cache directory (the image store --image is read from; the Debian Contents index)")
+	f.StringVar(&aptTxt, "write-apt-txt", "", "write the offered apt.txt (Debian packages the image lacks) to this new file")
+	f.StringArrayVar(&o.AptSources, "apt-sources", scaffold.DefaultAptSources(), "apt source files naming the Debian mirror")
+	f.BoolVar(&o.NoArchive, "no-archive", false, "do not fetch the Debian archive's Contents index (packages of what the image lacks stay unnamed)")
 	return cmd
 }
 

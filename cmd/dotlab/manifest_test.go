@@ -59,14 +59,14 @@ func TestManifestInit(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
 	os.WriteFile(filepath.Join(dir, "data", "panel.csv"), []byte("id,y\n"), 0o644)
 	// Placeholders only: written, exit 0, every field left on stderr by path.
-	out, errOut, code := runCLI(t, "manifest", "init", dir, "--target", "did=2.76", "--source", `did=stdout:regex:did\s+([-0-9.]+)`)
+	out, errOut, code := runCLI(t, "manifest", "init", "--no-archive", dir, "--target", "did=2.76", "--source", `did=stdout:regex:did\s+([-0-9.]+)`)
 	if code != 0 || !strings.Contains(out, `"value": 0.005`) || !strings.Contains(errOut, "manifest: $.datasets[0].url: placeholder: ") ||
 		!strings.Contains(errOut, "$.environment.image: placeholder: an R package") || !strings.Contains(errOut, "not yet valid: 6 fields left for you") {
 		t.Fatalf("code %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 	// --out writes a new file, never over an existing one; filled in, it validates.
 	mf := filepath.Join(t.TempDir(), "m.json")
-	_, errOut, code = runCLI(t, "manifest", "init", dir, "--out", mf, "--target", "did=2.76", "--title", "T", "--citation", "C", "--entrypoint", "Rscript main.R",
+	_, errOut, code = runCLI(t, "manifest", "init", "--no-archive", dir, "--out", mf, "--target", "did=2.76", "--title", "T", "--citation", "C", "--entrypoint", "Rscript main.R",
 		"--image", "dotlab.example/r@sha256:"+strings.Repeat("0a", 32), "--data-url", "https://zenodo.org/records/1/files", "--archive", filepath.Join(dir, "main.R"))
 	if code != 0 || !strings.Contains(errOut, mf+": not yet valid: 1 field left for you") || !strings.Contains(errOut, mf+": $.code.archive.url: placeholder") {
 		t.Fatalf("code %d stderr %s", code, errOut)
@@ -74,16 +74,16 @@ func TestManifestInit(t *testing.T) {
 	if _, _, code := runCLI(t, "manifest", "validate", mf); code != 1 {
 		t.Fatalf("validate: %d (the archive URL is still a placeholder)", code)
 	}
-	if _, errOut, code = runCLI(t, "manifest", "init", dir, "--out", mf, "--target", "did=2.76"); code != 2 || !strings.Contains(errOut, "not overwritten") {
+	if _, errOut, code = runCLI(t, "manifest", "init", "--no-archive", dir, "--out", mf, "--target", "did=2.76"); code != 2 || !strings.Contains(errOut, "not overwritten") {
 		t.Fatalf("overwrite: code %d stderr %s", code, errOut)
 	}
 	// A real problem (a data path with a space) beyond the placeholders: exit 1, still written.
 	os.WriteFile(filepath.Join(dir, "data", "wave 2.csv"), []byte("x\n"), 0o644)
-	out, errOut, code = runCLI(t, "manifest", "init", dir, "--target", "did=2.76")
+	out, errOut, code = runCLI(t, "manifest", "init", "--no-archive", dir, "--target", "did=2.76")
 	if code != 1 || out == "" || !strings.Contains(errOut, "invalid: $.datasets[1].path") {
 		t.Fatalf("code %d stderr %s", code, errOut)
 	}
-	if _, _, code = runCLI(t, "manifest", "init", filepath.Join(dir, "nope")); code != 2 {
+	if _, _, code = runCLI(t, "manifest", "init", "--no-archive", filepath.Join(dir, "nope")); code != 2 {
 		t.Fatalf("missing dir: %d", code)
 	}
 }

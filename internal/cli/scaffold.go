@@ -4,15 +4,28 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/dotlab/dotlab/scaffold"
 )
 
-// Scaffold runs scaffold.Init and WriteScaffold.
-func Scaffold(ctx context.Context, stdout, stderr io.Writer, out string, o scaffold.Options) error {
+// Scaffold runs scaffold.Init, scaffold.OfferAptTxt (aptTxt: the file
+// --write-apt-txt names, or "") and WriteScaffold.
+func Scaffold(ctx context.Context, stdout, stderr io.Writer, out, aptTxt string, o scaffold.Options) error {
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 5 * time.Minute}
+	}
 	r, err := scaffold.Init(ctx, o)
 	if err != nil {
+		return err
+	}
+	name := "manifest"
+	if out != "" {
+		name = out
+	}
+	if err := scaffold.OfferAptTxt(stderr, name, aptTxt, r); err != nil {
 		return err
 	}
 	return WriteScaffold(stdout, stderr, out, r)

@@ -50,6 +50,8 @@ func debianPackage(tool string) string {
 	switch tool {
 	case "busybox":
 		return "busybox-static"
+	case "Rscript":
+		return "r-base-core"
 	}
 	return tool
 }

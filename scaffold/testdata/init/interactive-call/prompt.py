@@ -1,0 +1,3 @@
+import os
+n = int(input("How many draws? "))
+os.chdir("/home/alice/project")

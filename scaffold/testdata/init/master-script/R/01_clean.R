@@ -1,0 +1,3 @@
+suppressPackageStartupMessages(library("dplyr"))
+panel <- read.csv("data/panel.csv") |>
+  dplyr::filter(year >= 2000)

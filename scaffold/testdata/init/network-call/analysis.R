@@ -1,0 +1,5 @@
+library(httr)
+download.file("https://example.org/data/panel.csv", destfile = "/tmp/panel.csv")
+resp <- GET("https://api.example.org/v1/series")
+d <- read.csv("https://example.org/data/other.csv")
+cat("see https://doi.org/10.1000/xyz for the data\n")
