@@ -277,6 +277,8 @@ func Check(m *dotlab.Manifest) error {
 	checkHelpers(&p, m.Helpers)
 	checkRepository(&p, m.Code.Repository)
 	checkDependencies(&p, m.Environment.Dependencies)
+	checkPatches(&p, m.Code.Patches)
+	checkEnv(&p, m.Environment.Env)
 	checkEntrypoint(&p, m.Entrypoint)
 	checkWorkingDir(&p, m.WorkingDir)
 	checkURLs(&p, m)
