@@ -79,8 +79,8 @@ func TestPatchCannotLeaveTheTree(t *testing.T) {
 	// lib is a regular file; a patch that goes through it as a directory, or
 	// that creates a file that exists, is refused at run time.
 	for diff, note := range map[string]string{
-		"--- /dev/null\n+++ b/lib\n@@ -0,0 +1 @@\n+y\n":       "already has it",
-		"--- /dev/null\n+++ b/lib/x.sh\n@@ -0,0 +1 @@\n+y\n":  "lib",
+		"--- /dev/null\n+++ b/lib\n@@ -0,0 +1 @@\n+y\n":             "already has it",
+		"--- /dev/null\n+++ b/lib/x.sh\n@@ -0,0 +1 @@\n+y\n":        "lib",
 		"--- a/missing.sh\n+++ b/missing.sh\n@@ -1 +1 @@\n-a\n+b\n": "does not exist",
 	} {
 		m.Code.Patches = []dotlab.Patch{{Reason: "test", Diff: diff}}
