@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testfix"
 	"github.com/dotlab/dotlab/manifest"
 )
 
@@ -161,5 +162,21 @@ func TestOutputFileCannotTakeAStreamKey(t *testing.T) {
 	rec, _ := f.mustRerun(m, dotlab.OutcomeReproduced, `"stream:stdout" is not in output_hashes`)
 	if h := rec.Body.OutputHashes["stream:stdout"]; h != sum("hello\n") {
 		t.Fatalf("stream:stdout = %q: the output file took the stream's key", h)
+	}
+}
+
+// TestRunFromARepositoryWithMissingHistory: a bare repository whose
+// history lost a blob (git clone fails) but whose pinned commit is
+// complete, served by a real git daemon, is fetched and run.
+func TestRunFromARepositoryWithMissingHistory(t *testing.T) {
+	f := newFixture(t)
+	root := t.TempDir()
+	base := testfix.GitDaemon(t, root)
+	pinned, _ := testfix.BrokenHistory(t, root, "mirror", meanScript+"\n", true, true)
+	m := f.manifest(f.fileURL(), meanScript)
+	m.Code.Repository, m.Code.Commit = base+"/mirror.git", pinned
+	rec, _ := f.mustRerun(m, dotlab.OutcomeReproduced)
+	if rec.Body.Environment.CodeCommit != pinned {
+		t.Fatalf("code_commit = %q, want %s", rec.Body.Environment.CodeCommit, pinned)
 	}
 }

@@ -79,3 +79,53 @@ func Git(t testing.TB, dir string, args ...string) string {
 func LooseObject(gitDir, id string) string {
 	return filepath.Join(gitDir, "objects", id[:2], id[2:])
 }
+
+// BrokenHistory makes, under root, bare repositories NAME.git holding three
+// commits: the first adds history.txt, the second (the one a manifest
+// pins) removes it and sets run.sh to pinnedRun, the third changes run.sh again.
+// With broken set, history.txt's blob is then deleted from the bare
+// repository's object store, as on a mirror that lost old objects: the
+// pinned commit's tree is complete, its history is not. allowAny sets
+// uploadpack.allowAnySHA1InWant, so the server hands out commits by id.
+// It returns the pinned and tip commits.
+func BrokenHistory(t testing.TB, root, name, pinnedRun string, broken, allowAny bool) (pinned, tip string) {
+	t.Helper()
+	src := filepath.Join(root, name+"-src")
+	os.MkdirAll(src, 0o755)
+	Git(t, src, "init", "-q", "-b", "main")
+	write := func(file, body string) {
+		if err := os.WriteFile(filepath.Join(src, file), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("history.txt", "an old data file, later removed\n")
+	write("run.sh", "echo v1\n")
+	Git(t, src, "add", ".")
+	Git(t, src, "commit", "-q", "-m", "first")
+	lost := Git(t, src, "rev-parse", "HEAD:history.txt")
+	Git(t, src, "rm", "-q", "history.txt")
+	write("run.sh", pinnedRun)
+	Git(t, src, "commit", "-q", "-am", "pinned")
+	pinned = Git(t, src, "rev-parse", "HEAD")
+	write("run.sh", "echo v3\n")
+	Git(t, src, "commit", "-q", "-am", "tip")
+	tip = Git(t, src, "rev-parse", "HEAD")
+
+	bare := filepath.Join(root, name+".git")
+	Git(t, root, "init", "-q", "--bare", bare)
+	// Few objects: receive-pack stores them loose (receive.unpackLimit), one file each.
+	Git(t, src, "push", "-q", bare, "main")
+	if allowAny {
+		Git(t, bare, "config", "uploadpack.allowAnySHA1InWant", "true")
+	}
+	if broken {
+		if err := os.Remove(LooseObject(bare, lost)); err != nil {
+			t.Fatalf("deleting the old blob: %v", err)
+		}
+		// The repository is really broken: git itself cannot clone it.
+		if out, err := exec.Command("git", "clone", "-q", "--no-local", bare, filepath.Join(root, name+"-clone")).CombinedOutput(); err == nil {
+			t.Fatalf("a full clone of the broken repository succeeded:\n%s", out)
+		}
+	}
+	return pinned, tip
+}
