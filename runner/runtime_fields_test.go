@@ -180,3 +180,19 @@ func TestRunFromARepositoryWithMissingHistory(t *testing.T) {
 		t.Fatalf("code_commit = %q, want %s", rec.Body.Environment.CodeCommit, pinned)
 	}
 }
+
+func TestPrintedValuesOfATimedOutRunAreKept(t *testing.T) {
+	f := newFixture(t)
+	m := f.manifest(f.fileURL(), `echo "mean = 2.5"; echo "n = 4"; sleep 60`)
+	m.Limits.TimeoutSeconds = 2
+	for i := range m.Targets {
+		m.Targets[i].Source = &dotlab.TargetSource{Stream: "stdout", Regex: `(?m)^` + m.Targets[i].Name + ` = ([0-9.]+)`}
+	}
+	rec, _ := f.mustRerun(m, dotlab.OutcomeSpecIssue, "timed out")
+	if len(rec.Body.Uncompared) != 2 || rec.Body.Uncompared[0].Value != "2.5" || rec.Body.Uncompared[1].Value != "4" {
+		t.Fatalf("uncompared = %+v", rec.Body.Uncompared)
+	}
+	if _, err := dotlab.EvaluateRun(m, &rec.Body); err != nil {
+		t.Fatalf("the server refuses the run: %v", err)
+	}
+}
