@@ -384,18 +384,18 @@ func reportOutputs(log *Log, outs []output, rec *Record) {
 		why := ""
 		switch {
 		case !utf8.ValidString(o.key):
-			why = "its name is not valid UTF-8"
+			why = "its name is not valid UTF-8, which a run body cannot carry"
 		case reservedKey(o):
 			why = "its path begins with \"" + StreamKeyPrefix + "\", which output_hashes reserves for the captured streams"
 		case folded[strings.ToLower(o.key)] > 1:
-			why = "its path differs from another output's only in letter case"
+			why = "its path differs from another output's only in letter case, which a run body cannot carry"
 		}
 		if why == "" {
 			rec.Body.OutputHashes[o.key] = o.sha256
 			log.Info("outputs", "output "+o.key+o.what, map[string]any{"path": o.key, "bytes": o.size, "sha256": o.sha256})
 			continue
 		}
-		msg := fmt.Sprintf("output %q is not in output_hashes: %s, which a run body cannot carry", o.key, why)
+		msg := fmt.Sprintf("output %q is not in output_hashes: %s", o.key, why)
 		log.Warn("outputs", msg, map[string]any{"name": fmt.Sprintf("%q", o.key), "bytes": o.size, "sha256": o.sha256})
 		left = append(left, msg)
 	}
