@@ -58,6 +58,11 @@ type RunBody struct {
 	// without it can have no logs attached.
 	LogsSHA256 string `json:"logs_sha256,omitempty"`
 	Notes      string `json:"notes,omitempty"`
+	// Uncompared keeps, for a spec_issue run whose entrypoint ran but did
+	// not finish as required (non-zero exit, timeout, killed), the value
+	// each target's source could still read: evidence, marked not
+	// compared (UncomparedValue). Absent otherwise.
+	Uncompared []UncomparedValue `json:"uncompared,omitempty"`
 	// Envelope, when present, signs this body (without the envelope) as
 	// the predicate of an in-toto Statement (docs/verification.md "Signed
 	// records"); absent, the record is unsigned.
@@ -76,6 +81,12 @@ type RunEnvironment struct {
 	// do not report it. When present it must be the manifest's.
 	CodeCommit        string `json:"code_commit,omitempty"`
 	CodeArchiveSHA256 string `json:"code_archive_sha256,omitempty"`
+	// CodeTreeSHA256 is the hash of the code tree the run executed after
+	// the manifest's code.patches were applied (runner.TreeSHA256;
+	// docs/manifest-spec.md "code.patches"); absent without patches and
+	// from runners that do not report it. Evidence: the server checks its
+	// form only (it has no copy of the code).
+	CodeTreeSHA256 string `json:"code_tree_sha256,omitempty"`
 }
 
 // RuntimeInfo identifies the OCI runtime build of a run (docs/sandbox.md
@@ -260,6 +271,7 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	}
 	b.checkForm(&p)
 	b.checkCode(m, &p)
+	b.checkUncomparedValues(m, &p)
 	if !b.Outcome.Compared() {
 		b.checkUncompared(m, &p)
 		return nil, p.Err()
@@ -324,6 +336,9 @@ func (b *RunBody) checkForm(p *Problems) {
 	}
 	if h := b.Environment.CodeArchiveSHA256; h != "" && !sha256RE.MatchString(h) {
 		p.Add("$.environment.code_archive_sha256", "must be 64 lowercase hex characters (a SHA-256)")
+	}
+	if h := b.Environment.CodeTreeSHA256; h != "" && !sha256RE.MatchString(h) {
+		p.Add("$.environment.code_tree_sha256", "must be 64 lowercase hex characters (a SHA-256)")
 	}
 }
 

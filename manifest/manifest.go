@@ -207,13 +207,15 @@ var formHints = []struct{ at, hint string }{
 }
 
 // versionHint is the message for a v0.2 field in a v0.1 manifest (the
-// schema's top-level if/then forbids them with false schemas).
+// schema's top-level if/then forbids them with {"not": {}} schemas).
 var versionHint = fmt.Sprintf("is a spec v%s field: set \"spec_version\": %q", dotlab.SpecVersionRuntime, dotlab.SpecVersionRuntime)
 
 // formHint returns the hint for a leaf failure of those rules, or "".
 func formHint(e *jsonschema.ValidationError) string {
 	_, frag, _ := strings.Cut(e.SchemaURL, "#")
-	if _, ok := e.ErrorKind.(*kind.FalseSchema); ok && strings.HasPrefix(frag, "/then/") {
+	// The v0.1 rule is written {"not": {}} rather than false: OpenAPI
+	// tooling (oapi-codegen's kin-openapi) cannot read boolean schemas.
+	if _, ok := e.ErrorKind.(*kind.Not); ok && strings.HasPrefix(frag, "/then/") {
 		return versionHint
 	}
 	for _, h := range formHints {
@@ -277,6 +279,8 @@ func Check(m *dotlab.Manifest) error {
 	checkHelpers(&p, m.Helpers)
 	checkRepository(&p, m.Code.Repository)
 	checkDependencies(&p, m.Environment.Dependencies)
+	checkPatches(&p, m.Code.Patches)
+	checkEnv(&p, m.Environment.Env)
 	checkEntrypoint(&p, m.Entrypoint)
 	checkWorkingDir(&p, m.WorkingDir)
 	checkURLs(&p, m)

@@ -150,7 +150,7 @@ func TestSpecVersionRuntimeFields(t *testing.T) {
 	hash := strings.Repeat("b", 64)
 	fields := []struct{ path, old, new string }{
 		{"$.downloads", `"code": {`, `"downloads": [{"name": "helpers.R", "url": "https://example.org/helpers.R", "sha256": "` + hash + `"}], "code": {`},
-		{"$.code.patches", `"commit": "0123456789abcdef0123456789abcdef01234567"`, `"commit": "0123456789abcdef0123456789abcdef01234567", "patches": [{"reason": "no folder picker", "diff": "--- a/x\n+++ b/x\n"}]`},
+		{"$.code.patches", `"commit": "0123456789abcdef0123456789abcdef01234567"`, `"commit": "0123456789abcdef0123456789abcdef01234567", "patches": [{"reason": "no folder picker", "diff": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"}]`},
 		{"$.environment.env", `"environment": {`, `"environment": {"env": {"TZ": "UTC"},`},
 	}
 	for _, f := range fields {

@@ -102,9 +102,15 @@ func checkoutCommit(ctx context.Context, p Policy, repository, commit, dst, scra
 	return nil
 }
 
-// fetchCommit runs one upload-pack exchange asking for commit h (and, if the
-// server refuses unadvertised objects, for every advertised branch and tag),
-// storing the pack in st.
+// fetchCommit runs one upload-pack exchange asking for commit h alone, at
+// depth 1 (a shallow fetch of the commit by id: its tree and blobs, none of
+// its history, so objects missing from older history on the server do not
+// matter), storing the pack in st. A server that has no shallow support is
+// asked for h with its history. Only if the server refuses an unadvertised
+// object (uploadpack.allowReachableSHA1InWant and allowAnySHA1InWant unset,
+// h not a branch or tag tip) is every advertised branch and tag fetched in
+// full. Either way the commit is then read by its id from the objects
+// received, whose ids the pack parser computed from their bytes.
 func fetchCommit(ctx context.Context, p Policy, repository string, h plumbing.Hash, st *filesystem.Storage, maxPack int64) error {
 	ep, err := transport.NewEndpoint(repository)
 	if err != nil {
@@ -116,7 +122,7 @@ func fetchCommit(ctx context.Context, p Policy, repository string, h plumbing.Ha
 	}
 	ctx, cancel := p.ctxWithTimeout(ctx)
 	defer cancel()
-	err = uploadPack(ctx, tr, ep, []plumbing.Hash{h}, st, maxPack)
+	err = uploadPack(ctx, tr, ep, []plumbing.Hash{h}, st, maxPack, 1)
 	if err == nil {
 		if _, gerr := object.GetCommit(st, h); gerr == nil {
 			return nil
@@ -131,7 +137,7 @@ func fetchCommit(ctx context.Context, p Policy, repository string, h plumbing.Ha
 		return fmt.Errorf("code.repository %s: %w", repository, ctx.Err())
 	}
 	// The server refused an unadvertised object: ask for every branch and tag.
-	err = uploadPack(ctx, tr, ep, nil, st, maxPack)
+	err = uploadPack(ctx, tr, ep, nil, st, maxPack, 0)
 	switch {
 	case err == nil:
 		return nil
@@ -170,8 +176,9 @@ func gitTransport(ctx context.Context, p Policy, ep *transport.Endpoint) (transp
 
 // uploadPack runs one upload-pack exchange asking for wants (nil: every
 // advertised branch and tag) and stores the pack in st; a pack larger than
-// maxPack bytes is refused (safefs.ErrOverBudget).
-func uploadPack(ctx context.Context, tr transport.Transport, ep *transport.Endpoint, wants []plumbing.Hash, st *filesystem.Storage, maxPack int64) error {
+// maxPack bytes is refused (safefs.ErrOverBudget). depth > 0 asks for that
+// many commits of history when the server advertises "shallow" (0: all).
+func uploadPack(ctx context.Context, tr transport.Transport, ep *transport.Endpoint, wants []plumbing.Hash, st *filesystem.Storage, maxPack int64, depth int) error {
 	sess, err := tr.NewUploadPackSession(ep, nil)
 	if err != nil {
 		return err
@@ -188,6 +195,10 @@ func uploadPack(ctx context.Context, tr transport.Transport, ep *transport.Endpo
 	}
 	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
 	req.Wants = wants
+	if depth > 0 && adv.Capabilities.Supports(capability.Shallow) {
+		req.Capabilities.Set(capability.Shallow)
+		req.Depth = packp.DepthCommits(depth)
+	}
 	resp, err := sess.UploadPack(ctx, req)
 	if err != nil {
 		return err

@@ -43,8 +43,9 @@ func TestLogsCoverEveryItem(t *testing.T) {
 
 	m := f.manifest(url, meanScript)
 	rec, out := f.mustRerun(m, dotlab.OutcomeReproduced)
-	// environment, input data, command, output results.json, comparisons mean and n, outcome
-	wantComplete(t, m, rec, out, 7)
+	// environment, input data, command, outputs results.json, stream:stdout
+	// and stream:stderr, comparisons mean and n, outcome
+	wantComplete(t, m, rec, out, 9)
 	_, logs := coverage(t, m, rec, out)
 	var kept []byte
 	for _, line := range bytes.SplitAfter(logs, []byte("\n")) {
@@ -53,7 +54,7 @@ func TestLogsCoverEveryItem(t *testing.T) {
 		}
 	}
 	cov := dotlab.CheckLogCoverage(m, &rec.Body, kept)
-	if cov.Complete || cov.Covered != 5 || len(cov.Missing) != 2 ||
+	if cov.Complete || cov.Covered != 7 || len(cov.Missing) != 2 ||
 		!strings.HasPrefix(cov.Missing[0], `comparison mean: a "compare" line with data.name "mean" and data.rerun 2.5`) ||
 		!strings.HasPrefix(cov.Missing[1], `comparison n: a "compare" line with data.name "n" and data.rerun 4`) {
 		t.Fatalf("log without comparisons: %+v", cov)
@@ -66,11 +67,11 @@ func TestLogsCoverEveryItem(t *testing.T) {
 
 	m = f.manifest(url, `echo '{"mean": 2.6, "n": 4}' > "$DOTLAB_OUT_DIR/results.json"`)
 	rec, out = f.mustRerun(m, dotlab.OutcomeNotReproduced)
-	wantComplete(t, m, rec, out, 7)
+	wantComplete(t, m, rec, out, 9)
 
 	m = f.manifest(url, `echo partial > "$DOTLAB_OUT_DIR/part.txt"; exit 3`)
 	rec, out = f.mustRerun(m, dotlab.OutcomeSpecIssue, "exited with status 3")
-	wantComplete(t, m, rec, out, 5) // environment, input, command, output part.txt, outcome
+	wantComplete(t, m, rec, out, 7) // environment, input, command, outputs part.txt and the two streams, outcome
 
 	m = f.manifest(url, meanScript)
 	m.Datasets[0].SHA256 = strings.Repeat("0", 64)
@@ -84,7 +85,7 @@ func TestLogsCoverEveryItem(t *testing.T) {
 	m = f.manifest(url, ". /work/helpers/lib.sh; "+meanScript)
 	m.Helpers = []dotlab.Helper{{Name: "lib", URL: "file://" + p, SHA256: hex.EncodeToString(sum[:]), Path: "lib.sh"}}
 	rec, out = f.mustRerun(m, dotlab.OutcomeReproduced)
-	wantComplete(t, m, rec, out, 8) // … and input helper:lib
+	wantComplete(t, m, rec, out, 10) // … and input helper:lib
 	m.Helpers[0].SHA256 = strings.Repeat("1", 64)
 	rec, out = f.mustRerun(m, dotlab.OutcomeSpecIssue, "helper lib")
 	wantComplete(t, m, rec, out, 3) // inputs data and helper:lib, outcome

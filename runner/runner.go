@@ -296,6 +296,9 @@ func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scra
 	} else {
 		rec.Body.Environment.CodeCommit = m.Code.Commit
 	}
+	if err := r.patchCode(log, m, w.codeDir, rec); err != nil {
+		return nil, err
+	}
 	// Data and helpers laid out read-only under what becomes /work/data and /work/helpers.
 	if err := layoutFiles("datasets", w.dataDir, dataFiles(m, paths)); err != nil {
 		return nil, err
@@ -338,12 +341,17 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 			outs = append(outs, output{dotlab.SourceScratchDir + rel, hex.EncodeToString(sum[:]), int64(len(k.Data)), " (scratch, read by a target source)"})
 		}
 	}
+	outs = append(outs, streamOutputs(cap)...)
 	reportOutputs(log, outs, rec)
 	for _, rj := range res.Rejected {
 		log.Warn("outputs", "rejected "+rj.Type+" "+rj.Path+" (not followed, not copied)", map[string]any{"path": rj.Path, "type": rj.Type})
 	}
 	w.out = &outputs{outDir: outDir, streams: cap.full, kept: res.Kept}
-	return runProblems(m, res, cap.stderr.String())
+	if err := runProblems(m, res, cap.stderr.String()); err != nil {
+		recordUncompared(log, m, w.out, rec)
+		return err
+	}
+	return nil
 }
 
 // output is one file a run reports in output_hashes: its key, hash and
@@ -367,7 +375,7 @@ type output struct {
 func reportOutputs(log *Log, outs []output, rec *Record) {
 	folded := map[string]int{}
 	for _, o := range outs {
-		if utf8.ValidString(o.key) {
+		if utf8.ValidString(o.key) && !reservedKey(o) {
 			folded[strings.ToLower(o.key)]++
 		}
 	}
@@ -376,16 +384,18 @@ func reportOutputs(log *Log, outs []output, rec *Record) {
 		why := ""
 		switch {
 		case !utf8.ValidString(o.key):
-			why = "its name is not valid UTF-8"
+			why = "its name is not valid UTF-8, which a run body cannot carry"
+		case reservedKey(o):
+			why = "its path begins with \"" + StreamKeyPrefix + "\", which output_hashes reserves for the captured streams"
 		case folded[strings.ToLower(o.key)] > 1:
-			why = "its path differs from another output's only in letter case"
+			why = "its path differs from another output's only in letter case, which a run body cannot carry"
 		}
 		if why == "" {
 			rec.Body.OutputHashes[o.key] = o.sha256
 			log.Info("outputs", "output "+o.key+o.what, map[string]any{"path": o.key, "bytes": o.size, "sha256": o.sha256})
 			continue
 		}
-		msg := fmt.Sprintf("output %q is not in output_hashes: %s, which a run body cannot carry", o.key, why)
+		msg := fmt.Sprintf("output %q is not in output_hashes: %s", o.key, why)
 		log.Warn("outputs", msg, map[string]any{"name": fmt.Sprintf("%q", o.key), "bytes": o.size, "sha256": o.sha256})
 		left = append(left, msg)
 	}
@@ -638,6 +648,7 @@ func copyFile(src string, root *os.Root, rel string) error {
 type captured struct {
 	stdout, stderr *tailBuffer
 	full           map[string]*capBuffer
+	sums           map[string]*streamSum // every byte of each stream, hashed (printed.go)
 }
 
 // capture makes the stream buffers: full copies only of the streams a
@@ -656,7 +667,7 @@ func capture(m *dotlab.Manifest) (*captured, sandbox.IO) {
 	if b := c.full["stderr"]; b != nil {
 		io.Stderr = ioMulti(c.stderr, b)
 	}
-	return c, io
+	return c, hashStreams(c, io)
 }
 
 func ioMulti(a, b io.Writer) io.Writer { return io.MultiWriter(a, b) }
@@ -667,7 +678,7 @@ func (r *Runner) sandboxSpec(m *dotlab.Manifest, w *workspace) sandbox.Spec {
 	lim := m.Limits.WithDefaults()
 	spec := sandbox.Spec{
 		Rootfs: w.rootfs, CodeDir: w.codeDir, DataDir: w.dataDir, HelpersDir: w.helpersDir, Scratch: m.Scratch,
-		Args: m.Entrypoint, ImageEnv: w.img.Config.Config.Env, Seed: m.Seed, WorkingDir: m.Dir(),
+		Args: m.Entrypoint, ImageEnv: w.img.Config.Config.Env, PackageEnv: m.Environment.Env, Seed: m.Seed, WorkingDir: m.Dir(),
 		Limits: sandbox.Limits{
 			TimeoutSeconds: lim.TimeoutSeconds,
 			MemoryBytes:    int64(lim.MemoryMB) << 20,

@@ -96,15 +96,15 @@ func TestAnalysisNamesAndStreamsPublish(t *testing.T) {
 		notes        []string
 	}{
 		{"names differing in case", `echo v 1; for n in Table1.csv table1.csv TABLE1.CSV keep.csv; do echo $n > "$DOTLAB_OUT_DIR/$n"; done`,
-			dotlab.OutcomeReproduced, []string{"keep.csv"},
+			dotlab.OutcomeReproduced, []string{"keep.csv", "stream:stderr", "stream:stdout"},
 			[]string{`output "TABLE1.CSV" is not in output_hashes`, `"Table1.csv"`, `"table1.csv"`, "differs from another output's only in letter case"}},
 		{"names not UTF-8", `echo v 1; printf a > "$DOTLAB_OUT_DIR/$(printf 'r\377')"; printf b > "$DOTLAB_OUT_DIR/$(printf 'r\376')"; echo c > "$DOTLAB_OUT_DIR/ok.txt"`,
-			dotlab.OutcomeReproduced, []string{"ok.txt"},
+			dotlab.OutcomeReproduced, []string{"ok.txt", "stream:stderr", "stream:stdout"},
 			[]string{`output "r\xfe" is not in output_hashes: its name is not valid UTF-8`, `"r\xff"`}},
 		{"NUL on the streams", `printf 'v 1\000\n'; printf 'warn\000ing\n' >&2`,
-			dotlab.OutcomeReproduced, []string{}, nil},
+			dotlab.OutcomeReproduced, []string{"stream:stderr", "stream:stdout"}, nil},
 		{"NUL in the quoted stderr", `printf 'Error: bad\000byte\n' >&2; exit 1`,
-			dotlab.OutcomeSpecIssue, []string{}, []string{"exited with status 1", "Error: bad\ufffdbyte"}},
+			dotlab.OutcomeSpecIssue, []string{"stream:stderr", "stream:stdout"}, []string{"exited with status 1", "Error: bad\ufffdbyte"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestAnalysisNamesAndStreamsPublish(t *testing.T) {
 			target("b", "1", &dotlab.TargetSource{File: "/work/scratch/t.txt", Regex: `(\d+)`}))
 		m.Scratch = true
 		run, _ := f.publishedOverHTTP(m)
-		if run.Outcome != dotlab.OutcomeReproduced || len(run.Body.OutputHashes) != 0 || !strings.Contains(run.Body.Notes, `output "/work/scratch/t.txt" is not in output_hashes`) ||
+		if run.Outcome != dotlab.OutcomeReproduced || len(run.Body.OutputHashes) != 2 || run.Body.OutputHashes["stream:stdout"] == "" || !strings.Contains(run.Body.Notes, `output "/work/scratch/t.txt" is not in output_hashes`) ||
 			run.LogCoverage == nil || !run.LogCoverage.Complete {
 			t.Fatalf("run %+v, coverage %+v", run.Body, run.LogCoverage)
 		}

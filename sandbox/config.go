@@ -69,6 +69,10 @@ type Spec struct {
 	ImageEnv []string
 	// Seed, when set, is exported as DOTLAB_SEED.
 	Seed *int64
+	// PackageEnv is the manifest's environment.env (spec v0.2), already
+	// held to its allow-list by manifest.Check: set over the image's
+	// variables of the same name, never over the ones Env sets itself.
+	PackageEnv map[string]string
 	// WorkingDir is the cwd inside the sandbox; empty means /work/code.
 	WorkingDir string
 	Limits     Limits
@@ -171,6 +175,9 @@ func (s Spec) Env() []string {
 		if _, ok := override[k]; ok {
 			continue
 		}
+		if _, ok := s.PackageEnv[k]; ok && k != "PATH" {
+			continue
+		}
 		if k == "PATH" {
 			hasPath = true
 		}
@@ -179,6 +186,7 @@ func (s Spec) Env() []string {
 	if !hasPath {
 		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	}
+	env = append(env, packageEnv(s.PackageEnv, override)...)
 	for _, k := range envOrder {
 		if v, ok := override[k]; ok {
 			env = append(env, k+"="+v)

@@ -21,7 +21,7 @@ const (
 
 var findingSection = map[string]string{
 	FindNetwork:     "packages-that-download-at-run-time",
-	FindInteractive: "interactive-calls",
+	FindInteractive: "interactive-and-platform-only-calls",
 	FindHostPath:    "absolute-paths-of-the-authors-machine",
 	FindWrites:      "packages-that-write-next-to-their-code-scratch",
 }

@@ -96,6 +96,9 @@ type Environment struct {
 	Runtime           *dotlab.RuntimeInfo `json:"runtime,omitempty"`
 	CodeCommit        string              `json:"code_commit,omitempty"`
 	CodeArchiveSHA256 string              `json:"code_archive_sha256,omitempty"`
+	// CodeTreeSHA256 is the patched tree's hash (spec v0.2 code.patches);
+	// absent otherwise, so earlier records keep their bytes.
+	CodeTreeSHA256 string `json:"code_tree_sha256,omitempty"`
 }
 
 func environment(e dotlab.RunEnvironment) Environment {
@@ -103,7 +106,7 @@ func environment(e dotlab.RunEnvironment) Environment {
 	if e.Seed != nil {
 		seed = strconv.FormatInt(*e.Seed, 10)
 	}
-	return Environment{ImageDigest: e.ImageDigest, Seed: seed, Runtime: e.Runtime, CodeCommit: e.CodeCommit, CodeArchiveSHA256: e.CodeArchiveSHA256}
+	return Environment{ImageDigest: e.ImageDigest, Seed: seed, Runtime: e.Runtime, CodeCommit: e.CodeCommit, CodeArchiveSHA256: e.CodeArchiveSHA256, CodeTreeSHA256: e.CodeTreeSHA256}
 }
 
 func hashes(m map[string]string) map[string]string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/tlogfmt"
 )
 
@@ -99,6 +100,11 @@ type claimView struct {
 	Rows       []targetRow
 	Dispute    *dotlab.Dispute // nil unless a challenge disagrees
 	Log        *logRef         // the listing's log entry; nil without one
+	// Patches are the manifest's declared code.patches, each with its
+	// files and line counts; Streams the captured streams' hashes of the
+	// official run beside every challenge's (evidence.go).
+	Patches []manifest.PatchSummary
+	Streams []streamRow
 }
 
 // targetRow is one target of a claim compared across the official run and
@@ -144,6 +150,8 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	}
 	v.Steps = lifecycle(c, v.Events)
 	v.Rows = targetRows(c.Manifest.Targets, v.Run, v.Challenges)
+	v.Patches = manifest.SummarizePatches(c.Manifest.Code.Patches)
+	v.Streams = streamRows(v.Run, v.Challenges)
 	h.render(w, r, "claim", http.StatusOK, page{Title: c.ID + " " + c.Title, JSON: "/api/v1/claims/" + c.ID, Data: v})
 	return nil
 }
@@ -188,6 +196,7 @@ type runView struct {
 	Claim    *dotlab.Claim
 	Inputs   []hashRow
 	Outputs  []hashRow
+	Printed  []printedRow // a spec_issue run's uncompared values (evidence.go)
 	F        logFilter
 	From     int // the first line number read
 	Levels   []string
@@ -223,6 +232,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) error {
 		From: 1, Levels: logLevels, Steps: logSteps, PageSize: logPage,
 		LogsURL: "/api/v1/jobs/" + url.PathEscape(c.ID) + "/logs"}
 	v.Inputs, v.Outputs = hashRows(c.Manifest, run.Body.InputHashes, run.Body.OutputHashes)
+	v.Printed = printedRows(c.Manifest, run.Body.Uncompared)
 	if s := q.Get("from"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {

@@ -49,7 +49,7 @@ func TestManifestInitAptTxt(t *testing.T) {
 	}
 	for _, want := range []string{"manifest: apt.txt: python3-sklearn\n", "apt.txt written to " + apt,
 		"$.environment.image: check: python module sklearn (main.py:1): Debian package python3-sklearn",
-		"$.code: warning: main.py:2: input() waits for a person", "docs/howto-replication-package.md#interactive-calls"} {
+		"$.code: warning: main.py:2: input() waits for a person", "docs/howto-replication-package.md#interactive-and-platform-only-calls"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}

@@ -347,12 +347,15 @@ func (e LogItemKind) Valid() bool {
 // Defines values for ManifestSpecVersion.
 const (
 	N01 ManifestSpecVersion = "0.1"
+	N02 ManifestSpecVersion = "0.2"
 )
 
 // Valid indicates whether the value is a known member of the ManifestSpecVersion enum.
 func (e ManifestSpecVersion) Valid() bool {
 	switch e {
 	case N01:
+		return true
+	case N02:
 		return true
 	default:
 		return false
@@ -654,11 +657,14 @@ type ChallengeBody struct {
 	Notes   *string `json:"notes,omitempty"`
 	Outcome Outcome `json:"outcome"`
 
-	// OutputHashes Output file → SHA-256.
+	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
 	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
 
 	// RunId Accepted instead of (or with) claim_id (dotsci draft).
 	RunId *string `json:"run_id,omitempty"`
+
+	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
+	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
 }
 
 // ChallengeList defines model for ChallengeList.
@@ -1182,7 +1188,13 @@ type Manifest struct {
 			StripTopFolder *bool  `json:"strip_top_folder,omitempty"`
 			Url            string `json:"url"`
 		} `json:"archive,omitempty"`
-		Commit     *string `json:"commit,omitempty"`
+		Commit *string `json:"commit,omitempty"`
+
+		// Patches Spec v0.2. The submitter's declared changes to the published code: unified diffs applied with zero fuzz to the run's copy of the code before the run.
+		Patches *[]struct {
+			Diff   string `json:"diff"`
+			Reason string `json:"reason"`
+		} `json:"patches,omitempty"`
 		Repository *string `json:"repository,omitempty"`
 	} `json:"code"`
 	Datasets []struct {
@@ -1193,10 +1205,22 @@ type Manifest struct {
 		Sha256 SHA256 `json:"sha256"`
 		Url    string `json:"url"`
 	} `json:"datasets"`
+
+	// Downloads Spec v0.2. Files the code fetches by URL while it runs, pinned by SHA-256: fetched and verified by the runner before the run, then answered inside the sandbox (which still has no network) by a local responder for exactly these URLs.
+	Downloads *[]struct {
+		Name string `json:"name"`
+
+		// Sha256 SHA-256 as 64 lowercase hex characters
+		Sha256 SHA256 `json:"sha256"`
+		Url    string `json:"url"`
+	} `json:"downloads,omitempty"`
 	Entrypoint  []string `json:"entrypoint"`
 	Environment struct {
 		Dependencies *map[string]string `json:"dependencies,omitempty"`
-		Image        string             `json:"image"`
+
+		// Env Spec v0.2. Variables the package is configured by, set in the sandbox: an allow-list (docs/manifest-spec.md).
+		Env   *map[string]string `json:"env,omitempty"`
+		Image string             `json:"image"`
 	} `json:"environment"`
 
 	// Helpers Small adapter files pinned by SHA-256, mounted read-only at /work/helpers/<path>.
@@ -1224,7 +1248,7 @@ type Manifest struct {
 		Url      *string `json:"url,omitempty"`
 	} `json:"source"`
 
-	// SpecVersion Manifest spec version; only 0.1 exists.
+	// SpecVersion Manifest spec version: 0.1, or 0.2 (0.1 plus downloads, code.patches and environment.env, which a v0.1 manifest may not use).
 	SpecVersion ManifestSpecVersion `json:"spec_version"`
 	Targets     []struct {
 		Name string `json:"name"`
@@ -1243,7 +1267,7 @@ type Manifest struct {
 	WorkingDir *string `json:"working_dir,omitempty"`
 }
 
-// ManifestSpecVersion Manifest spec version; only 0.1 exists.
+// ManifestSpecVersion Manifest spec version: 0.1, or 0.2 (0.1 plus downloads, code.patches and environment.env, which a v0.1 manifest may not use).
 type ManifestSpecVersion string
 
 // ManifestTargetsToleranceType defines model for Manifest.Targets.Tolerance.Type.
@@ -1326,8 +1350,11 @@ type PublishedRunBody struct {
 	Notes   *string `json:"notes,omitempty"`
 	Outcome Outcome `json:"outcome"`
 
-	// OutputHashes Output file → SHA-256.
+	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
 	OutputHashes *map[string]SHA256 `json:"output_hashes"`
+
+	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
+	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
 }
 
 // Run defines model for Run.
@@ -1397,8 +1424,11 @@ type RunBody struct {
 	Notes   *string `json:"notes,omitempty"`
 	Outcome Outcome `json:"outcome"`
 
-	// OutputHashes Output file → SHA-256.
+	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
 	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
+
+	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
+	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
 }
 
 // RunComparison defines model for RunComparison.
@@ -1435,6 +1465,9 @@ type RunEnvironment struct {
 	// CodeCommit The commit the run executed (git code); when present it must equal the manifest's code.commit. Optional.
 	CodeCommit *string `json:"code_commit,omitempty"`
 
+	// CodeTreeSha256 The hash of the code tree the run executed after the manifest's code.patches were applied (spec v0.2; docs/manifest-spec.md "code.patches"). Optional evidence: its form is checked, not its value.
+	CodeTreeSha256 *string `json:"code_tree_sha256,omitempty"`
+
 	// ImageDigest Must equal the manifest image's digest for reproduced/not_reproduced.
 	ImageDigest *string `json:"image_digest,omitempty"`
 
@@ -1470,8 +1503,11 @@ type RunFields struct {
 	Notes   *string  `json:"notes,omitempty"`
 	Outcome *Outcome `json:"outcome,omitempty"`
 
-	// OutputHashes Output file → SHA-256.
+	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
 	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
+
+	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
+	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
 }
 
 // RunListing A run as GET /runs lists it, for a challenger choosing what to rerun; no values (no comparisons, rerun values, hashes, environment, notes, logs_uri or body). GET /runs/{id} has them.
@@ -1541,8 +1577,12 @@ type Status struct {
 	Features map[string]bool `json:"features"`
 
 	// Log The transparency log (docs/verification.md).
-	Log                  *StatusLog `json:"log,omitempty"`
-	ManifestSpecVersions []string   `json:"manifest_spec_versions"`
+	Log *StatusLog `json:"log,omitempty"`
+
+	// ManifestSpecVersions The manifest spec versions this server accepts, oldest first (docs/manifest-spec.md): 0.1, and 0.2 (downloads, code.patches, environment.env).
+	//
+	// Examples: ["0.1","0.2"]
+	ManifestSpecVersions []string `json:"manifest_spec_versions"`
 
 	// ProtocolVersion Examples: 0.1
 	ProtocolVersion string    `json:"protocol_version"`
@@ -1585,6 +1625,26 @@ type Summary struct {
 
 	// Total Every listed claim.
 	Total int `json:"total"`
+}
+
+// UncomparedValue defines model for UncomparedValue.
+type UncomparedValue struct {
+	// Name A target name of the manifest; at most one entry per target.
+	Name string `json:"name"`
+
+	// Source Where the value was read, e.g. stdout, regex "t = ([0-9.]+)".
+	Source *string `json:"source,omitempty"`
+
+	// Value An exact decimal, sent as a JSON number and written back as the same
+	// decimal text (never rounded through float64); at most 1000
+	// characters, written exponent within ±1000. Read it into a double
+	// (64-bit) or a decimal type, never into 32 bits. Values the server
+	// computes (`difference`, `allowed`, `delta`) are exact and use
+	// scientific notation when plain notation would need more than 30
+	// digits before or after the point (e.g. `1e-300`). In a manifest, a
+	// number must also keep its value under RFC 8785 (at most a double's
+	// precision, within its range).
+	Value Decimal `json:"value"`
 }
 
 // Vote defines model for Vote.
