@@ -22,13 +22,7 @@ func TestMain(m *testing.M) {
 // http URL is answered with its bytes, an undeclared URL and a POST are
 // refused, and every request is in Result.Downloads.
 func TestResponderBusyboxHTTP(t *testing.T) {
-	for _, name := range []string{"runc", "runsc"} {
-		t.Run(name, func(t *testing.T) { responderBusybox(t, name) })
-	}
-}
-
-func responderBusybox(t *testing.T, runtime string) {
-	rt, e := setup(t, runtime)
+	rt, e := setup(t, "runc")
 	file := filepath.Join(t.TempDir(), "blob")
 	os.WriteFile(file, []byte("x,y\n1,2\n"), 0o444)
 	spec := sandbox.Spec{
