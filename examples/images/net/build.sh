@@ -43,9 +43,10 @@ if ! [ -f "$rootfs/.dotlab-complete" ] || [ "$(cat "$rootfs/.dotlab-complete")" 
   rm -f "$tmp/.dotlab-complete"
   # The trim removed the device nodes, which apt's gpgv needs; the trim
   # below removes them again.
-  [ -e "$tmp/dev/null" ] || mknod -m 666 "$tmp/dev/null" c 1 3
-  [ -e "$tmp/dev/zero" ] || mknod -m 666 "$tmp/dev/zero" c 1 5
-  [ -e "$tmp/dev/urandom" ] || mknod -m 666 "$tmp/dev/urandom" c 1 9
+  find "$tmp/dev" -mindepth 1 -delete
+  mknod -m 666 "$tmp/dev/null" c 1 3
+  mknod -m 666 "$tmp/dev/zero" c 1 5
+  mknod -m 666 "$tmp/dev/urandom" c 1 9
   # shellcheck disable=SC2086 # PACKAGES is a word list
   dotlab_chroot_apt "$tmp" $PACKAGES >&2
   dotlab_trim "$tmp"
