@@ -145,8 +145,10 @@ func startResponder(binary, bundle string, downloads []Download, now time.Time, 
 			return nil, err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(bundle, "ca", "ca.pem"), caPEM, 0o644); err != nil {
-		return nil, err
+	for _, name := range []string{"ca.pem", "ca-certificates.crt"} {
+		if err := os.WriteFile(filepath.Join(bundle, "ca", name), caPEM, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	return spawnResponder(binary, cfg)
 }
@@ -503,7 +505,12 @@ func (r Runtime) responder(bundle string, spec Spec) (*runningResponder, error) 
 }
 
 // configure puts the container in the responder's network namespace and
-// binds the run's CA read-only at /run/dotlab (nothing without a responder).
+// binds the run's CA read-only at /run/dotlab and, when the image has the
+// directory, over /etc/ssl/certs (Debian's ca-certificates: the compiled-in
+// CA file of libcurl, which R's curl package reads whatever CURL_CA_BUNDLE
+// says, and OpenSSL's default). The directory then holds only the run's CA
+// as ca-certificates.crt: no other certificate is of use where nothing
+// else is reachable. Nothing happens without a responder.
 func (rr *runningResponder) configure(cfg *specs.Spec, bundle string) {
 	if rr == nil {
 		return
@@ -513,6 +520,12 @@ func (rr *runningResponder) configure(cfg *specs.Spec, bundle string) {
 			cfg.Linux.Namespaces[i].Path = rr.netns
 		}
 	}
-	cfg.Mounts = append(cfg.Mounts, specs.Mount{Destination: caMountDir, Type: "bind", Source: filepath.Join(bundle, "ca"),
-		Options: []string{"rbind", "nosuid", "nodev", "noexec", "ro"}})
+	ro := []string{"rbind", "nosuid", "nodev", "noexec", "ro"}
+	cfg.Mounts = append(cfg.Mounts, specs.Mount{Destination: caMountDir, Type: "bind", Source: filepath.Join(bundle, "ca"), Options: ro})
+	if fi, err := os.Lstat(filepath.Join(cfg.Root.Path, systemCADir)); err == nil && fi.IsDir() {
+		cfg.Mounts = append(cfg.Mounts, specs.Mount{Destination: systemCADir, Type: "bind", Source: filepath.Join(bundle, "ca"), Options: ro})
+	}
 }
+
+// systemCADir is Debian's certificate directory (package ca-certificates).
+const systemCADir = "/etc/ssl/certs"
