@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -259,14 +260,7 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	r.hostNetwork = rr != nil
 	cfg := ociConfig(spec, outMnt, scratchMnt, cgroupsPathFor(id), r.name() == "runsc")
 	rr.configure(cfg, bundle)
-	if err := checkBundle(cfg); err != nil {
-		return nil, err
-	}
-	data, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+	if err := writeConfig(bundle, cfg); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(r.stateDir(), 0o700); err != nil {
@@ -284,6 +278,18 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 		return nil, err
 	}
 	return res, nil
+}
+
+// writeConfig checks cfg (checkBundle) and writes it as the bundle's config.json.
+func writeConfig(bundle string, cfg *specs.Spec) error {
+	if err := checkBundle(cfg); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644)
 }
 
 // execute runs the container to completion (or kill) and makes sure it is gone.
