@@ -11,6 +11,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -224,7 +225,16 @@ func (s *responder) answer(w http.ResponseWriter, r *http.Request, scheme, host 
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	cw := &countingWriter{ResponseWriter: w}
-	http.ServeContent(cw, r, "", time.Time{}, io.NewSectionReader(f.body, 0, f.size))
+	body := io.NewSectionReader(f.body, 0, f.size)
+	if r.Method == http.MethodGet && r.Header.Get("Range") == "" {
+		// The whole file, in 1 MiB reads (ServeContent copies in 32 KiB).
+		w.Header().Set("Content-Length", strconv.FormatInt(f.size, 10))
+		w.Header().Set("Accept-Ranges", "bytes")
+		cw.WriteHeader(http.StatusOK)
+		io.CopyBuffer(cw, body, make([]byte, 1<<20))
+	} else {
+		http.ServeContent(cw, r, "", time.Time{}, body)
+	}
 	s.events.add(ResponderEvent{Method: r.Method, URL: shown, Status: cw.status(), Bytes: cw.n})
 }
 
