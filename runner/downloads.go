@@ -30,7 +30,9 @@ func (r *Runner) downloads(ctx context.Context, log *Log, f *fetcher, m *dotlab.
 			return nil, nil, err
 		}
 		rec.Body.InputHashes[dotlab.DownloadInputKey(d.Name)] = got.SHA256
-		data := map[string]any{"download": d.Name, "url": redactURL(d.URL), "expected": d.SHA256, "actual": got.SHA256,
+		// "name" is the input_hashes key, as log coverage reads it
+		// (docs/protocol.md "Log coverage").
+		data := map[string]any{"name": dotlab.DownloadInputKey(d.Name), "download": d.Name, "url": redactURL(d.URL), "expected": d.SHA256, "actual": got.SHA256,
 			"bytes": got.Bytes, "cache_hit": got.CacheHit, "seconds": r.since(start)}
 		if got.SHA256 != d.SHA256 {
 			log.Error("inputs", "hash mismatch for download "+d.Name, data)
