@@ -152,7 +152,8 @@ func downloadManifest(t *testing.T, image, file, code string, entrypoint []strin
 	return parsed
 }
 
-// rerun runs m and checks that the server would accept the record.
+// rerun runs m and checks that the server would accept the record and
+// that its logs cover it.
 func rerun(t *testing.T, r *runner.Runner, m *dotlab.Manifest) (*runner.Record, string) {
 	t.Helper()
 	out := t.TempDir()
@@ -164,6 +165,9 @@ func rerun(t *testing.T, r *runner.Runner, m *dotlab.Manifest) (*runner.Record, 
 		t.Errorf("the server would reject run.json: %v", err)
 	}
 	logs, _ := os.ReadFile(filepath.Join(out, runner.LogsFile))
+	if c := dotlab.CheckLogCoverage(m, &rec.Body, logs); !c.Complete {
+		t.Errorf("log coverage incomplete: %+v", c)
+	}
 	return rec, string(logs)
 }
 
