@@ -46,7 +46,7 @@ func startTestResponder(t *testing.T) (*runningResponder, string, []byte) {
 
 // dialIn connects to the responder from inside its network namespace (on
 // a thread that joins it and then ends with the test's goroutine).
-func dialIn(t *testing.T, rr *runningResponder) net.Conn {
+func dialIn(t testing.TB, rr *runningResponder) net.Conn {
 	t.Helper()
 	type result struct {
 		c   net.Conn

@@ -101,6 +101,10 @@ type responderLeaf struct {
 	KeyDER    []byte `json:"key"`
 }
 
+// handlesPerFile is how many whole-file GETs of one pinned file may use
+// sendfile at once (pinnedFile.handles).
+const handlesPerFile = 4
+
 // maxResponderConfig bounds the configuration the responder reads.
 const maxResponderConfig = 8 << 20
 
@@ -401,7 +405,15 @@ func loadResponder(cfg responderConfig) (*responder, error) {
 		if err != nil || !fi.Mode().IsRegular() {
 			return nil, errorf("%s: not a regular file", f.Path)
 		}
-		s.files[f.Key] = pinnedFile{body: fh, size: fi.Size()}
+		pf := pinnedFile{body: fh, size: fi.Size(), handles: make(chan *os.File, handlesPerFile)}
+		for i := 0; i < handlesPerFile; i++ {
+			h, err := os.OpenFile(f.Path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				return nil, errorf("open %s: %v", f.Path, err)
+			}
+			pf.handles <- h
+		}
+		s.files[f.Key] = pf
 	}
 	for _, l := range cfg.Leaves {
 		key, err := x509.ParseECPrivateKey(l.KeyDER)
