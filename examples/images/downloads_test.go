@@ -200,6 +200,9 @@ json.dump({"total": total, "words": len(words)}, open("/work/out/results.json", 
 // one changed byte at the origin is input_mismatch with nothing executed.
 func TestPinnedDownloadsPython(t *testing.T) {
 	testfix.Need(t, true, "debootstrap", "runc", "runsc", "chroot", "go")
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("builds the python-net image (-short)")
+	}
 	varDir := imagesVar(t)
 	ref := buildNetRecipe(t, dotlabBinary(t), varDir, "python")
 	table, words := []byte("k,v\na,1.5\nb,2.25\nc,3\n"), []byte("one two three four\n")
@@ -265,6 +268,9 @@ cat(sprintf('{"weighted_mean": %%s}\n', format(weighted_effect(d), digits = 15))
 // with runc and runsc: reproduced from the manifest's downloads.
 func TestPinnedDownloadsR(t *testing.T) {
 	testfix.Need(t, true, "debootstrap", "runc", "runsc", "chroot", "go")
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("builds the r-net image (-short)")
+	}
 	varDir := imagesVar(t)
 	ref := buildNetRecipe(t, dotlabBinary(t), varDir, "r")
 	helpers := []byte("weighted_effect <- function(d) sum(d$effect * d$n) / sum(d$n)\n")
