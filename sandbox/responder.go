@@ -80,6 +80,22 @@ type responder struct {
 	// pinned URL, by "host:port" (lower case, port always written).
 	leaves map[string]*tls.Certificate
 	events *eventLog
+	// active counts requests being handled, so that the log is closed
+	// only after the last one has written its line (drain).
+	active sync.WaitGroup
+}
+
+// drain waits up to a second for the requests still being handled.
+func (s *responder) drain() {
+	done := make(chan struct{})
+	go func() {
+		s.active.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
 }
 
 // eventLog writes ResponderEvents as JSON lines, at most
@@ -143,6 +159,8 @@ func (s *responder) server(h http.HandlerFunc) *http.Server {
 // pinned https host; an absolute-form http:// request is answered from the
 // pinned files.
 func (s *responder) proxy(w http.ResponseWriter, r *http.Request) {
+	s.active.Add(1)
+	defer s.active.Done()
 	if r.Method == http.MethodConnect {
 		s.connect(w, r)
 		return
@@ -194,6 +212,8 @@ func (s *responder) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	conn.SetDeadline(time.Time{})
 	inner := s.server(func(w http.ResponseWriter, r *http.Request) {
+		s.active.Add(1)
+		defer s.active.Done()
 		if r.Method == http.MethodConnect {
 			s.refuse(w, r.Method, r.Host, http.StatusMethodNotAllowed, "method")
 			return

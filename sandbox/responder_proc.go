@@ -389,6 +389,7 @@ func responderMain(in io.Reader, out io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	err = s.serve(ctx, ln)
+	s.drain()
 	s.events.close()
 	return err
 }
