@@ -373,8 +373,8 @@ func (b *RunBody) checkUncompared(m *Manifest, p *Problems) {
 				differs = true
 			}
 		}
-		if !differs {
-			p.Add("$.input_hashes", "input_mismatch must show at least one dataset whose hash differs from the manifest's")
+		if !differs && !m.downloadDiffers(b.InputHashes) {
+			p.Add("$.input_hashes", "input_mismatch must show at least one dataset or download whose hash differs from the manifest's")
 		}
 	}
 	b.checkInputNames(m, p)
@@ -382,8 +382,8 @@ func (b *RunBody) checkUncompared(m *Manifest, p *Problems) {
 
 func (b *RunBody) checkInputNames(m *Manifest, p *Problems) {
 	for name := range b.InputHashes {
-		if !m.hasDataset(name) && !m.hasHelperKey(name) {
-			p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "is not a dataset of this manifest, nor \"helper:<name>\" of one of its helpers")
+		if !m.hasDataset(name) && !m.hasHelperKey(name) && !m.hasDownloadKey(name) {
+			p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "is not a dataset of this manifest, nor \"helper:<name>\" of one of its helpers, nor \"download:<name>\" of one of its downloads")
 		}
 	}
 }
@@ -413,6 +413,7 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 			p.Add(fmt.Sprintf("$.input_hashes[%q]", key), "is %s but the manifest pins %s: publish spec_issue instead", got, h.SHA256)
 		}
 	}
+	b.checkPinnedDownloads(m, p)
 	b.checkInputNames(m, p)
 	if want := m.Environment.ImageDigest(); b.Environment.ImageDigest != want {
 		p.Add("$.environment.image_digest", "is %q but the manifest pins %s", b.Environment.ImageDigest, want)

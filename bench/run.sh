@@ -4,6 +4,9 @@
 # whole `dotlab rerun` CLI run of a trivial claim against bare runc.
 # Usage: bench/run.sh [iterations, default 30]
 #
+# bench/run.sh downloads [iterations, default 10]: instead, the pinned
+# downloads' benchmarks (bench/README.md "Pinned downloads").
+#
 # bench/run.sh api [seconds a row, default 10]: instead, the API write
 # benchmarks of issue 15 on PostgreSQL (127.0.0.1:5432, database test; and
 # Debian's haproxy), side by side in one run: the bare insert loop, the bare
@@ -13,6 +16,13 @@
 # (bench/README.md "Scale-out").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = downloads ]; then
+  # Pinned downloads (bench/README.md "Pinned downloads"): a download-free
+  # run, a 100 MB download in the sandbox (busybox; python-net too when
+  # DOTLAB_IMAGES_VAR holds it), and the responder alone.
+  go test -run '^$' -bench 'DownloadFreeRun|Download100MB' -benchtime "${2:-10}x" -count 1 ./bench/
+  exec go test -run '^$' -bench 'Responder100MB' -benchtime "${2:-10}x" -count 1 ./sandbox/
+fi
 if [ "${1:-}" = api ]; then
   exec go run ./bench/api -db postgres -writes-only -balancer -pg-waits -duration "${2:-10}s"
 fi

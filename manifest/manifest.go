@@ -277,6 +277,7 @@ func Check(m *dotlab.Manifest) error {
 	checkSpecVersion(&p, m)
 	checkDatasets(&p, m.Datasets)
 	checkHelpers(&p, m.Helpers)
+	checkDownloads(&p, m)
 	checkRepository(&p, m.Code.Repository)
 	checkDependencies(&p, m.Environment.Dependencies)
 	checkPatches(&p, m.Code.Patches)
@@ -427,6 +428,9 @@ func checkURLs(p *dotlab.Problems, m *dotlab.Manifest) {
 	for i, h := range m.Helpers {
 		urls[fmt.Sprintf("$.helpers[%d].url", i)] = h.URL
 	}
+	for i, d := range m.Downloads {
+		urls[fmt.Sprintf("$.downloads[%d].url", i)] = d.URL
+	}
 	for _, at := range dotlab.SortedKeys(urls) {
 		if strings.IndexFunc(urls[at], func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
 			p.Add(at, "contains a control character: give a plain URL")
@@ -530,7 +534,7 @@ func pinnedVersion(v string) bool {
 }
 
 // CheckListing applies the listing rules to a manifest that Parse accepted:
-// every URL a runner would fetch ($.datasets[i].url, $.helpers[i].url, $.code.repository,
+// every URL a runner would fetch ($.datasets[i].url, $.helpers[i].url, $.downloads[i].url, $.code.repository,
 // $.code.archive.url) and the registry host of $.environment.image must be
 // one a strict runner fetches, by the very rules runners apply
 // (internal/netpolicy, also behind runner.Policy): https only, no file:// or
@@ -560,6 +564,10 @@ func CheckListing(m *dotlab.Manifest, allowPrivate bool) error {
 	}
 	for i, h := range m.Helpers {
 		_, err := r.URL(fmt.Sprintf("$.helpers[%d].url", i), h.URL)
+		add(err)
+	}
+	for i, d := range m.Downloads {
+		_, err := r.URL(fmt.Sprintf("$.downloads[%d].url", i), d.URL)
 		add(err)
 	}
 	if m.Code.Repository != "" {

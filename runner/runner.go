@@ -253,13 +253,16 @@ type workspace struct {
 	rootfs, codeDir, dataDir, helpersDir string
 	// out is what target sources read, filled by run.
 	out *outputs
+	// downloads are the verified pinned downloads the sandbox answers (runner/downloads.go).
+	downloads []sandbox.Download
 }
 
 // prepare fetches and verifies everything the manifest pins (datasets, the
 // image, the code) under one fetch budget (Policy.Timeout; the stall rule
 // lives in the policy's transport). A dataset hash mismatch sets outcome
 // input_mismatch on rec and returns no workspace; a helper hash mismatch is
-// spec_issue (the server accepts input_mismatch for datasets only).
+// spec_issue (the server accepts input_mismatch for datasets only); a
+// download's mismatch is input_mismatch like a dataset's (runner/downloads.go).
 func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scratch string, rec *Record) (*workspace, error) {
 	f := &fetcher{cache: r.Cache, policy: r.Policy, client: r.Policy.Client(), progress: r.Progress}
 	fctx, cancelFetch := r.Policy.budget(ctx)
@@ -270,12 +273,17 @@ func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scra
 	if err != nil {
 		return nil, err
 	}
+	served, dmis, err := r.downloads(fctx, log, f, m, rec)
+	if err != nil {
+		return nil, err
+	}
+	mismatches = append(mismatches, dmis...)
 	if len(mismatches) > 0 {
 		rec.Body.Outcome = dotlab.OutcomeInputMismatch
 		rec.Body.Notes = "input hash mismatch, nothing was executed: " + strings.Join(mismatches, "; ")
 		return nil, nil
 	}
-	w := &workspace{codeDir: filepath.Join(scratch, "code"), dataDir: filepath.Join(scratch, "data")}
+	w := &workspace{codeDir: filepath.Join(scratch, "code"), dataDir: filepath.Join(scratch, "data"), downloads: served}
 	helpers, err := r.helpers(fctx, log, f, m, rec)
 	if err != nil {
 		return nil, err
@@ -326,6 +334,7 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 	if err != nil {
 		return err
 	}
+	logResponder(log, res.Downloads)
 	rt := res.Runtime
 	rec.Body.Environment.Runtime = &rt
 	outs := make([]output, 0, len(res.Files)+len(res.Kept))
@@ -678,7 +687,7 @@ func (r *Runner) sandboxSpec(m *dotlab.Manifest, w *workspace) sandbox.Spec {
 	lim := m.Limits.WithDefaults()
 	spec := sandbox.Spec{
 		Rootfs: w.rootfs, CodeDir: w.codeDir, DataDir: w.dataDir, HelpersDir: w.helpersDir, Scratch: m.Scratch,
-		Args: m.Entrypoint, ImageEnv: w.img.Config.Config.Env, PackageEnv: m.Environment.Env, Seed: m.Seed, WorkingDir: m.Dir(),
+		Args: m.Entrypoint, ImageEnv: w.img.Config.Config.Env, PackageEnv: m.Environment.Env, Seed: m.Seed, WorkingDir: m.Dir(), Downloads: w.downloads,
 		Limits: sandbox.Limits{
 			TimeoutSeconds: lim.TimeoutSeconds,
 			MemoryBytes:    int64(lim.MemoryMB) << 20,

@@ -76,6 +76,10 @@ type Spec struct {
 	// WorkingDir is the cwd inside the sandbox; empty means /work/code.
 	WorkingDir string
 	Limits     Limits
+	// Downloads are the pinned URLs a local responder answers inside the
+	// sandbox (docs/sandbox.md "Pinned downloads"); none: nothing is
+	// started and the sandbox is as without them.
+	Downloads []Download
 }
 
 // Limits bound one run. Zero values take the defaults in WithDefaults.
@@ -162,6 +166,11 @@ func (s Spec) Env() []string {
 	if s.Seed != nil {
 		override["DOTLAB_SEED"] = strconv.FormatInt(*s.Seed, 10)
 	}
+	if len(s.Downloads) > 0 {
+		for k, v := range downloadEnv() {
+			override[k] = v
+		}
+	}
 	var env []string
 	hasPath := false
 	for _, kv := range s.ImageEnv {
@@ -187,7 +196,7 @@ func (s Spec) Env() []string {
 		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	}
 	env = append(env, packageEnv(s.PackageEnv, override)...)
-	for _, k := range envOrder {
+	for _, k := range append(envOrder, downloadEnvOrder...) {
 		if v, ok := override[k]; ok {
 			env = append(env, k+"="+v)
 		}

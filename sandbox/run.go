@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,8 +38,16 @@ type Runtime struct {
 	// Clock measures Result.Duration; nil means the wall clock.
 	Clock dotlab.Clock
 
+	// ResponderBinary is the executable re-run (with ResponderArg) as the
+	// download responder of a run with Spec.Downloads; empty means this
+	// process's own binary.
+	ResponderBinary string
+
 	// checked is the last CheckVersion result for this value's binary.
 	checked *checkedVersion
+	// hostNetwork: runsc uses the network namespace it is given (the
+	// responder's, loopback only) rather than its own (responder.go).
+	hostNetwork bool
 }
 
 func (r Runtime) now() time.Time {
@@ -74,6 +83,9 @@ type Result struct {
 	Runtime RuntimeVersion
 	// Kept holds the Spec.Keep files of the scratch copy, by path.
 	Kept map[string]KeptFile
+	// Downloads lists the requests the download responder answered or
+	// refused, in order (runs with Spec.Downloads only).
+	Downloads []ResponderEvent
 	// OverLimit, when not empty, says which copy-out limit /work/out broke
 	// (apparent bytes, files, depth; see Limits and docs/sandbox.md
 	// "After the run"): nothing was copied to the host and the run is a
@@ -139,7 +151,11 @@ func (r Runtime) stateDir() string {
 func (r Runtime) globalArgs() []string {
 	args := []string{"--root", r.stateDir()}
 	if r.name() == "runsc" {
-		args = append(args, "--platform=ptrace", "--network=none")
+		network := "--network=none"
+		if r.hostNetwork {
+			network = "--network=host"
+		}
+		args = append(args, "--platform=ptrace", network)
 	}
 	return args
 }
@@ -236,15 +252,15 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	if err != nil {
 		return nil, err
 	}
-	cfg := ociConfig(spec, outMnt, scratchMnt, cgroupsPathFor(id), r.name() == "runsc")
-	if err := checkBundle(cfg); err != nil {
-		return nil, err
-	}
-	data, err := json.MarshalIndent(cfg, "", "  ")
+	rr, err := r.responder(bundle, spec)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+	defer rr.stop()
+	r.hostNetwork = rr != nil
+	cfg := ociConfig(spec, outMnt, scratchMnt, cgroupsPathFor(id), r.name() == "runsc")
+	rr.configure(cfg, bundle)
+	if err := writeConfig(bundle, cfg); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(r.stateDir(), 0o700); err != nil {
@@ -254,6 +270,7 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 	if err := r.execute(ctx, id, bundle, limits, stdio, res); err != nil {
 		return nil, err
 	}
+	res.Downloads = rr.stop()
 	if err := collectOut(outMnt, outDir, limits, res); err != nil {
 		return nil, err
 	}
@@ -261,6 +278,18 @@ func (r Runtime) Run(ctx context.Context, spec Spec, outDir string, stdio IO) (r
 		return nil, err
 	}
 	return res, nil
+}
+
+// writeConfig checks cfg (checkBundle) and writes it as the bundle's config.json.
+func writeConfig(bundle string, cfg *specs.Spec) error {
+	if err := checkBundle(cfg); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644)
 }
 
 // execute runs the container to completion (or kill) and makes sure it is gone.

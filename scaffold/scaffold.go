@@ -35,6 +35,7 @@ type Options struct {
 	Citation   string   // the publication's citation
 	Targets    []string // NAME=VALUE, the value as printed in the paper
 	Sources    []string // NAME=PLACE:KIND:RULE (see parseSource)
+	Downloads  []string // URLs the code fetches while it runs, pinned now (downloads.go)
 	Policy     runner.Policy
 
 	// CacheDir is the cache directory (the image store whose --image file
@@ -146,6 +147,9 @@ func Init(ctx context.Context, opts Options) (*Result, error) {
 	b.resolveNeeds(ctx)
 	b.noteFindings()
 	if err := b.targets(); err != nil {
+		return nil, err
+	}
+	if err := b.downloads(ctx); err != nil {
 		return nil, err
 	}
 	return b.result()

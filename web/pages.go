@@ -256,8 +256,9 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// hashRows puts each dataset's and helper's pinned hash beside the observed
-// one (helpers under "helper:<name>", as runs record them; observed inputs
+// hashRows puts each dataset's, helper's and download's pinned hash beside
+// the observed one (helpers under "helper:<name>", downloads under
+// "download:<name>", as runs record them; observed inputs
 // the manifest does not name after them), and lists the output hashes by name.
 func hashRows(m *dotlab.Manifest, in, out map[string]string) (inputs, outputs []hashRow) {
 	pinned := map[string]bool{}
@@ -268,6 +269,11 @@ func hashRows(m *dotlab.Manifest, in, out map[string]string) (inputs, outputs []
 	for _, h := range m.Helpers {
 		key := dotlab.HelperInputKey(h.Name)
 		inputs = append(inputs, hashRow{Name: key, Pinned: h.SHA256, Observed: in[key]})
+		pinned[key] = true
+	}
+	for _, d := range m.Downloads {
+		key := dotlab.DownloadInputKey(d.Name)
+		inputs = append(inputs, hashRow{Name: key, Pinned: d.SHA256, Observed: in[key]})
 		pinned[key] = true
 	}
 	for _, name := range dotlab.SortedKeys(in) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/sandbox"
 	"github.com/spf13/cobra"
 )
 
@@ -20,6 +21,8 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
+	// The sandbox re-executes this binary as its download responder.
+	sandbox.RunResponderIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd()

@@ -35,6 +35,7 @@ func newManifestInitCmd() *cobra.Command {
 	f.StringVar(&o.Citation, "citation", "", "the publication's citation")
 	f.StringArrayVar(&o.Targets, "target", nil, "NAME=VALUE as the paper prints it (repeatable)")
 	f.StringArrayVar(&o.Sources, "source", nil, "NAME=stdout|stderr|FILE:regex|json|csv:RULE (repeatable)")
+	f.StringArrayVar(&o.Downloads, "download", nil, "a URL the code fetches while it runs: fetched and pinned by SHA-256 in downloads (spec v0.2; repeatable)")
 	f.StringVar(&out, "out", "", "write the manifest to this new file instead of stdout")
 	f.BoolVar(&o.Policy.AllowPrivate, "allow-private-urls", false, "fetch a git URL over http or from private addresses")
 	f.StringVar(&o.CacheDir, "cache", cli.DefaultCacheDir(), "cache directory (the image store --image is read from; the Debian Contents index)")

@@ -72,9 +72,9 @@ func WriteScaffold(stdout, stderr io.Writer, out string, r *scaffold.Result) err
 	case !r.Valid:
 		fmt.Fprintf(stderr, "%s: not yet valid: %d field%s left for you (placeholder lines above); then run dotlab manifest validate\n", name, n, Plural(n))
 	case n > 0:
-		fmt.Fprintf(stderr, "%s: valid manifest spec v0.1, but %d field%s left for you (placeholder lines above)\n", name, n, Plural(n))
+		fmt.Fprintf(stderr, "%s: valid manifest spec v%s, but %d field%s left for you (placeholder lines above)\n", name, r.Manifest.SpecVersion, n, Plural(n))
 	default:
-		fmt.Fprintf(stderr, "%s: valid manifest spec v0.1: check the lines above before listing it\n", name)
+		fmt.Fprintf(stderr, "%s: valid manifest spec v%s: check the lines above before listing it\n", name, r.Manifest.SpecVersion)
 	}
 	return nil
 }

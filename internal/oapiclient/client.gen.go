@@ -641,7 +641,7 @@ type ChallengeBody struct {
 	Envelope    *Envelope       `json:"envelope,omitempty"`
 	Environment *RunEnvironment `json:"environment,omitempty"`
 
-	// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
+	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
 	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
 
 	// JobId The claim id.
@@ -1334,7 +1334,7 @@ type PublishedRunBody struct {
 	Envelope    *Envelope      `json:"envelope,omitempty"`
 	Environment RunEnvironment `json:"environment"`
 
-	// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
+	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
 	InputHashes *map[string]SHA256 `json:"input_hashes"`
 
 	// JobId The claim id.
@@ -1408,7 +1408,7 @@ type RunBody struct {
 	Envelope    *Envelope       `json:"envelope,omitempty"`
 	Environment *RunEnvironment `json:"environment,omitempty"`
 
-	// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
+	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
 	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
 
 	// JobId The claim id.
@@ -1487,7 +1487,7 @@ type RunFields struct {
 	Envelope    *Envelope       `json:"envelope,omitempty"`
 	Environment *RunEnvironment `json:"environment,omitempty"`
 
-	// InputHashes Dataset name → SHA-256 of the input as hashed, and "helper:<name>" → SHA-256 for each helper file. reproduced/not_reproduced must give every dataset and helper with the manifest's hash.
+	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
 	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
 
 	// JobId The claim id.
