@@ -353,7 +353,11 @@ func splitInstruction(line int, text string) Instruction {
 // the external FROM images replaced by base(stage index): what buildah then
 // builds is exactly what was checked (no continuation or comment left for
 // the two parsers to read differently).
-func (cf *Containerfile) Text(base func(i int) string) string {
+//
+// afterFrom, when not empty, is written on the line after every FROM (the
+// build's ARG SOURCE_DATE_EPOCH, so that tools in RUN steps see the fixed
+// time).
+func (cf *Containerfile) Text(base func(i int) string, afterFrom string) string {
 	var b strings.Builder
 	write := func(in Instruction) {
 		b.WriteString(in.Keyword)
@@ -377,6 +381,9 @@ func (cf *Containerfile) Text(base func(i int) string) string {
 			from += " AS " + st.Name
 		}
 		b.WriteString("FROM " + from + "\n")
+		if afterFrom != "" {
+			b.WriteString(afterFrom + "\n")
+		}
 		for _, in := range st.Body {
 			write(in)
 		}

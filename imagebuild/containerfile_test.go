@@ -32,7 +32,7 @@ func TestContainerfileAcceptsDigestStagesAndContinuations(t *testing.T) {
 	if run.Keyword != "RUN" || run.Line != 4 || run.Args != "apt-get update &&     apt-get install -y hello" {
 		t.Fatalf("joined RUN: %+v", run)
 	}
-	text := cf.Text(func(i int) string { return "localhost/dotlab-base:x" })
+	text := cf.Text(func(i int) string { return "localhost/dotlab-base:x" }, "")
 	want := "ARG V=1\nFROM localhost/dotlab-base:x AS build\nRUN apt-get update &&     apt-get install -y hello\nFROM scratch\n" +
 		"COPY --from=build /usr/bin/hello /hello\nCOPY --from=0 --chmod=0755 a b /x/\nADD --chown=1000:1000 data.tar.gz /data/\nCMD [\"/hello\"]\n"
 	if text != want {
