@@ -162,3 +162,20 @@ func (s *Store) putGzipLayer(path string) (v1.Descriptor, v1.Hash, error) {
 	}
 	return v1.Descriptor{MediaType: types.OCILayer, Size: size, Digest: d}, diffID, nil
 }
+
+// Name records the image d (which must be in the store) under ref in
+// index.json; an empty ref records nothing.
+func (s *Store) Name(d v1.Hash, ref string) error {
+	if ref == "" {
+		return nil
+	}
+	raw, err := s.readBlob(d)
+	if err != nil {
+		return err
+	}
+	mt, err := mediaTypeOf(raw)
+	if err != nil {
+		return err
+	}
+	return s.addRef(v1.Descriptor{MediaType: mt, Size: int64(len(raw)), Digest: d}, ref)
+}
