@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/imagebuild"
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/netpolicy"
@@ -175,4 +176,22 @@ func NewImagePushCmd(withStore StoreRunE, long string) *cobra.Command {
 	cmd.Flags().BoolVar(&allowPrivate, "allow-private-urls", false, "admit plain-http, loopback and private-address registries (local testing)")
 	cmd.Flags().StringVar(&trustCA, "trust-ca", os.Getenv(runner.TrustCAEnv), "PEM file of extra CAs for the registry (default $"+runner.TrustCAEnv+")")
 	return cmd
+}
+
+// WarnUnpullable warns on stderr (never fails) when the manifest's image
+// cannot be pulled by digest from its registry by an anonymous client, as
+// a runner on another machine would: the image may be only in this
+// machine's store. It asks for the manifest only, within 20 seconds.
+func WarnUnpullable(ctx context.Context, stderr io.Writer, path string, m *dotlab.Manifest, allowPrivate bool) {
+	ref := m.Environment.Image
+	if ref == "" {
+		return
+	}
+	p := runner.Policy{AllowPrivate: allowPrivate, TrustCAFile: os.Getenv(runner.TrustCAEnv)}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := imagestore.Pullable(ctx, ref, imagestore.PullOptions{Transport: p.Transport(), AllowHTTP: allowPrivate}); err != nil {
+		fmt.Fprintf(stderr, "%s: warning: $.environment.image: %s cannot be pulled from its registry by digest (%v): "+
+			"only in this machine's store: push it with dotlab image push, and name the pushed REGISTRY/REPOSITORY@sha256:…\n", path, ref, err)
+	}
 }
