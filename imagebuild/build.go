@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/netpolicy"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -57,8 +58,10 @@ type Options struct {
 	// WorkDir holds buildah's storage (base images stay imported there
 	// between builds); empty means STORE/buildah.
 	WorkDir string
-	// Log receives buildah's output (nil: discarded).
+	// Log receives buildah's output and the time of each phase (nil: discarded).
 	Log io.Writer
+	// Clock times the phases (nil: the system clock).
+	Clock dotlab.Clock
 }
 
 // Result is a finished build.
@@ -86,6 +89,14 @@ func (o *Options) defaults() {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.Clock == nil {
+		o.Clock = dotlab.SystemClock{}
+	}
+}
+
+// phase logs how long the phase that started at start took.
+func (b *buildah) phase(what string, start time.Time) {
+	fmt.Fprintf(b.o.Log, "dotlab image build: %s: %s\n", what, b.o.Clock.Now().Sub(start).Round(10*time.Millisecond))
 }
 
 // Build builds o.Containerfile with buildah and stores the result
@@ -122,6 +133,7 @@ func Build(ctx context.Context, o Options) (Result, error) {
 	defer os.RemoveAll(b.tmp)
 	bases := make([]*imagestore.Image, len(cf.Stages))
 	names := make([]string, len(cf.Stages))
+	start := o.Clock.Now()
 	for i, st := range cf.Stages {
 		if !st.External {
 			continue
@@ -130,12 +142,17 @@ func Build(ctx context.Context, o Options) (Result, error) {
 			return Result{}, err
 		}
 	}
+	b.phase("base images ready in buildah's storage", start)
 	text := cf.Text(func(i int) string { return names[i] }, "ARG SOURCE_DATE_EPOCH=0")
 	tag := "localhost/dotlab-build:" + nonce()
+	start = o.Clock.Now()
 	if err := b.run(ctx, text, tag); err != nil {
 		return Result{}, err
 	}
+	b.phase("build steps", start)
 	defer b.cmd(context.Background(), "rmi", tag).Run()
+	start = o.Clock.Now()
+	defer b.phase("new layers stored", start)
 	return b.store(ctx, tag, rootBase(cf, bases))
 }
 
@@ -273,6 +290,9 @@ func (b *buildah) run(ctx context.Context, text, tag string) error {
 // store exports the built image and stores it on top of base.
 func (b *buildah) store(ctx context.Context, tag string, base *imagestore.Image) (Result, error) {
 	out := filepath.Join(b.tmp, "out")
+	if err := placeholders(out, base); err != nil {
+		return Result{}, err
+	}
 	if err := b.cmd(ctx, "push", "--quiet", "--disable-compression", "--signature-policy", b.policy, tag, "oci:"+out+":out").Run(); err != nil {
 		return Result{}, fmt.Errorf("buildah push: %v: %s", err, b.logTail)
 	}
@@ -301,15 +321,50 @@ func (b *buildah) store(ctx context.Context, tag string, base *imagestore.Image)
 		}
 	}
 	var paths []string
+	var pkgs layerInfo
 	for i, l := range layers[n:] {
 		p := filepath.Join(b.tmp, fmt.Sprintf("layer-%d.tar", i))
-		if err := writeNormalized(l, p); err != nil {
+		info, err := writeNormalized(l, p)
+		if err != nil {
 			return Result{}, err
+		}
+		pkgs.dpkgChanged = pkgs.dpkgChanged || info.dpkgChanged
+		if info.packagesFound {
+			pkgs.packages, pkgs.packagesFound = info.packages, true
 		}
 		paths = append(paths, p)
 	}
-	d, err := b.o.Store.Extend(base, stripConfig(*cfg), paths, b.o.Ref)
+	d, err := b.o.Store.Extend(base, packagesLabel(stripConfig(*cfg), pkgs), paths, b.o.Ref)
 	return Result{Digest: d, Layers: len(paths)}, err
+}
+
+// placeholders writes an empty blob file in the OCI layout dir for each of
+// base's layers (by diff_id and by layer digest): buildah's push finds them
+// "already present" and does not write the base's layers again (gigabytes
+// for a scientific image), only the new ones. Only the new layers and the
+// config are read back.
+func placeholders(dir string, base *imagestore.Image) error {
+	blobs := filepath.Join(dir, "blobs", "sha256")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+		return err
+	}
+	if base == nil {
+		return nil
+	}
+	var ds []v1.Hash
+	ds = append(ds, base.Config.RootFS.DiffIDs...)
+	for _, l := range base.Manifest.Layers {
+		ds = append(ds, l.Digest)
+	}
+	for _, d := range ds {
+		if err := os.WriteFile(filepath.Join(blobs, d.Hex), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func readLayout(dir string) (v1.Image, error) {
@@ -328,21 +383,41 @@ func readLayout(dir string) (v1.Image, error) {
 }
 
 // writeNormalized writes layer l, normalized, as an uncompressed tar at p.
-func writeNormalized(l v1.Layer, p string) error {
+func writeNormalized(l v1.Layer, p string) (layerInfo, error) {
 	rc, err := l.Uncompressed()
 	if err != nil {
-		return err
+		return layerInfo{}, err
 	}
 	defer rc.Close()
 	f, err := os.Create(p)
 	if err != nil {
-		return err
+		return layerInfo{}, err
 	}
-	if _, err := normalizeLayer(rc, f); err != nil {
+	info, err := normalizeLayer(rc, f)
+	if err != nil {
 		f.Close()
-		return err
+		return info, err
 	}
-	return f.Close()
+	return info, f.Close()
+}
+
+// packagesLabel keeps the image's package label (imagestore.PackagesLabel)
+// true: set from the package list the new layers wrote, dropped when they
+// changed dpkg's status without writing one (the inherited list is stale).
+func packagesLabel(c v1.ConfigFile, info layerInfo) v1.ConfigFile {
+	switch {
+	case info.packagesFound:
+		if c.Config.Labels == nil {
+			c.Config.Labels = map[string]string{}
+		}
+		c.Config.Labels[imagestore.PackagesLabel] = strings.TrimRight(string(info.packages), "\n")
+	case info.dpkgChanged && c.Config.Labels != nil:
+		delete(c.Config.Labels, imagestore.PackagesLabel)
+		if len(c.Config.Labels) == 0 {
+			c.Config.Labels = nil
+		}
+	}
+	return c
 }
 
 // stripConfig keeps what runs the image (environment, entrypoint, command,

@@ -2,6 +2,7 @@ package imagebuild
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -69,28 +70,29 @@ func trimmed(p string) bool {
 // wrote (a sorted walk), mtime at the Unix epoch, no access or change time,
 // no user or group names, PAX format, and of the PAX records only extended
 // attributes (SCHILY.xattr.*, but security.selinux, which is the host's).
-// Device nodes are refused (the runtime provides /dev). It returns the
-// number of entries kept.
-func normalizeLayer(r io.Reader, w io.Writer) (int, error) {
+// Device nodes are refused (the runtime provides /dev). It returns what
+// the layer says about the image's Debian packages (layerInfo).
+func normalizeLayer(r io.Reader, w io.Writer) (layerInfo, error) {
 	tr, tw := tar.NewReader(r), tar.NewWriter(w)
 	var total int64
-	kept := 0
+	var info layerInfo
+	kept := &info.entries
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return kept, fmt.Errorf("new layer: %w", err)
+			return info, fmt.Errorf("new layer: %w", err)
 		}
 		if trimmed(hdr.Name) {
 			continue
 		}
 		if hdr.Typeflag == tar.TypeChar || hdr.Typeflag == tar.TypeBlock || hdr.Typeflag == tar.TypeFifo {
-			return kept, fmt.Errorf("new layer: %s is a device or FIFO: %w (a build step may not create devices; the runtime provides /dev)", hdr.Name, ErrRefused)
+			return info, fmt.Errorf("new layer: %s is a device or FIFO: %w (a build step may not create devices; the runtime provides /dev)", hdr.Name, ErrRefused)
 		}
 		if total += hdr.Size; total > MaxLayerBytes {
-			return kept, fmt.Errorf("new layer: over %d bytes: %w (bounded build)", int64(MaxLayerBytes), ErrRefused)
+			return info, fmt.Errorf("new layer: over %d bytes: %w (bounded build)", int64(MaxLayerBytes), ErrRefused)
 		}
 		out := &tar.Header{Typeflag: hdr.Typeflag, Name: hdr.Name, Linkname: hdr.Linkname, Size: hdr.Size,
 			Mode: hdr.Mode, Uid: hdr.Uid, Gid: hdr.Gid, ModTime: time.Unix(0, 0).UTC(), Format: tar.FormatPAX}
@@ -103,14 +105,49 @@ func normalizeLayer(r io.Reader, w io.Writer) (int, error) {
 			}
 		}
 		if err := tw.WriteHeader(out); err != nil {
-			return kept, err
+			return info, err
 		}
-		if hdr.Typeflag == tar.TypeReg {
-			if _, err := io.CopyN(tw, tr, hdr.Size); err != nil {
-				return kept, fmt.Errorf("new layer %s: %w", hdr.Name, err)
-			}
+		if err := info.copy(tw, tr, hdr); err != nil {
+			return info, err
 		}
-		kept++
+		*kept++
 	}
-	return kept, tw.Close()
+	return info, tw.Close()
+}
+
+// layerInfo is what a new layer says about the image's packages: whether
+// it changes dpkg's status (packages were installed or removed) and the
+// package list the recipes write (PackagesFile), when it writes one.
+type layerInfo struct {
+	entries       int
+	dpkgChanged   bool
+	packages      []byte
+	packagesFound bool
+}
+
+// PackagesFile is where the recipes (examples/images/lib.sh) and the apt.txt
+// build step record the installed packages, one "package=version" a line.
+const PackagesFile = "usr/share/dotlab/packages.txt"
+
+// copy writes the body of a regular entry, noting the package files.
+func (info *layerInfo) copy(tw *tar.Writer, tr io.Reader, hdr *tar.Header) error {
+	name := strings.TrimPrefix(strings.TrimPrefix(hdr.Name, "./"), "/")
+	if name == "var/lib/dpkg/status" || name == "var/lib/dpkg/.wh.status" {
+		info.dpkgChanged = true
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return nil
+	}
+	var body io.Reader = tr
+	var capture bytes.Buffer
+	if name == PackagesFile && hdr.Size <= 1<<20 {
+		body = io.TeeReader(tr, &capture)
+	}
+	if _, err := io.CopyN(tw, body, hdr.Size); err != nil {
+		return fmt.Errorf("new layer %s: %w", hdr.Name, err)
+	}
+	if name == PackagesFile && hdr.Size <= 1<<20 {
+		info.packages, info.packagesFound = capture.Bytes(), true
+	}
+	return nil
 }

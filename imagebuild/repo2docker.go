@@ -374,8 +374,9 @@ func (pl *Plan) aptStep(b *strings.Builder, pkgs []string, repos Repositories) e
 		return err
 	}
 	fmt.Fprintf(b, "RUN set -e; export DEBIAN_FRONTEND=noninteractive; printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; "+
-		"apt-get %s update -qq; apt-get %s install -y -qq %s; apt-get clean; rm -f /usr/sbin/policy-rc.d; rm -rf /var/lib/apt/lists/*\n",
-		opts, opts, strings.Join(pkgs, " "))
+		"apt-get %s update -qq; apt-get %s install -y -qq %s; apt-get clean; rm -f /usr/sbin/policy-rc.d; rm -rf /var/lib/apt/lists/*; "+
+		"mkdir -p /usr/share/dotlab; dpkg-query -W -f='${Package}=${Version}\\n' | LC_ALL=C sort > /%s\n",
+		opts, opts, strings.Join(pkgs, " "), PackagesFile)
 	return nil
 }
 
