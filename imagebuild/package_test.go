@@ -151,9 +151,10 @@ func rSourcePackage(t *testing.T) []byte {
 }
 
 // TestDescriptionInstallsFromALoopbackCRAN builds a DESCRIPTION naming an
-// R package over the R image, from a loopback CRAN-like repository (its
-// src/contrib/PACKAGES and the source tarball the test wrote); the package
-// loads in the sandbox.
+// R package and an install.R over the R image, from a loopback CRAN-like
+// repository (its src/contrib/PACKAGES and the source tarball the test
+// wrote); the package loads in the sandbox, and install.R ran with that
+// repository.
 func TestDescriptionInstallsFromALoopbackCRAN(t *testing.T) {
 	s, base := exampleStore(t, "r")
 	tarball := rSourcePackage(t)
@@ -166,6 +167,8 @@ func TestDescriptionInstallsFromALoopbackCRAN(t *testing.T) {
 	defer cran.Close()
 	pkg := t.TempDir()
 	os.WriteFile(filepath.Join(pkg, "DESCRIPTION"), []byte("Package: analysis\nVersion: 1.0\nDepends: R (>= 4.0)\nImports: dotlabhello\n"), 0o644)
+	// install.R runs after, with the same repository as repos.
+	os.WriteFile(filepath.Join(pkg, "install.R"), []byte(`install.packages("dotlabhello"); writeLines(getOption("repos")[["CRAN"]], "/usr/local/share/install-r-repos")`+"\n"), 0o644)
 	var log strings.Builder
 	o := Options{Store: s, Ref: "lab/r", Rules: netpolicy.Rules{AllowPrivate: true}, WorkDir: filepath.Join(t.TempDir(), "buildah"), Log: &log}
 	res, err := BuildPackage(context.Background(), pkg, base, Repositories{CRAN: cran.URL}, o)
@@ -174,5 +177,8 @@ func TestDescriptionInstallsFromALoopbackCRAN(t *testing.T) {
 	}
 	if out := runIn(t, s, res.Digest.String(), "Rscript", "-e", "cat(dotlabhello::hello())"); out != "3" {
 		t.Fatalf("in the image: %q", out)
+	}
+	if out := runIn(t, s, res.Digest.String(), "cat", "/usr/local/share/install-r-repos"); out != cran.URL+"\n" {
+		t.Fatalf("install.R saw repos %q, want %s", out, cran.URL)
 	}
 }

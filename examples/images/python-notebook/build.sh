@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a notebook-capable scientific Python image: the python-sci image
 # (../python-sci/build.sh, the same suite) plus Debian's nbconvert and
-# ipykernel, added as one layer over it from an apt.txt with
+# ipykernel (and the jupyter-nbconvert command), added as one layer over it from an apt.txt with
 # `dotlab image build --base` (docs/howto-replication-package.md "The
 # environment"): the python-sci layers are reused as they are, and only the
 # new packages are installed (seconds once python-sci is built, instead of a
@@ -25,7 +25,7 @@ if [ "$SUITE" != bookworm ]; then suite=(--suite "$SUITE"); fi
 base=$(bash "$(dirname "$0")/../python-sci/build.sh" "${suite[@]}" "$dotlab" "$var" | tail -1 | cut -f2)
 pkg=$(mktemp -d)
 trap 'rm -rf "$pkg"' EXIT
-printf '%s\n' python3-nbconvert python3-ipykernel >"$pkg/apt.txt"
+printf '%s\n' jupyter-nbconvert python3-nbconvert python3-ipykernel >"$pkg/apt.txt"
 # The mirror may be a local or private one (an apt proxy, a CI mirror):
 # --allow-private-urls admits it to the build's egress list; the build
 # steps still reach nothing else.
