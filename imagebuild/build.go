@@ -172,6 +172,7 @@ type buildah struct {
 	root     string
 	tmp      string // this build's scratch (layouts, the checked Containerfile)
 	policy   string // a signature policy for local (oci:) pulls
+	driver   string // storageDriver
 	logTail  *tailBuffer
 	proxyEnv []string
 }
@@ -190,13 +191,37 @@ func newBuildah(o Options) (*buildah, error) {
 		return nil, err
 	}
 	b := &buildah{o: o, root: o.WorkDir, tmp: tmp, policy: filepath.Join(tmp, "policy.json"), logTail: &tailBuffer{max: 16 << 10}}
+	b.driver = storageDriver(o.WorkDir)
 	// Only local oci: layouts of verified store images are ever pulled.
 	return b, os.WriteFile(b.policy, []byte(`{"default":[{"type":"insecureAcceptAnything"}]}`), 0o600)
 }
 
+// storageDriver is the containers/storage driver for buildah's storage
+// under workDir: overlay where the file system supports it (layers shared,
+// nothing copied), else vfs (every layer a full copy: slower, works on any
+// file system, e.g. inside a container whose root is itself an overlay).
+// The choice is tried once and kept in workDir/driver: a storage cannot
+// change driver.
+func storageDriver(workDir string) string {
+	file := filepath.Join(workDir, "driver")
+	if data, err := os.ReadFile(file); err == nil {
+		if d := strings.TrimSpace(string(data)); d == "overlay" || d == "vfs" {
+			return d
+		}
+	}
+	driver := "vfs"
+	probe := exec.Command("buildah", "--root", filepath.Join(workDir, "root"), "--runroot", filepath.Join(workDir, "run"),
+		"--storage-driver", "overlay", "images", "-q")
+	if probe.Run() == nil {
+		driver = "overlay"
+	}
+	os.WriteFile(file, []byte(driver+"\n"), 0o644)
+	return driver
+}
+
 // cmd is a buildah command on the build's storage, its output logged.
 func (b *buildah) cmd(ctx context.Context, args ...string) *exec.Cmd {
-	base := []string{"--root", filepath.Join(b.root, "root"), "--runroot", filepath.Join(b.root, "run"), "--storage-driver", "overlay"}
+	base := []string{"--root", filepath.Join(b.root, "root"), "--runroot", filepath.Join(b.root, "run"), "--storage-driver", b.driver}
 	c := exec.CommandContext(ctx, "buildah", append(base, args...)...)
 	c.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + b.tmp, "TMPDIR=" + filepath.Join(b.root, "tmp")}, b.proxyEnv...)
 	c.Stderr = io.MultiWriter(b.o.Log, b.logTail)

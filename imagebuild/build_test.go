@@ -120,3 +120,25 @@ func TestBuildRefusesBeforeBuilding(t *testing.T) {
 		t.Fatalf("tag in FROM: %v", err)
 	}
 }
+
+// TestBuildOnVfsStorageGivesTheSameDigest: where overlay is not supported
+// (storageDriver falls back to vfs) the result is the same image.
+func TestBuildOnVfsStorageGivesTheSameDigest(t *testing.T) {
+	s, base := busyboxStore(t)
+	text := "FROM " + base + "\nRUN mkdir -p /opt && echo vfs > /opt/x\n"
+	build := func(driver string) Result {
+		work := filepath.Join(t.TempDir(), "buildah")
+		os.MkdirAll(work, 0o755)
+		if driver != "" {
+			os.WriteFile(filepath.Join(work, "driver"), []byte(driver+"\n"), 0o644)
+		}
+		res, err := Build(context.Background(), Options{Store: s, Context: t.TempDir(), Containerfile: []byte(text), WorkDir: work})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if a, b := build(""), build("vfs"); a.Digest != b.Digest {
+		t.Fatalf("overlay %s, vfs %s", a.Digest, b.Digest)
+	}
+}
