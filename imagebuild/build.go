@@ -192,6 +192,9 @@ func newBuildah(o Options) (*buildah, error) {
 	}
 	b := &buildah{o: o, root: o.WorkDir, tmp: tmp, policy: filepath.Join(tmp, "policy.json"), logTail: &tailBuffer{max: 16 << 10}}
 	b.driver = storageDriver(o.WorkDir)
+	if err := os.WriteFile(filepath.Join(tmp, "empty.conf"), nil, 0o600); err != nil {
+		return nil, err
+	}
 	// Only local oci: layouts of verified store images are ever pulled.
 	return b, os.WriteFile(b.policy, []byte(`{"default":[{"type":"insecureAcceptAnything"}]}`), 0o600)
 }
@@ -221,9 +224,14 @@ func storageDriver(workDir string) string {
 
 // cmd is a buildah command on the build's storage, its output logged.
 func (b *buildah) cmd(ctx context.Context, args ...string) *exec.Cmd {
-	base := []string{"--root", filepath.Join(b.root, "root"), "--runroot", filepath.Join(b.root, "run"), "--storage-driver", b.driver}
+	// Empty mounts.conf and containers.conf: no default mounts, volumes,
+	// devices or environment from the host's container configuration.
+	empty := filepath.Join(b.tmp, "empty.conf")
+	base := []string{"--root", filepath.Join(b.root, "root"), "--runroot", filepath.Join(b.root, "run"), "--storage-driver", b.driver,
+		"--default-mounts-file", empty}
 	c := exec.CommandContext(ctx, "buildah", append(base, args...)...)
-	c.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + b.tmp, "TMPDIR=" + filepath.Join(b.root, "tmp")}, b.proxyEnv...)
+	c.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + b.tmp, "TMPDIR=" + filepath.Join(b.root, "tmp"),
+		"CONTAINERS_CONF=" + empty}, b.proxyEnv...)
 	c.Stderr = io.MultiWriter(b.o.Log, b.logTail)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
