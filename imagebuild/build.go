@@ -190,7 +190,7 @@ func newBuildah(o Options) (*buildah, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &buildah{o: o, root: o.WorkDir, tmp: tmp, policy: filepath.Join(tmp, "policy.json"), logTail: &tailBuffer{max: 16 << 10}}
+	b := &buildah{o: o, root: o.WorkDir, tmp: tmp, policy: filepath.Join(tmp, "policy.json"), logTail: &tailBuffer{max: 2 << 10}}
 	b.driver = storageDriver(o.WorkDir)
 	if err := os.WriteFile(filepath.Join(tmp, "empty.conf"), nil, 0o600); err != nil {
 		return nil, err
