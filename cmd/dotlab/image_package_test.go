@@ -49,7 +49,9 @@ func importPython(t *testing.T) (string, string) {
 // plus Debian packages from a loopback apt repository, built twice (two
 // caches, one digest), pushed with basic auth to a TLS registry, checked
 // pullable by `manifest validate`, pulled anonymously by digest into a
-// third, empty cache by `dotlab rerun` (real runc), and reproduced there.
+// third, empty cache by `dotlab rerun` (real runc), and reproduced there;
+// then a Containerfile FROM the pushed image, in a fourth cache, pulls it
+// from the registry by digest and builds on it.
 func TestContainerfilePackageBuiltPushedPulledAndReproduced(t *testing.T) {
 	testfix.Need(t, true, "buildah", "runc", "dpkg-deb", "docker-registry")
 	cache1, base := importPython(t)
@@ -111,6 +113,16 @@ func TestContainerfilePackageBuiltPushedPulledAndReproduced(t *testing.T) {
 	}
 	if list, _, _ := runCLI(t, "image", "list", "--cache", cache3); !strings.Contains(list, d) {
 		t.Fatalf("the rerun did not pull %s into the empty cache: %s", d, list)
+	}
+
+	// FROM an image that is only in a registry: pulled by digest, then built on.
+	next := t.TempDir()
+	os.WriteFile(filepath.Join(next, "Containerfile"), []byte("FROM "+reg.Pull+"/lab/hello@"+d+"\nRUN dotlab-hello > /opt/total.json\n"), 0o644)
+	cache4 := t.TempDir()
+	out, errOut, code = runCLI(t, "image", "build", "--containerfile", filepath.Join(next, "Containerfile"), "--ref", "lab/next",
+		"--cache", cache4, "--allow-private-urls")
+	if code != 0 || !strings.Contains(out, "lab/next@sha256:") {
+		t.Fatalf("build FROM a registry image: exit %d %s\n%s", code, out, errOut)
 	}
 }
 
