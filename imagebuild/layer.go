@@ -77,6 +77,7 @@ func normalizeLayer(r io.Reader, w io.Writer) (layerInfo, error) {
 	var total int64
 	var info layerInfo
 	kept := &info.entries
+	dropped := map[string]bool{}
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -86,7 +87,13 @@ func normalizeLayer(r io.Reader, w io.Writer) (layerInfo, error) {
 			return info, fmt.Errorf("new layer: %w", err)
 		}
 		if trimmed(hdr.Name) {
+			if hdr.Typeflag == tar.TypeReg {
+				dropped[hdr.Name] = true
+			}
 			continue
+		}
+		if hdr.Typeflag == tar.TypeLink && dropped[hdr.Linkname] {
+			continue // a hard link to a trimmed file goes with it
 		}
 		if hdr.Typeflag == tar.TypeChar || hdr.Typeflag == tar.TypeBlock || hdr.Typeflag == tar.TypeFifo {
 			return info, fmt.Errorf("new layer: %s is a device or FIFO: %w (a build step may not create devices; the runtime provides /dev)", hdr.Name, ErrRefused)
