@@ -131,6 +131,11 @@ func Build(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer os.RemoveAll(b.tmp)
+	unlock, err := lockStorage(o.WorkDir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
 	bases := make([]*imagestore.Image, len(cf.Stages))
 	names := make([]string, len(cf.Stages))
 	start := o.Clock.Now()
@@ -197,6 +202,21 @@ func newBuildah(o Options) (*buildah, error) {
 	}
 	// Only local oci: layouts of verified store images are ever pulled.
 	return b, os.WriteFile(b.policy, []byte(`{"default":[{"type":"insecureAcceptAnything"}]}`), 0o600)
+}
+
+// lockStorage takes an exclusive flock on workDir/lock: one build at a
+// time per buildah storage, so a failed build can remove every working
+// container it finds.
+func lockStorage(workDir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(workDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
 // storageDriver is the containers/storage driver for buildah's storage
@@ -302,8 +322,26 @@ func (b *buildah) run(ctx context.Context, text, tag string) error {
 			"--http-proxy=true", "--build-arg", "SOURCE_DATE_EPOCH=0", "--no-hosts=false",
 			"-f", file, "-t", tag, b.o.Context)
 		c.Stdout = b.o.Log
+		// A PID namespace of its own (util-linux unshare, with its /proc):
+		// when buildah, its init, ends, killed at the time bound or not,
+		// the kernel kills every process of the build with it (the step's
+		// runc container included, which runc puts in a session of its
+		// own, out of reach of a process-group kill); and a mount namespace
+		// of its own, so a killed build's mounts go with it.
+		unshare, err := exec.LookPath("unshare")
+		if err != nil {
+			return errors.New("image build needs unshare (Debian package util-linux)")
+		}
+		c.Path, c.Args = unshare, append([]string{"unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "buildah"}, c.Args[1:]...)
+		c.SysProcAttr.Pdeathsig = syscall.SIGKILL
 		return c.Run()
 	})
+	if err != nil {
+		// A killed build leaves its working container (and its mount):
+		// builds of one storage are serialized (Build's lock), so every
+		// working container here is this build's.
+		b.cmd(context.Background(), "rm", "--all").Run()
+	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
 		if errors.Is(cause, context.DeadlineExceeded) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/netpolicy"
@@ -140,5 +141,20 @@ func TestBuildOnVfsStorageGivesTheSameDigest(t *testing.T) {
 	}
 	if a, b := build(""), build("vfs"); a.Digest != b.Digest {
 		t.Fatalf("overlay %s, vfs %s", a.Digest, b.Digest)
+	}
+}
+
+// TestBuildOverItsTimeIsStopped: a step that outlives the build's time
+// bound is killed and the build fails naming the bound.
+func TestBuildOverItsTimeIsStopped(t *testing.T) {
+	s, base := busyboxStore(t)
+	start := time.Now()
+	_, err := Build(context.Background(), Options{Store: s, Context: t.TempDir(), Containerfile: []byte("FROM " + base + "\nRUN sleep 120\n"),
+		WorkDir: filepath.Join(t.TempDir(), "buildah"), Timeout: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "longer than 5s") {
+		t.Fatalf("over time: %v", err)
+	}
+	if took := time.Since(start); took > 60*time.Second {
+		t.Fatalf("stopped after %s", took)
 	}
 }
