@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -45,7 +46,7 @@ func New(c *client.Client, cfg Config) (*Agent, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = dotlab.SystemClock{}
 	}
-	eng, err := runner.New(cfg.CacheDir, sandbox.Runtime{Name: cfg.Runtime}, runner.Policy{AllowPrivate: cfg.AllowPrivate}, cfg.Clock)
+	eng, err := runner.New(cfg.CacheDir, sandbox.Runtime{Name: cfg.Runtime}, runner.Policy{AllowPrivate: cfg.AllowPrivate, TrustCAFile: os.Getenv(runner.TrustCAEnv)}, cfg.Clock)
 	if err != nil {
 		return nil, err
 	}

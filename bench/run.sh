@@ -14,6 +14,12 @@
 # serve` processes — one direct, one through HAProxy, two through HAProxy —
 # each with a sample of where PostgreSQL's backends spend the time
 # (bench/README.md "Scale-out").
+#
+# bench/run.sh env: instead, BenchmarkAptLayer (bench/README.md
+# "Environments"): apt.txt python3-sklearn layered onto the scientific Python
+# image (cold and warm buildah storage) beside a full recipe build with that
+# package, one run each (root, buildah, runc, debootstrap, the Debian mirror;
+# about 7 minutes of both cores; the images var as $DOTLAB_IMAGES_VAR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = downloads ]; then
@@ -22,6 +28,9 @@ if [ "${1:-}" = downloads ]; then
   # DOTLAB_IMAGES_VAR holds it), and the responder alone.
   go test -run '^$' -bench 'DownloadFreeRun|Download100MB' -benchtime "${2:-10}x" -count 1 ./bench/
   exec go test -run '^$' -bench 'Responder100MB' -benchtime "${2:-10}x" -count 1 ./sandbox/
+fi
+if [ "${1:-}" = env ]; then
+  DOTLAB_BENCH_ENV=1 exec go test -run '^$' -bench AptLayer -benchtime 1x -count 1 -timeout 40m -v ./bench/
 fi
 if [ "${1:-}" = api ]; then
   exec go run ./bench/api -db postgres -writes-only -balancer -pg-waits -duration "${2:-10}s"

@@ -2,11 +2,14 @@ package runner
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"syscall"
 	"time"
 
@@ -45,7 +48,16 @@ type Policy struct {
 	// (ErrStalled). 0 means 32 KiB/s over 30 s.
 	MinRate     int64
 	StallWindow time.Duration
+	// TrustCAFile names a PEM file of certificate authorities trusted for
+	// https fetches and registries besides the system's (a lab's own
+	// registry or mirror): the CLI sets it from --trust-ca or the
+	// environment variable DOTLAB_TRUST_CA (TrustCAEnv). A file that cannot
+	// be read or holds no certificate fails every request, naming the file.
+	TrustCAFile string
 }
+
+// TrustCAEnv is the environment variable runners read Policy.TrustCAFile from.
+const TrustCAEnv = "DOTLAB_TRUST_CA"
 
 // LocalPolicy admits plain http, private addresses and local files inside
 // root: what `dotlab rerun --allow-local ROOT` uses for a manifest of one's
@@ -143,8 +155,36 @@ func (p Policy) Transport() http.RoundTripper {
 		ResponseHeaderTimeout: 60 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+	if p.TrustCAFile != "" {
+		pool, err := trustPool(p.TrustCAFile)
+		if err != nil {
+			return failing{err}
+		}
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
 	return &stallGuard{policy: p, next: &schemeCheck{policy: p, next: t}}
 }
+
+// trustPool is the system's certificate pool plus the PEM certificates in file.
+func trustPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("trusted CA file (%s): %w", TrustCAEnv, err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("trusted CA file %s (%s) holds no PEM certificate", file, TrustCAEnv)
+	}
+	return pool, nil
+}
+
+// failing is a RoundTripper that fails every request with err.
+type failing struct{ err error }
+
+func (f failing) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
 
 // schemeCheck applies the URL rules to each request and to the redirect
 // it answers with. Its errors name hosts, never a URL's credentials, path or

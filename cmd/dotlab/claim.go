@@ -27,6 +27,7 @@ func newClaimCmd() *cobra.Command {
 			if err := cli.CheckListing(cmd.ErrOrStderr(), args[0], m, allowPrivate); err != nil {
 				return err
 			}
+			cli.WarnUnpullable(cmd.Context(), cmd.ErrOrStderr(), args[0], m, allowPrivate)
 			c, err := agent.Connect(server)
 			if err != nil {
 				return err

@@ -16,11 +16,15 @@ func newImageCmd() *cobra.Command {
 	var cacheDir string
 	cmd := &cobra.Command{
 		Use:   "image",
-		Short: "Manage the local OCI image store (import, build, pull, list, show)",
+		Short: "Manage the local OCI image store (import, build, pull, push, list, show)",
 		Long:  help("image"),
 	}
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache", cli.DefaultCacheDir(), "cache directory (images and downloads)")
-	cmd.AddCommand(newImageImportCmd(&cacheDir), newImageBuildCmd(&cacheDir), newImagePullCmd(&cacheDir), newImageListCmd(&cacheDir), newImageShowCmd(&cacheDir))
+	store := func(run func(*cobra.Command, []string, *imagestore.Store) error) func(*cobra.Command, []string) error {
+		return withStore(&cacheDir, run)
+	}
+	cmd.AddCommand(newImageImportCmd(&cacheDir), cli.NewImageBuildCmd(store, help("image-build")), newImagePullCmd(&cacheDir),
+		cli.NewImagePushCmd(store, help("image-push")), newImageListCmd(&cacheDir), newImageShowCmd(&cacheDir))
 	return cmd
 }
 
@@ -57,42 +61,6 @@ func newImageImportCmd(cacheDir *string) *cobra.Command {
 	return cmd
 }
 
-func newImageBuildCmd(cacheDir *string) *cobra.Command {
-	var ref, env, labels, gz = "", []string{}, []string{}, false
-	cmd := &cobra.Command{
-		Use:   "build ROOTFS_DIR --ref NAME",
-		Short: "Pack a directory into a deterministic single-layer image; print the digest",
-		Long:  help("image-build"),
-		Args: func(cmd *cobra.Command, args []string) error {
-			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
-				return err
-			}
-			if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
-				return fmt.Errorf("%s: not a directory: give the root filesystem to pack", args[0])
-			}
-			return nil
-		},
-		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
-			lbl, err := imagestore.ParseLabels(labels)
-			if err != nil {
-				return err
-			}
-			d, err := s.BuildWith(args[0], ref, imagestore.BuildOptions{Gzip: gz, Env: env, Labels: lbl})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s@%s\n", d, ref, d)
-			return nil
-		}),
-	}
-	cmd.Flags().StringVar(&ref, "ref", "", "image name, e.g. localhost/lab/python (required)")
-	cmd.Flags().BoolVar(&gz, "gzip", false, "gzip-compress the layer (deterministic)")
-	cmd.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE to add to the image config's Env (repeatable)")
-	cmd.Flags().StringArrayVar(&labels, "label", nil, "KEY=VALUE image config label (repeatable)")
-	cmd.MarkFlagRequired("ref")
-	return cmd
-}
-
 func newImagePullCmd(cacheDir *string) *cobra.Command {
 	var allowPrivate bool
 	cmd := &cobra.Command{
@@ -100,7 +68,7 @@ func newImagePullCmd(cacheDir *string) *cobra.Command {
 		Short: "Pull an image by digest into the local store (tags are refused)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withStore(cacheDir, func(cmd *cobra.Command, args []string, s *imagestore.Store) error {
-			p := runner.Policy{AllowPrivate: allowPrivate}
+			p := runner.Policy{AllowPrivate: allowPrivate, TrustCAFile: os.Getenv(runner.TrustCAEnv)}
 			opts := imagestore.PullOptions{Transport: p.Transport(), AllowHTTP: allowPrivate}
 			if cli.IsTerminal(cmd.ErrOrStderr()) {
 				pl := cli.NewProgress(cmd.ErrOrStderr(), dotlab.SystemClock{})

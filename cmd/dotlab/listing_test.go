@@ -69,6 +69,10 @@ func TestClaimSubmitListingRules(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "listed DL-0001") {
 		t.Fatalf("private server: exit %d %s %s", code, out, errOut)
 	}
+	// Its image is at a registry that does not serve it: a warning, not a failure.
+	if !strings.Contains(errOut, "$.environment.image: ") || !strings.Contains(errOut, "push it with dotlab image push") {
+		t.Errorf("submit of an image no registry serves: no warning in %q", errOut)
+	}
 	// The metadata address is refused by the private server too.
 	mf = writeManifest(t, "metadata", "http://169.254.169.254/latest/meta-data/")
 	if _, errOut, code := runCLI(t, "claim", "submit", mf, "--server", private, "--field", "statistics", "--allow-private-urls"); code != 1 || !strings.Contains(errOut, "$.datasets[0].url: ") {
@@ -84,8 +88,10 @@ func TestManifestValidateWarnsUnlistable(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "valid manifest") || !strings.Contains(errOut, mf+": warning: not listable: $.datasets[0].url: ") {
 		t.Fatalf("validate: exit %d out %q err %q", code, out, errOut)
 	}
+	// (Its image, at registry.example.org, cannot be pulled: that is the
+	// other warning, image_package_test.go's.)
 	_, errOut, _ = runCLI(t, "manifest", "validate", "../../manifest/testdata/valid.json")
-	if strings.Contains(errOut, "warning") {
+	if strings.Contains(errOut, "warning: not listable") {
 		t.Fatalf("a listable manifest got a warning: %q", errOut)
 	}
 }

@@ -51,7 +51,8 @@ func newManifestCmd() *cobra.Command {
 		Short: "Scaffold or validate a replication manifest, or print its canonical identity",
 	}
 	cmd.AddCommand(newManifestInitCmd())
-	cmd.AddCommand(&cobra.Command{
+	var allowPrivate bool
+	validate := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Validate FILE against manifest spec v0.1 (exit 0 valid, 1 invalid)",
 		Long:  help("manifest-validate"),
@@ -66,11 +67,14 @@ func newManifestCmd() *cobra.Command {
 			for _, d := range dotlab.ErrorDetail(manifest.CheckListing(m, false)) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: not listable: %s\n", args[0], d)
 			}
+			cli.WarnUnpullable(cmd.Context(), cmd.ErrOrStderr(), args[0], m, allowPrivate)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid manifest spec v%s: %q, %d dataset%s, %d target%s\n", args[0], m.SpecVersion, m.Title,
 				len(m.Datasets), cli.Plural(len(m.Datasets)), len(m.Targets), cli.Plural(len(m.Targets)))
 			return nil
 		},
-	})
+	}
+	validate.Flags().BoolVar(&allowPrivate, "allow-private-urls", false, "reach a loopback or private registry when checking that the image can be pulled")
+	cmd.AddCommand(validate)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "hash FILE",
 		Short: "Print the manifest's canonical identity (SHA-256 of its RFC 8785 form)",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/dotlab/dotlab"
@@ -30,9 +31,9 @@ func newRerunCmd() *cobra.Command {
 			if strict && allowLocal != "" {
 				return fmt.Errorf("--strict-fetch refuses local files: drop --allow-local %s, or --strict-fetch", allowLocal)
 			}
-			policy := runner.Policy{AllowPrivate: allowPrivate, LocalRoot: allowLocal}
+			policy := runner.Policy{AllowPrivate: allowPrivate, LocalRoot: allowLocal, TrustCAFile: os.Getenv(runner.TrustCAEnv)}
 			if strict {
-				policy = runner.Policy{}
+				policy = runner.Policy{TrustCAFile: policy.TrustCAFile}
 			}
 			if err := checkRuntime(runtimeName); err != nil {
 				return err

@@ -18,9 +18,19 @@
 #                         flags such as --gzip or --env) and prints the last
 #                         line: DIGEST<TAB>REF@DIGEST
 #
-# and reads $dotlab (the dotlab binary) and $var (the var directory).
+# and reads $dotlab (the dotlab binary) and $var (the var directory), which
+# dotlab_args sets from the recipe's command line:
 #
-# What every recipe gets: Debian bookworm, debootstrap --variant=minbase; apt in
+#   RECIPE/build.sh [--suite bullseye|bookworm|trixie] [DOTLAB_BIN] [VAR_DIR]
+#
+# The suite (default bookworm; $SUITE in the recipe) is the Debian release
+# debootstrap installs: bullseye (Python 3.9, R 4.0), bookworm (Python 3.11,
+# R 4.2) or trixie (Python 3.13, R 4.5); $PYVER is its Python version. A
+# suite other than bookworm is cached as $var/images/$RECIPE-$SUITE-rootfs
+# and packed as REF-$SUITE (dotlab.example/python-trixie), so the bookworm
+# images and their caches keep their names.
+#
+# What every recipe gets: Debian (bookworm unless --suite), debootstrap --variant=minbase; apt in
 # a chroot with /proc mounted only for the installation (unmounted by a trap,
 # also on error or interruption) and a policy-rc.d that keeps services from
 # starting; zoneinfo (/usr/share/zoneinfo, tzdata) and the C.UTF-8 locale
@@ -31,6 +41,28 @@
 # resolv.conf, *-old and *- backups, documentation, man pages, message
 # translations, dpkg md5sums, fontconfig caches, __pycache__); /tmp 1777; /work/{code,data,out};
 # no device nodes. Needs root and debootstrap.
+
+# dotlab_args [--suite S] [DOTLAB_BIN] [VAR_DIR] sets SUITE, PYVER, dotlab and var.
+dotlab_args() {
+  SUITE=bookworm
+  if [ "${1:-}" = --suite ]; then
+    SUITE=${2:-}
+    shift 2 || true
+  fi
+  case "$SUITE" in
+    bullseye) PYVER=3.9 ;;
+    bookworm) PYVER=3.11 ;;
+    trixie) PYVER=3.13 ;;
+    *) echo "--suite $SUITE: give bullseye, bookworm or trixie" >&2; exit 2 ;;
+  esac
+  dotlab=${1:-dotlab}
+  var=${2:-var}
+}
+
+# dotlab_name prints NAME, or NAME-$SUITE for a suite other than bookworm.
+dotlab_name() {
+  if [ "${SUITE:-bookworm}" = bookworm ]; then echo "$1"; else echo "$1-$SUITE"; fi
+}
 
 dotlab_mirror() {
   local m
@@ -87,26 +119,29 @@ dotlab_trim() {
 # dotlab_rootfs builds $var/images/$RECIPE-rootfs unless a complete one of
 # this RECIPE_VERSION is cached, and sets rootfs to it.
 dotlab_rootfs() {
-  rootfs="$var/images/$RECIPE-rootfs"
+  local name
+  name=$(dotlab_name "$RECIPE")
+  rootfs="$var/images/$name-rootfs"
   local stamp="$RECIPE $RECIPE_VERSION"
+  if [ "${SUITE:-bookworm}" != bookworm ]; then stamp="$stamp $SUITE"; fi
   mkdir -p "$var/images"
   # One build of a recipe at a time per var dir (the demo and the image tests
   # may start the same recipe at once): the lock is held on fd 9 until the
   # script exits, through the packing, and the second caller then finds the
   # finished rootfs.
-  exec 9>"$var/images/.$RECIPE.lock"
+  exec 9>"$var/images/.$name.lock"
   flock 9
   if [ -f "$rootfs/.dotlab-complete" ] && [ "$(cat "$rootfs/.dotlab-complete")" = "$stamp" ]; then
     return 0
   fi
   local mirror tmp="$rootfs.tmp"
   mirror=$(dotlab_mirror)
-  echo "building the $RECIPE rootfs with debootstrap from $mirror…" >&2
+  echo "building the $name rootfs (Debian ${SUITE:-bookworm}) with debootstrap from $mirror…" >&2
   for d in "$rootfs" "$tmp"; do
     if mountpoint -q "$d/proc" 2>/dev/null; then umount "$d/proc" || umount -l "$d/proc"; fi
     rm -rf --one-file-system "$d"
   done
-  debootstrap --variant=minbase ${INCLUDE:+--include="$INCLUDE"} bookworm "$tmp" "$mirror" >&2
+  debootstrap --variant=minbase ${INCLUDE:+--include="$INCLUDE"} "${SUITE:-bookworm}" "$tmp" "$mirror" >&2
   if [ -n "${PACKAGES:-}" ]; then
     # shellcheck disable=SC2086 # PACKAGES is a word list
     dotlab_chroot_apt "$tmp" $PACKAGES >&2
@@ -117,14 +152,16 @@ dotlab_rootfs() {
   mv "$tmp" "$rootfs"
 }
 
-# dotlab_pack REF [FLAG...] packs $rootfs into the store under $var/cache.
+# dotlab_pack REF [FLAG...] packs $rootfs into the store under $var/cache
+# (as REF-$SUITE for a suite other than bookworm).
 # A pack of this rootfs with the same flags whose image is still in the
 # store is reused (recorded in $var/images/$RECIPE.packed): packing is
 # deterministic, so repacking would only give the same digest again.
 dotlab_pack() {
-  local ref=$1
+  local ref
+  ref=$(dotlab_name "$1")
   shift
-  local packed="$var/images/$RECIPE.packed" key line
+  local packed="$var/images/$(dotlab_name "$RECIPE").packed" key line
   key="$(cat "$rootfs/.dotlab-complete") $ref $*"
   if [ -f "$packed" ] && [ "$(head -1 "$packed")" = "$key" ]; then
     line=$(sed -n 2p "$packed")

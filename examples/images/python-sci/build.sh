@@ -7,7 +7,7 @@
 # after the epoch-mtime packing); packed with a deterministic gzip layer and
 # imported into the local image store. The shared steps are in ../lib.sh.
 #
-#   examples/images/python-sci/build.sh [DOTLAB_BIN] [VAR_DIR]
+#   examples/images/python-sci/build.sh [--suite bullseye|bookworm|trixie] [DOTLAB_BIN] [VAR_DIR]
 #
 # The rootfs is cached in VAR_DIR/images/python-sci-rootfs. Prints
 # "DIGEST<TAB>dotlab.example/python-sci@DIGEST" on the last line. The exact
@@ -15,10 +15,9 @@
 # label org.dotlab.packages (`dotlab image show REF`). Needs root and
 # debootstrap.
 set -euo pipefail
-dotlab=${1:-dotlab}
-var=${2:-var}
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
+dotlab_args "$@"
 
 RECIPE=python-sci
 RECIPE_VERSION=2 # 2: pycs compiled after the trim
@@ -33,7 +32,7 @@ recipe_finish() {
   # packed with epoch mtimes). One process, a fixed order: the same sources give the same pycs.
   chroot "$r" env -i PATH=/usr/bin:/bin LANG=C.UTF-8 PYTHONHASHSEED=0 \
     python3 -m compileall -q -j 1 --invalidation-mode unchecked-hash \
-    /usr/lib/python3.11 /usr/lib/python3/dist-packages >/dev/null \
+    "/usr/lib/python$PYVER" /usr/lib/python3/dist-packages >/dev/null \
     || echo "compileall: some files did not compile (they stay source only)" >&2
 }
 dotlab_rootfs

@@ -8,17 +8,16 @@
 # packed with a deterministic gzip layer and imported into the local image
 # store. The shared steps are in ../lib.sh.
 #
-#   examples/images/r/build.sh [DOTLAB_BIN] [VAR_DIR]
+#   examples/images/r/build.sh [--suite bullseye|bookworm|trixie] [DOTLAB_BIN] [VAR_DIR]
 #
 # The rootfs is cached in VAR_DIR/images/r-rootfs. Prints
 # "DIGEST<TAB>dotlab.example/r@DIGEST" on the last line. The exact package
 # versions are in /usr/share/dotlab/packages.txt and in the image label
 # org.dotlab.packages (`dotlab image show REF`). Needs root and debootstrap.
 set -euo pipefail
-dotlab=${1:-dotlab}
-var=${2:-var}
 # shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
+dotlab_args "$@"
 
 RECIPE=r
 RECIPE_VERSION=2 # 2: fontconfig caches (they hold mtimes) trimmed
