@@ -85,11 +85,15 @@ func refusedf(line int, rule, format string, args ...any) error {
 //   - FROM names scratch, an earlier stage, or an image by digest
 //     (NAME@sha256:<64 hex>); a tag, a variable and --platform are refused
 //     (rule "FROM by digest only");
-//   - ADD of a URL (any "scheme://" or git@ source) or of a source holding
-//     a variable is refused (rule "no ADD <url>"); ADD --checksum and
-//     --keep-git-dir are refused with it;
-//   - COPY --from names an earlier stage only: an image tag, a digest or a
-//     variable is refused (rule "COPY --from a stage only");
+//   - ADD of a remote source (any source with a ':' or '@', or starting
+//     github.com/) or of a source holding a variable is refused (rule "no
+//     ADD <url>"); ADD --checksum and --keep-git-dir are refused with it;
+//   - a backslash or a quote in ADD or COPY is refused (buildah unescapes
+//     them before reading the word; rule "instructions buildah and this
+//     parser read alike");
+//   - COPY --from names an earlier stage only, by name or index (not the
+//     stage it is in): an image tag, a digest or a variable is refused
+//     (rule "COPY --from a stage only");
 //   - RUN --mount, --network and --security are refused (rule "RUN without
 //     host mounts or network options");
 //   - ONBUILD, unknown instructions and the escape parser directive are
@@ -199,7 +203,9 @@ func (cf *Containerfile) stageIndex(s string) int {
 	return -1
 }
 
-// checkAdd refuses ADD of a URL and the flags that fetch.
+// checkAdd refuses ADD of a URL, a git source or a variable, and the flags
+// that fetch. The sources were checked by sources: no backslash or quote,
+// so what is tested here is the word buildah reads.
 func checkAdd(in Instruction) error {
 	for _, fl := range in.Flags {
 		name, _, _ := strings.Cut(fl, "=")
@@ -212,8 +218,7 @@ func checkAdd(in Instruction) error {
 		return err
 	}
 	for _, s := range srcs {
-		l := strings.ToLower(s)
-		if strings.Contains(l, "://") || strings.HasPrefix(l, "git@") {
+		if remoteSource(s) {
 			return refusedf(in.Line, "no ADD <url>", "ADD %s fetches from the network at build time, unpinned: download the file into the package (or declare it in the manifest's datasets) and COPY it", s)
 		}
 		if strings.Contains(s, "$") {
@@ -223,15 +228,24 @@ func checkAdd(in Instruction) error {
 	return nil
 }
 
-// checkCopy admits COPY --from only for an earlier stage.
+// remoteSource reports whether an ADD source could name something remote:
+// any scheme ("http:", "git:", …), an scp-like git source ("user@host:repo")
+// or a bare "github.com/…". A local path with a colon is refused with them.
+func remoteSource(s string) bool {
+	l := strings.ToLower(s)
+	return strings.Contains(l, ":") || strings.Contains(l, "@") || strings.HasPrefix(l, "github.com/")
+}
+
+// checkCopy admits COPY --from only for an earlier stage (not the stage the
+// COPY is in), by name or index.
 func (cf *Containerfile) checkCopy(in Instruction) error {
 	for _, fl := range in.Flags {
 		name, val, _ := strings.Cut(fl, "=")
 		switch name {
 		case "--chown", "--chmod":
 		case "--from":
-			if cf.stageIndex(val) < 0 || strings.Contains(val, "$") {
-				return refusedf(in.Line, "COPY --from a stage only", "COPY --from=%s names no earlier stage: an image there is unpinned; add a stage FROM NAME@sha256:<64 hex> AS name and COPY --from=name", val)
+			if i := cf.stageIndex(val); i < 0 || i >= len(cf.Stages)-1 || strings.Contains(val, "$") {
+				return refusedf(in.Line, "COPY --from a stage only", "COPY --from=%s names no earlier stage: an image there is unpinned; add a stage FROM NAME@sha256:<64 hex> AS name before this one and COPY --from=name", val)
 			}
 		default:
 			return refusedf(in.Line, "COPY --from a stage only", "COPY %s is not accepted: only --from (a stage), --chown and --chmod", name)
@@ -251,13 +265,21 @@ func checkRun(in Instruction) error {
 }
 
 // sources are the source arguments of ADD or COPY (all but the last word);
-// the JSON form is refused for simplicity of checking ("[" first).
+// the JSON form is refused for simplicity of checking ("[" first), and so is
+// a backslash or a quote anywhere in the flags or arguments: buildah's word
+// processing removes escapes and quotes (`http:\/\/h/x` is http://h/x to
+// it), so only words it reads unchanged are checked and written back.
 func sources(in Instruction) ([]string, error) {
 	if strings.HasPrefix(strings.TrimSpace(in.Args), "[") {
 		return nil, refusedf(in.Line, "instructions buildah and this parser read alike", "%s in JSON form is not accepted: write %s SRC... DEST", in.Keyword, in.Keyword)
 	}
 	if strings.Contains(in.Args, "<<") {
 		return nil, refusedf(in.Line, "instructions buildah and this parser read alike", "%s with a here-document is not accepted: put the file in the package and COPY it", in.Keyword)
+	}
+	for _, w := range append(append([]string(nil), in.Flags...), in.Args) {
+		if strings.ContainsAny(w, "\\'\"") {
+			return nil, refusedf(in.Line, "instructions buildah and this parser read alike", "%s %s holds a backslash or a quote, which buildah unescapes before reading the word: write the path plainly", in.Keyword, w)
+		}
 	}
 	f := strings.Fields(in.Args)
 	if len(f) < 2 {

@@ -87,3 +87,45 @@ func TestContainerfileBounds(t *testing.T) {
 		t.Fatalf("too many instructions: %v", err)
 	}
 }
+
+// TestContainerfileAddCopyWordsAreReadAsBuildahReadsThem: buildah removes
+// backslash escapes and quotes from ADD/COPY words before it reads them, so
+// an escaped URL or git source must not pass as a local path; ADD of any
+// remote source and COPY --from of the stage itself are refused in the
+// parser.
+func TestContainerfileAddCopyWordsAreReadAsBuildahReadsThem(t *testing.T) {
+	base := "FROM dotlab.example/python@" + testDigest + "\n"
+	cases := []struct{ name, src, rule string }{
+		{"escaped url", base + "ADD http:\\/\\/127.0.0.1:9/pkg /opt/x\n", "read alike"},
+		{"escaped git", base + "ADD g\\it@example.org:r.git /opt/x\n", "read alike"},
+		{"lower-case escaped url", base + "add http:\\/\\/x/y /z\n", "read alike"},
+		{"quoted url", base + "ADD \"http:\"//x/y /z\n", "read alike"},
+		{"single-quoted url", base + "ADD 'http://x/y' /z\n", "read alike"},
+		{"copy escaped", base + "COPY a\\ b /z\n", "read alike"},
+		{"copy from escaped", base + "FROM x@" + testDigest + " AS b\nCOPY --from=\\b /a /z\n", "COPY --from a stage only"},
+		{"scp-like git", base + "ADD user@example.org:r.git /opt/x\n", "no ADD <url>"},
+		{"git scheme", base + "ADD git://example.org/r.git /opt/x\n", "no ADD <url>"},
+		{"bare github", base + "ADD github.com/a/b /opt/x\n", "no ADD <url>"},
+		{"scheme without slashes", base + "ADD http:example.org/x /opt/x\n", "no ADD <url>"},
+		{"copy from itself by index", base + "COPY --from=0 /a /b\n", "COPY --from a stage only"},
+		{"copy from itself by name", "FROM x@" + testDigest + " AS me\nCOPY --from=me /a /b\n", "COPY --from a stage only"},
+		{"copy from itself, second stage", base + "FROM scratch AS two\nCOPY --from=two /a /b\n", "COPY --from a stage only"},
+		{"copy from empty", base + "COPY --from= /a /b\n", "COPY --from a stage only"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseContainerfile([]byte(c.src))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), c.rule) {
+				t.Fatalf("error %q: want ErrRefused naming %q", err, c.rule)
+			}
+		})
+	}
+	// An earlier stage, by name or index, stays admitted.
+	ok := base + "FROM scratch AS two\nCOPY --from=0 /a /b\nFROM scratch\nCOPY --from=two /b /c\nCOPY --from=1 /b /d\n"
+	if _, err := ParseContainerfile([]byte(ok)); err != nil {
+		t.Fatalf("earlier stages refused: %v", err)
+	}
+}
