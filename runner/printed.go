@@ -84,9 +84,7 @@ func recordUncompared(log *Log, m *dotlab.Manifest, out *outputs, rec *Record) {
 		} else {
 			continue
 		}
-		if len(u.Source) > dotlab.MaxUncomparedSource {
-			u.Source = u.Source[:dotlab.MaxUncomparedSource]
-		}
+		u.Source = dotlab.CutUncomparedSource(u.Source) // on a rune boundary, within the server's bound
 		log.Warn("results", "target "+t.Name+" read but not compared (the run did not finish as required)",
 			map[string]any{"name": t.Name, "value": u.Value, "source": u.Source, "compared": false})
 		rec.Body.Uncompared = append(rec.Body.Uncompared, u)

@@ -3,8 +3,10 @@ package runner_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/testfix"
@@ -194,5 +196,44 @@ func TestPrintedValuesOfATimedOutRunAreKept(t *testing.T) {
 	}
 	if _, err := dotlab.EvaluateRun(m, &rec.Body); err != nil {
 		t.Fatalf("the server refuses the run: %v", err)
+	}
+}
+
+// TestPrintedValuesWithALongNonASCIIRegexArePublishable: a timed-out run
+// whose target regex is 1024 code points of "é" (the schema's bound) keeps
+// its printed values, and the run, sent as JSON, is accepted by the
+// server's EvaluateRun (the source cut on a rune boundary within
+// dotlab.MaxUncomparedSource bytes).
+func TestPrintedValuesWithALongNonASCIIRegexArePublishable(t *testing.T) {
+	f := newFixture(t)
+	e := strings.Repeat("é", 1017)
+	m := f.manifest(f.fileURL(), `echo "`+e+`=2.5"; echo "`+e+`:4"; sleep 60`)
+	m.Limits.TimeoutSeconds = 2
+	sep := map[string]string{"mean": "=", "n": ":"}
+	for i := range m.Targets {
+		m.Targets[i].Source = &dotlab.TargetSource{Stream: "stdout", Regex: e + sep[m.Targets[i].Name] + `(\S+)`}
+		if n := utf8.RuneCountInString(m.Targets[i].Source.Regex); n > 1024 {
+			t.Fatalf("regex of %d code points", n)
+		}
+	}
+	rec, _ := f.mustRerun(m, dotlab.OutcomeSpecIssue, "timed out")
+	if len(rec.Body.Uncompared) != 2 || rec.Body.Uncompared[0].Value != "2.5" || rec.Body.Uncompared[1].Value != "4" {
+		t.Fatalf("uncompared = %+v", rec.Body.Uncompared)
+	}
+	data, err := json.Marshal(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent dotlab.RunBody
+	if err := json.Unmarshal(data, &sent); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range sent.Uncompared {
+		if len(u.Source) > dotlab.MaxUncomparedSource || !utf8.ValidString(u.Source) || !strings.HasPrefix(u.Source, "stdout") {
+			t.Fatalf("source of %s: %d bytes, valid %v", u.Name, len(u.Source), utf8.ValidString(u.Source))
+		}
+	}
+	if _, err := dotlab.EvaluateRun(m, &sent); err != nil {
+		t.Fatalf("the server refuses the run: %v", dotlab.ErrorDetail(err))
 	}
 }
