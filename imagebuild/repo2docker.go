@@ -118,10 +118,18 @@ func readBounded(path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-var debName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$`)
+// debName is a Debian package name (Debian Policy §5.6.1: lower-case
+// letters, digits, '+', '-', '.'; at least two characters, starting
+// alphanumeric) with an optional =VERSION (§5.6.12: [epoch:]upstream[-revision]
+// of letters, digits, '.', '+', '~', '-').
+var debName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?$`)
 
 // ParseAptTxt reads apt.txt: one Debian package a line (NAME or
 // NAME=VERSION; comments after #), returned sorted and without repeats.
+// A word that is not a package name is refused naming the line, and so is
+// one ending in '-' or '+' after a version or in '-' (apt-get reads a
+// trailing '-' as "remove", a trailing '+' as "install"). The build passes
+// the names so that apt-get reads them as exact names (Plan.aptStep).
 func ParseAptTxt(data []byte) ([]string, error) {
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -130,6 +138,9 @@ func ParseAptTxt(data []byte) ([]string, error) {
 		for _, w := range strings.Fields(line) {
 			if !debName.MatchString(w) {
 				return nil, fmt.Errorf("apt.txt line %d: %q is not a Debian package name (NAME or NAME=VERSION): %w", n, w, ErrRefused)
+			}
+			if strings.HasSuffix(w, "-") || (strings.Contains(w, "=") && strings.HasSuffix(w, "+")) {
+				return nil, fmt.Errorf("apt.txt line %d: %q: a trailing - or + is an apt-get action (remove, install), not part of a package: %w", n, w, ErrRefused)
 			}
 			seen[w] = true
 		}
@@ -374,10 +385,42 @@ func (pl *Plan) aptStep(b *strings.Builder, pkgs []string, repos Repositories) e
 		return err
 	}
 	fmt.Fprintf(b, "RUN set -e; export DEBIAN_FRONTEND=noninteractive; printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; "+
-		"apt-get %s update -qq; apt-get %s install -y -qq %s; apt-get clean; rm -f /usr/sbin/policy-rc.d; rm -rf /var/lib/apt/lists/*; "+
+		"apt-get %s update -qq; apt-get %s install -y -qq %s; %s; apt-get clean; rm -f /usr/sbin/policy-rc.d; rm -rf /var/lib/apt/lists/*; "+
 		"mkdir -p /usr/share/dotlab; dpkg-query -W -f='${Package}=${Version}\\n' | LC_ALL=C sort > /%s\n",
-		opts, opts, strings.Join(pkgs, " "), PackagesFile)
+		opts, opts, strings.Join(aptInstallWords(pkgs), " "), aptInstalledCheck(pkgs), PackagesFile)
 	return nil
+}
+
+// aptInstallWords are the apt-get install arguments for apt.txt's checked
+// words (ParseAptTxt): a NAME as the pattern '?exact-name(NAME)' (apt >=
+// 2.0), so it is never read as a regular expression; a NAME=VERSION as is
+// (apt-get selects a version only by name; a NAME that is no package is
+// caught by aptInstalledCheck). Each word single-quoted.
+func aptInstallWords(pkgs []string) []string {
+	out := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		if strings.Contains(p, "=") {
+			out[i] = shellQuote(p)
+		} else {
+			out[i] = shellQuote("?exact-name(" + p + ")")
+		}
+	}
+	return out
+}
+
+// aptInstalledCheck is a shell command failing, naming the word, unless
+// every apt.txt word is installed as named: dpkg status "ii" for NAME, at
+// exactly VERSION when given. apt-get exits 0 when a pattern matches
+// nothing, and a NAME=VERSION whose NAME is no package may be read as a
+// pattern; this check makes either fail the build.
+func aptInstalledCheck(pkgs []string) string {
+	words := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		words[i] = shellQuote(p)
+	}
+	return "for w in " + strings.Join(words, " ") + `; do n=${w%%=*}; s=$(dpkg-query -W -f='${db:Status-Abbrev}${Package}=${Version}' "$n" 2>/dev/null || true); ` +
+		`case "$w" in *=*) ok=0; [ "$s" = "ii $w" ] && ok=1;; *) ok=0; case "$s" in "ii $n="*) ok=1;; esac;; esac; ` +
+		`[ "$ok" = 1 ] || { echo "apt.txt: $w is not installed as named (installed: ${s:-nothing})" >&2; exit 1; }; done`
 }
 
 // rStep installs DESCRIPTION's packages and runs install.R with the
