@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/dotlab/dotlab/internal/safefs"
 )
 
 // Bounds of the repo2docker files: larger ones are refused.
@@ -53,25 +56,39 @@ var unsupportedFiles = []string{"environment.yml", "environment.yaml", "Pipfile"
 // ReadPackageFiles reads and checks the repo2docker files of the package
 // in dir. A package with a Containerfile or Dockerfile, with a file DotLab
 // does not read (environment.yml, Pipfile, runtime.txt, postBuild, …) or
-// with none of the four is refused, naming the file and the fix.
+// with none of the four is refused, naming the file and the fix. Every
+// file is read inside dir (an os.Root): a symbolic link — binder/ or
+// .binder/ itself, or a file in it — is refused, never followed.
 func ReadPackageFiles(dir string) (*PackageFiles, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	defer root.Close()
 	p := &PackageFiles{Dir: dir}
-	for _, sub := range []string{"binder", ".binder"} {
-		if fi, err := os.Stat(filepath.Join(dir, sub)); err == nil && fi.IsDir() {
-			p.Dir = filepath.Join(dir, sub)
+	sub := "."
+	for _, d := range []string{"binder", ".binder"} {
+		fi, err := root.Lstat(d)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%s: a symbolic link: %w (make %s a directory of the package)", filepath.Join(dir, d), ErrRefused, d)
+		}
+		if fi.IsDir() {
+			p.Dir, sub = filepath.Join(dir, d), d
 			break
 		}
 	}
 	for _, name := range append([]string{"Containerfile", "Dockerfile"}, unsupportedFiles...) {
-		if _, err := os.Lstat(filepath.Join(p.Dir, name)); err == nil {
+		if _, err := root.Lstat(path.Join(sub, name)); err == nil {
 			return nil, fmt.Errorf("%s: %w: DotLab reads apt.txt, requirements.txt, install.R and DESCRIPTION only; "+
 				"write a Containerfile FROM NAME@sha256:<64 hex> and build it with `dotlab image build --containerfile`", filepath.Join(p.Dir, name), ErrRefused)
 		}
 	}
-	var err error
 	read := func(name string, into *[]byte) {
 		if err == nil {
-			*into, err = readBounded(filepath.Join(p.Dir, name))
+			*into, err = readBounded(root, sub, name, p.Dir)
 		}
 	}
 	var apt, desc []byte
@@ -82,40 +99,42 @@ func ReadPackageFiles(dir string) (*PackageFiles, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p, p.check(dir, apt, desc)
+}
+
+// check parses and checks the files ReadPackageFiles read.
+func (p *PackageFiles) check(dir string, apt, desc []byte) error {
+	var err error
 	if p.Apt, err = ParseAptTxt(apt); err != nil {
-		return nil, err
+		return err
 	}
 	if p.Requirements != nil {
 		if err := CheckRequirements(p.Requirements); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if p.RPackages, err = ParseDescription(desc); err != nil {
-		return nil, err
+		return err
 	}
 	if len(p.Apt) == 0 && p.Requirements == nil && p.InstallR == nil && len(p.RPackages) == 0 {
-		return nil, fmt.Errorf("%s: no apt.txt, requirements.txt, install.R or DESCRIPTION: %w (write one, or a Containerfile)", dir, ErrRefused)
+		return fmt.Errorf("%s: no apt.txt, requirements.txt, install.R or DESCRIPTION: %w (write one, or a Containerfile)", dir, ErrRefused)
 	}
-	return p, nil
+	return nil
 }
 
-// readBounded reads a regular file of at most MaxPackageFileBytes; a
-// missing file is nil, no error.
-func readBounded(path string) ([]byte, error) {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
+// readBounded reads the regular file sub/name of root (no symbolic link
+// followed) of at most MaxPackageFileBytes; a missing file is nil, no
+// error. Errors name the file under shown (the directory as the user gave it).
+func readBounded(root *os.Root, sub, name, shown string) ([]byte, error) {
+	data, err := safefs.ReadNoFollow(root, path.Join(sub, name), MaxPackageFileBytes)
+	var rp *safefs.ReadProblem
+	switch {
+	case errors.As(err, &rp) && rp.Phrase == "does not exist":
 		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: %v: %w", filepath.Join(shown, name), err, ErrRefused)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file: %w", path, ErrRefused)
-	}
-	if fi.Size() > MaxPackageFileBytes {
-		return nil, fmt.Errorf("%s: %d bytes is over the %d-byte limit: %w", path, fi.Size(), MaxPackageFileBytes, ErrRefused)
-	}
-	return os.ReadFile(path)
+	return data, nil
 }
 
 // debName is a Debian package name (Debian Policy §5.6.1: lower-case
