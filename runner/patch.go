@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dotlab/dotlab"
@@ -110,9 +111,12 @@ func applyFileDiff(root *os.Root, fd unidiff.FileDiff) error {
 // environment.code_tree_sha256): one line per file, symlink and
 // executable in byte order of its slash-separated path,
 //
-//	file|exec|symlink SP sha256-of-content-or-link-target SP path LF
+//	file|exec|symlink SP sha256-of-content-or-link-target SP len SP path LF
 //
-// hashed together. Directories are implied by the paths (empty ones are
+// hashed together, len being the path's length in bytes (decimal): a path
+// may hold any byte but NUL and '/' in its names (git admits a newline), so
+// its length, not a delimiter, ends it and no tree's lines can spell
+// another tree's. Directories are implied by the paths (empty ones are
 // not listed). Anyone can recompute it from a checkout with the commit's
 // files and the manifest's patches applied.
 func TreeSHA256(dir string) (string, error) {
@@ -159,7 +163,7 @@ func TreeSHA256(dir string) (string, error) {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].path < entries[j].path })
 	h := sha256.New()
 	for _, e := range entries {
-		io.WriteString(h, strings.Join([]string{e.kind, e.sum, e.path}, " ")+"\n")
+		io.WriteString(h, strings.Join([]string{e.kind, e.sum, strconv.Itoa(len(e.path)), e.path}, " ")+"\n")
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -42,7 +42,7 @@ func TestDeclaredPatchIsAppliedBeforeTheRun(t *testing.T) {
 	m.Code.Patches = []dotlab.Patch{{Reason: "choose_dir_windows_only is an interactive folder picker that only Windows has", Diff: choosePatch}}
 	rec, out := f.mustRerun(v02(t, m), dotlab.OutcomeReproduced)
 	patched := strings.Replace(platformOnly, "choose_dir_windows_only", `cd "$DOTLAB_DATA_DIR"`, 1)
-	want := sum("file " + sum(patched) + " run.sh\n")
+	want := sum("file " + sum(patched) + " 6 run.sh\n")
 	if got := rec.Body.Environment.CodeTreeSHA256; got != want {
 		t.Fatalf("code_tree_sha256 = %s, want %s (the patched tree)", got, want)
 	}
