@@ -3,22 +3,40 @@ package manifest
 import (
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dotlab/dotlab"
 )
 
 // envVar is one variable a manifest may set in environment.env: the form
-// its value must have, said as a rule for the error message.
+// its value must have, said as a rule for the error message; fits, when
+// set, is a further check of a value the pattern admitted (a bound).
 type envVar struct {
 	value *regexp.Regexp
 	rule  string
+	fits  func(string) bool
 }
 
+// hashSeed is Python's PYTHONHASHSEED bound: "random" or 0..4294967295
+// (Python refuses larger values at start).
+func hashSeed(v string) bool {
+	if v == "random" {
+		return true
+	}
+	_, err := strconv.ParseUint(v, 10, 32)
+	return err == nil
+}
+
+// envName is the form of a variable name environment.env takes; any other
+// name is refused up front and printed quoted (it may hold control
+// characters).
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 var (
-	threads  = envVar{regexp.MustCompile(`^([1-9][0-9]{0,2}|1000)$`), "a thread count from 1 to 1000"}
-	yesNo    = envVar{regexp.MustCompile(`^(yes|no|TRUE|FALSE|true|false)$`), "yes or no (TRUE/FALSE)"}
-	oneOrOff = envVar{regexp.MustCompile(`^[01]$`), "0 or 1"}
+	threads  = envVar{regexp.MustCompile(`^([1-9][0-9]{0,2}|1000)$`), "a thread count from 1 to 1000", nil}
+	yesNo    = envVar{regexp.MustCompile(`^(yes|no|TRUE|FALSE|true|false)$`), "yes or no (TRUE/FALSE)", nil}
+	oneOrOff = envVar{regexp.MustCompile(`^[01]$`), "0 or 1", nil}
 )
 
 // envAllowed is the allow-list of environment.env (docs/manifest-spec.md
@@ -27,20 +45,20 @@ var (
 // packages are attached) and that can neither load code from outside the
 // image and the code tree nor change how numbers are printed or parsed.
 var envAllowed = map[string]envVar{
-	"TZ":                      {regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$|^UTC[+-]?[0-9]{0,2}$`), "a zone name such as UTC or Europe/Berlin"},
+	"TZ":                      {regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$|^UTC[+-]?[0-9]{0,2}$`), "a zone name such as UTC or Europe/Berlin", nil},
 	"OMP_NUM_THREADS":         threads,
 	"OPENBLAS_NUM_THREADS":    threads,
 	"MKL_NUM_THREADS":         threads,
 	"VECLIB_MAXIMUM_THREADS":  threads,
 	"NUMEXPR_NUM_THREADS":     threads,
 	"GOTO_NUM_THREADS":        threads,
-	"OMP_DYNAMIC":             {regexp.MustCompile(`^(TRUE|FALSE|true|false)$`), "TRUE or FALSE"},
-	"MKL_CBWR":                {regexp.MustCompile(`^(AUTO|COMPATIBLE|SSE2|SSE4_2|AVX|AVX2|AVX512)(,STRICT)?$`), "an MKL conditional-numerical-reproducibility branch such as COMPATIBLE"},
-	"MPLBACKEND":              {regexp.MustCompile(`^(Agg|agg|pdf|ps|svg|cairo|template)$`), "a non-interactive matplotlib backend: Agg, pdf, ps, svg, cairo or template (module:// backends load code)"},
-	"PYTHONHASHSEED":          {regexp.MustCompile(`^(random|0|[1-9][0-9]{0,9})$`), "random or an integer from 0 to 4294967295"},
+	"OMP_DYNAMIC":             {regexp.MustCompile(`^(TRUE|FALSE|true|false)$`), "TRUE or FALSE", nil},
+	"MKL_CBWR":                {regexp.MustCompile(`^(AUTO|COMPATIBLE|SSE2|SSE4_2|AVX|AVX2|AVX512)(,STRICT)?$`), "an MKL conditional-numerical-reproducibility branch such as COMPATIBLE", nil},
+	"MPLBACKEND":              {regexp.MustCompile(`^(Agg|agg|pdf|ps|svg|cairo|template)$`), "a non-interactive matplotlib backend: Agg, pdf, ps, svg, cairo or template (module:// backends load code)", nil},
+	"PYTHONHASHSEED":          {regexp.MustCompile(`^(random|0|[1-9][0-9]{0,9})$`), "random or an integer from 0 to 4294967295", hashSeed},
 	"PYTHONDONTWRITEBYTECODE": oneOrOff,
 	"PYTHONUNBUFFERED":        oneOrOff,
-	"R_DEFAULT_PACKAGES":      {regexp.MustCompile(`^(NULL|[A-Za-z][A-Za-z0-9.]*(,[A-Za-z][A-Za-z0-9.]*)*)$`), "NULL or a comma-separated list of R package names installed in the image"},
+	"R_DEFAULT_PACKAGES":      {regexp.MustCompile(`^(NULL|[A-Za-z][A-Za-z0-9.]*(,[A-Za-z][A-Za-z0-9.]*)*)$`), "NULL or a comma-separated list of R package names installed in the image", nil},
 	"R_KEEP_PKG_SOURCE":       yesNo,
 }
 
@@ -85,13 +103,17 @@ var envRefusedNames = map[string]string{
 // value's form), naming the variable and why it is refused.
 func checkEnv(p *dotlab.Problems, env map[string]string) {
 	for _, name := range sortedNames(env) {
+		if !envName.MatchString(name) {
+			p.Add("$.environment.env["+strconv.Quote(name)+"]", "refused: %q is not a variable name (letters, digits and _, not starting with a digit); environment.env takes only %s", name, strings.Join(sortedNames(envAllowed), ", "))
+			continue
+		}
 		at := "$.environment.env." + name
 		v, ok := envAllowed[name]
 		if !ok {
 			p.Add(at, "refused: %s; environment.env takes only %s", envRefusal(name), strings.Join(sortedNames(envAllowed), ", "))
 			continue
 		}
-		if !v.value.MatchString(env[name]) {
+		if !v.value.MatchString(env[name]) || (v.fits != nil && !v.fits(env[name])) {
 			p.Add(at, "%q is not %s", env[name], v.rule)
 		}
 	}

@@ -2,6 +2,7 @@ package manifest_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -99,6 +100,44 @@ func TestEnvAllowList(t *testing.T) {
 		_, err := manifest.Parse(v02(t, nil, map[string]string{name: v}))
 		if dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(problems(err), "$.environment.env."+name+": ") {
 			t.Errorf("%s=%s: got %q", name, v, problems(err))
+		}
+	}
+}
+
+// TestEnvHashSeedBoundAndQuotedNames: PYTHONHASHSEED takes what Python
+// takes (random, 0..4294967295); a name that is not a variable name is
+// refused with the name quoted, so no control character reaches a
+// terminal.
+func TestEnvHashSeedBoundAndQuotedNames(t *testing.T) {
+	for _, v := range []string{"0", "4294967295", "random"} {
+		if _, err := manifest.Parse(v02(t, nil, map[string]string{"PYTHONHASHSEED": v})); err != nil {
+			t.Errorf("PYTHONHASHSEED=%s: %v", v, problems(err))
+		}
+	}
+	for _, v := range []string{"4294967296", "9999999999", "01"} {
+		_, err := manifest.Parse(v02(t, nil, map[string]string{"PYTHONHASHSEED": v}))
+		if dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(problems(err), "$.environment.env.PYTHONHASHSEED: ") {
+			t.Errorf("PYTHONHASHSEED=%s: got %q", v, problems(err))
+		}
+	}
+	// The schema refuses such names when a manifest is parsed; Check (which
+	// a manifest built in Go meets without the schema) refuses them too.
+	m, err := manifest.Parse(v02(t, nil, nil))
+	if err != nil {
+		t.Fatal(problems(err))
+	}
+	for _, name := range []string{"R_DEFAULT_PACKAGES\x00", "TZ\x1b[2J", "A=B", "TZ ", "1TZ", "TZé"} {
+		m.Environment.Env = map[string]string{name: "x"}
+		err := manifest.Check(m)
+		msg := problems(err)
+		if dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(msg, `$.environment.env[`+strconv.Quote(name)+`]: refused: `+strconv.Quote(name)+" is not a variable name") {
+			t.Errorf("%q: got %q", name, msg)
+		}
+		for _, r := range msg {
+			if r < 0x20 || r == 0x7f {
+				t.Errorf("%q: a control character in the message %q", name, msg)
+				break
+			}
 		}
 	}
 }
