@@ -1,6 +1,7 @@
 package dotlab
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -51,7 +52,7 @@ func TestEvaluateRunDownloads(t *testing.T) {
 func TestDownloadURLKey(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://Example.ORG/a/b.csv":       "https://example.org/a/b.csv",
-		"https://example.org:443/a%20b.csv": "https://example.org/a b.csv",
+		"https://example.org:443/a%20b.csv": "https://example.org/a%20b.csv",
 		"http://example.org:80":             "http://example.org/",
 		"http://example.org:8080/x?b=2&a=1": "http://example.org:8080/x?b=2&a=1",
 		"https://[::1]:443/x":               "https://[::1]/x",
@@ -64,6 +65,45 @@ func TestDownloadURLKey(t *testing.T) {
 	for _, bad := range []string{"ftp://example.org/x", "https://u:p@example.org/x", "https://example.org/x#y", "https:///x", "/x"} {
 		if got, err := DownloadURLKey(bad); err == nil {
 			t.Errorf("DownloadURLKey(%s) = %q, want an error", bad, got)
+		}
+	}
+}
+
+// TestDownloadURLKeyKeepsReservedEncodings: URLs are compared on their
+// escaped path normalised per RFC 3986 §6.2.2 only: an encoded reserved
+// character ("%3F", "%2F") is not the character, the hex case and an
+// encoded unreserved character do not matter; pin and request agree.
+func TestDownloadURLKeyKeepsReservedEncodings(t *testing.T) {
+	key := func(raw string) string {
+		k, err := DownloadURLKey(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		return k
+	}
+	for _, pair := range [][2]string{{"http://h.example/a%3Fb", "http://h.example/a?b"}, {"http://h.example/a%2Fb", "http://h.example/a/b"},
+		{"http://h.example/%2e%2e%2Fx", "http://h.example/../x"}, {"http://h.example/a%20b", "http://h.example/a+b"}, {"http://h.example/a%26b", "http://h.example/a&b"}} {
+		if key(pair[0]) == key(pair[1]) {
+			t.Errorf("%s and %s are one key %s", pair[0], pair[1], key(pair[0]))
+		}
+	}
+	for _, pair := range [][2]string{{"http://h.example/a%3fb", "http://h.example/a%3Fb"}, {"http://h.example/%74.csv", "http://h.example/t.csv"},
+		{"http://h.example/%7E%5f%2D", "http://h.example/~_-"}, {"http://h.example/a b", "http://h.example/a%20b"}} {
+		if key(pair[0]) != key(pair[1]) {
+			t.Errorf("%s (%s) and %s (%s) are different keys", pair[0], key(pair[0]), pair[1], key(pair[1]))
+		}
+	}
+	// The responder keys a request on its escaped path and raw query: GET
+	// http://h.example/a?b is path /a, query b, not the pinned /a%3Fb.
+	pinned := key("http://h.example/a%3Fb")
+	for target, same := range map[string]bool{"http://h.example/a?b": false, "http://h.example/a%3fb": true, "http://h.example/a%3Fb": true} {
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := RequestURLKey(u.Scheme, u.Host, u.EscapedPath(), u.RawQuery)
+		if err != nil || (got == pinned) != same {
+			t.Errorf("request %s: key %s, pinned %s, want same=%v (%v)", target, got, pinned, same, err)
 		}
 	}
 }

@@ -242,7 +242,7 @@ func (s *responder) answer(w http.ResponseWriter, r *http.Request, scheme, host 
 		s.refuse(w, r.Method, shown, http.StatusMethodNotAllowed, "method")
 		return
 	}
-	key, err := dotlab.RequestURLKey(scheme, host, r.URL.Path, r.URL.RawQuery)
+	key, err := dotlab.RequestURLKey(scheme, host, r.URL.EscapedPath(), r.URL.RawQuery)
 	f, ok := s.files[key]
 	if err != nil || !ok {
 		s.refuse(w, r.Method, shown, http.StatusForbidden, "not pinned")
