@@ -133,6 +133,11 @@ const (
 func contentsIndex(ctx context.Context, client *http.Client, mirror, suite string, components []string, arch, cacheDir string) (*debIndex, error) {
 	ctx, cancel := context.WithTimeout(ctx, contentsTimeout)
 	defer cancel()
+	for _, w := range append([]string{suite, arch}, components...) {
+		if !archiveWord.MatchString(w) {
+			return nil, fmt.Errorf("%q is not a suite, component or architecture name: not put into a mirror URL", w)
+		}
+	}
 	base := strings.TrimSuffix(mirror, "/") + "/dists/" + suite + "/"
 	rel, err := fetch(ctx, client, base+"Release", maxReleaseBytes)
 	if err != nil {

@@ -160,7 +160,9 @@ func readLines(root *os.Root, rel string, limit int64, fn func(string)) (int64, 
 	return limit + 1 - lr.N, nil
 }
 
-// readOSRelease is VERSION_CODENAME in the rootfs' etc/os-release ("" when absent).
+// readOSRelease is VERSION_CODENAME in the rootfs' etc/os-release ("" when
+// absent or not a codename, debianCodename: the image's text never enters
+// a mirror URL unchecked).
 func readOSRelease(rootfs string) string {
 	root, err := os.OpenRoot(rootfs)
 	if err != nil {
@@ -174,6 +176,9 @@ func readOSRelease(rootfs string) string {
 				codename = strings.Trim(v, `"'`)
 			}
 		})
+	}
+	if !debianCodename.MatchString(codename) {
+		return ""
 	}
 	return codename
 }

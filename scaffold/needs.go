@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 
@@ -104,7 +103,7 @@ func (b *builder) archiveIndex(ctx context.Context, suite, arch string) (*debInd
 	}
 	client := b.opts.HTTPClient
 	if client == nil {
-		client = http.DefaultClient
+		client = archiveClient(b.opts.Policy)
 	}
 	ix, err := contentsIndex(ctx, client, mirror, suite, comps, arch, b.opts.CacheDir)
 	if err != nil {

@@ -174,7 +174,7 @@ func TestInitReadsTestdataPackages(t *testing.T) {
 		}
 		shapes++
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			res, err := Init(context.Background(), Options{Source: dir, Image: image, CacheDir: cache, AptSources: []string{sources}, Targets: []string{"x=1"}})
+			res, err := Init(context.Background(), Options{Source: dir, Image: image, CacheDir: cache, AptSources: []string{sources}, Policy: runner.Policy{AllowPrivate: true}, Targets: []string{"x=1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +211,7 @@ func TestInitNeedsWithoutImage(t *testing.T) {
 	testfix.Need(t, false, "python3")
 	sources, _ := testMirror(t)
 	dir := "testdata/init/missing-import"
-	res, err := Init(context.Background(), Options{Source: dir, AptSources: []string{sources}, Targets: []string{"x=1"}})
+	res, err := Init(context.Background(), Options{Source: dir, AptSources: []string{sources}, Policy: runner.Policy{AllowPrivate: true}, Targets: []string{"x=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestInitNeedsWithoutImage(t *testing.T) {
 	}))
 	defer srv.Close()
 	writeFile(t, bad, "deb [signed-by=/x.gpg] "+srv.URL+"/debian bookworm main\n")
-	res, err = Init(context.Background(), Options{Source: dir, AptSources: []string{bad}, Targets: []string{"x=1"}})
+	res, err = Init(context.Background(), Options{Source: dir, AptSources: []string{bad}, Policy: runner.Policy{AllowPrivate: true}, Targets: []string{"x=1"}})
 	if err != nil || res.Needs[0].Package != "" || !strings.Contains(notesAt(res, "check")["$.environment.image"], "more than 10 bytes") {
 		t.Fatalf("%v %+v %v", err, res.Needs, res.Notes)
 	}
@@ -264,7 +264,7 @@ func TestInitReadingLimits(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "old.py"), "print 'python 2'\n")
 	writeFile(t, filepath.Join(dir, "fit.R"), "library(fixest)\n")
 	writeFile(t, filepath.Join(dir, "big.py"), "x = 1\n"+strings.Repeat("#", MaxCodeFileBytes))
-	res, err := Init(context.Background(), Options{Source: dir, AptSources: []string{sources}, Rscript: "no-such-Rscript", Targets: []string{"x=1"}})
+	res, err := Init(context.Background(), Options{Source: dir, AptSources: []string{sources}, Policy: runner.Policy{AllowPrivate: true}, Rscript: "no-such-Rscript", Targets: []string{"x=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestInitImageByPackagesLabel(t *testing.T) {
 		t.Fatal(err)
 	}
 	sources, _ := testMirror(t)
-	res, err := Init(context.Background(), Options{Source: "testdata/init/missing-import", Image: "dotlab.example/labelled@" + d.String(), CacheDir: cache, AptSources: []string{sources}, Targets: []string{"x=1"}})
+	res, err := Init(context.Background(), Options{Source: "testdata/init/missing-import", Image: "dotlab.example/labelled@" + d.String(), CacheDir: cache, AptSources: []string{sources}, Policy: runner.Policy{AllowPrivate: true}, Targets: []string{"x=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

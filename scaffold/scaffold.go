@@ -46,7 +46,7 @@ type Options struct {
 	// lacks; nil: the archive is not consulted.
 	AptSources []string
 	NoArchive  bool         // AptSources are not consulted (--no-archive)
-	HTTPClient *http.Client // for the Contents index (nil: http.DefaultClient)
+	HTTPClient *http.Client // for the Contents index (nil: the fetch policy's archiveClient)
 	// Python and Rscript are the readers' commands ("": python3 and Rscript on PATH).
 	Python, Rscript string
 }

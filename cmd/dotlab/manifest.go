@@ -37,7 +37,7 @@ func newManifestInitCmd() *cobra.Command {
 	f.StringArrayVar(&o.Sources, "source", nil, "NAME=stdout|stderr|FILE:regex|json|csv:RULE (repeatable)")
 	f.StringArrayVar(&o.Downloads, "download", nil, "a URL the code fetches while it runs: fetched and pinned by SHA-256 in downloads (spec v0.2; repeatable)")
 	f.StringVar(&out, "out", "", "write the manifest to this new file instead of stdout")
-	f.BoolVar(&o.Policy.AllowPrivate, "allow-private-urls", false, "fetch a git URL over http or from private addresses")
+	f.BoolVar(&o.Policy.AllowPrivate, "allow-private-urls", false, "fetch a git URL over http or from private addresses, and the Debian Contents index from a loopback or private mirror")
 	f.StringVar(&o.CacheDir, "cache", cli.DefaultCacheDir(), "cache directory (the image store --image is read from; the Debian Contents index)")
 	f.StringVar(&aptTxt, "write-apt-txt", "", "write the offered apt.txt (Debian packages the image lacks) to this new file")
 	f.StringArrayVar(&o.AptSources, "apt-sources", scaffold.DefaultAptSources(), "apt source files naming the Debian mirror")

@@ -41,7 +41,7 @@ func TestManifestInitAptTxt(t *testing.T) {
 	pkg := t.TempDir()
 	os.WriteFile(filepath.Join(pkg, "main.py"), []byte("import sklearn\nname = input('who? ')\n"), 0o644)
 	apt := filepath.Join(pkg, "apt.txt")
-	args := []string{"manifest", "init", pkg, "--target", "x=1", "--cache", t.TempDir(), "--apt-sources", sources, "--write-apt-txt", apt}
+	args := []string{"manifest", "init", pkg, "--target", "x=1", "--cache", t.TempDir(), "--apt-sources", sources, "--allow-private-urls", "--write-apt-txt", apt}
 	_, errOut, code := runCLI(t, args...)
 	body, err := os.ReadFile(apt)
 	if code != 0 || err != nil || !strings.HasSuffix(string(body), "\npython3-minimal\npython3-sklearn\n") {

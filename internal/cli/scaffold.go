@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/dotlab/dotlab/scaffold"
 )
@@ -14,9 +12,6 @@ import (
 // Scaffold runs scaffold.Init, scaffold.OfferAptTxt (aptTxt: the file
 // --write-apt-txt names, or "") and WriteScaffold.
 func Scaffold(ctx context.Context, stdout, stderr io.Writer, out, aptTxt string, o scaffold.Options) error {
-	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 5 * time.Minute}
-	}
 	r, err := scaffold.Init(ctx, o)
 	if err != nil {
 		return err
