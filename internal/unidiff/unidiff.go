@@ -64,6 +64,9 @@ func Parse(diff string) ([]FileDiff, error) {
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
+	if err := crlf(lines); err != nil {
+		return nil, err
+	}
 	p := &parser{lines: lines}
 	var files []FileDiff
 	seen := map[string]bool{}
@@ -82,6 +85,21 @@ func Parse(diff string) ([]FileDiff, error) {
 		return nil, errors.New("no file changes: a patch is a unified diff with ---/+++ lines and @@ hunks")
 	}
 	return files, nil
+}
+
+// crlf refuses a diff saved with CRLF line ends: its first header line
+// ("diff …" or "--- …", which no hunk line precedes) ends in CR. Hunk
+// lines may end in CR when the file itself has CRLF ends.
+func crlf(lines []string) error {
+	for i, l := range lines {
+		if strings.HasPrefix(l, "diff ") || strings.HasPrefix(l, "--- ") {
+			if strings.HasSuffix(l, "\r") {
+				return fmt.Errorf("line %d: %w: the diff has CRLF line ends: save it with LF", i+1, ErrRefused)
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 type parser struct {

@@ -152,3 +152,20 @@ func TestParseRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestParseNamesCRLFLineEnds: a diff saved with CRLF line ends is refused
+// saying so (not as a name with a control character); a CRLF file's hunk
+// lines in an LF diff are still read.
+func TestParseNamesCRLFLineEnds(t *testing.T) {
+	lf := "diff --git a/code.R b/code.R\n--- a/code.R\n+++ b/code.R\n@@ -1 +1 @@\n-a\n+b\n"
+	for _, d := range []string{strings.ReplaceAll(lf, "\n", "\r\n"), strings.ReplaceAll(strings.TrimPrefix(lf, "diff --git a/code.R b/code.R\n"), "\n", "\r\n")} {
+		_, err := Parse(d)
+		if err == nil || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "the diff has CRLF line ends: save it with LF") || strings.Contains(err.Error(), "control character") {
+			t.Errorf("%q: %v", d, err)
+		}
+	}
+	files, err := Parse("--- a/code.R\n+++ b/code.R\n@@ -1 +1 @@\n-a\r\n+b\r\n")
+	if err != nil || len(files) != 1 || files[0].Hunks[0].Lines[1].Text != "b\r" {
+		t.Fatalf("CRLF file in an LF diff: %+v %v", files, err)
+	}
+}
