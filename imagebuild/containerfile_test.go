@@ -111,6 +111,8 @@ func TestContainerfileAddCopyWordsAreReadAsBuildahReadsThem(t *testing.T) {
 		{"copy from itself by name", "FROM x@" + testDigest + " AS me\nCOPY --from=me /a /b\n", "COPY --from a stage only"},
 		{"copy from itself, second stage", base + "FROM scratch AS two\nCOPY --from=two /a /b\n", "COPY --from a stage only"},
 		{"copy from empty", base + "COPY --from= /a /b\n", "COPY --from a stage only"},
+		{"stage name escaped", "FROM x@" + testDigest + " AS a\\b\nFROM a\\b\n", "FROM by digest only"},
+		{"stage name quoted", "FROM x@" + testDigest + " AS \"b\"\n", "FROM by digest only"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
