@@ -39,6 +39,9 @@ const maxDirFDs = 2048
 // the rootfs ("" is the rootfs itself).
 type dirFDs struct {
 	open map[string]*os.File
+	// beforeClose, when set, runs before any descriptor is closed (the
+	// file writers' barrier: no writer may be using it).
+	beforeClose func()
 }
 
 func newDirFDs(rootfs string) (*dirFDs, error) {
@@ -83,6 +86,9 @@ func (d *dirFDs) get(dir string) (*os.File, error) {
 // forget closes the descriptors of p and of every directory below it (p
 // is being removed from the tree).
 func (d *dirFDs) forget(p string) {
+	if d.beforeClose != nil {
+		d.beforeClose()
+	}
 	prefix := p + "/"
 	for k, f := range d.open {
 		if k != "" && (k == p || strings.HasPrefix(k, prefix)) {
@@ -93,6 +99,9 @@ func (d *dirFDs) forget(p string) {
 }
 
 func (d *dirFDs) closeAllBut(keep string) {
+	if d.beforeClose != nil {
+		d.beforeClose()
+	}
 	for k, f := range d.open {
 		if k != keep {
 			f.Close()
@@ -106,6 +115,16 @@ func (d *dirFDs) close() { d.closeAllBut("\x00") }
 // split is name's parent directory (opened, created if missing) and last component.
 func (u *unpacker) split(name string) (*os.File, string, error) {
 	dir, base := path.Split(name)
+	// A parent that is a file still being written must be on disk before
+	// it is opened (and found not to be a directory).
+	if u.writers != nil && len(u.writers.pending) > 0 {
+		for i := 0; i < len(dir); i++ {
+			if dir[i] == '/' && u.writers.pending[dir[:i]] {
+				u.writers.barrier()
+				break
+			}
+		}
+	}
 	parent, err := u.dirs.get(strings.TrimSuffix(dir, "/"))
 	return parent, base, err
 }
@@ -120,6 +139,11 @@ func (u *unpacker) makeRoomAt(hdr *tar.Header, name string) (*os.File, string, e
 	}
 	var st unix.Stat_t
 	err = unix.Fstatat(int(parent.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err == nil {
+		// Something is there: a restated directory may be chmod-ed below
+		// files still being written, or it is removed (fileWriters).
+		u.writers.barrier()
+	}
 	if err == nil && !(st.Mode&unix.S_IFMT == unix.S_IFDIR && hdr.Typeflag == tar.TypeDir) {
 		if err := u.remove(name); err != nil {
 			return nil, "", err
@@ -142,6 +166,9 @@ func (u *unpacker) applyAt(tr io.Reader, hdr *tar.Header, name string) (ok bool,
 	if u.dirs == nil {
 		return false, nil
 	}
+	if u.writers != nil && u.writers.pending[name] {
+		u.writers.barrier()
+	}
 	parent, base, err := u.makeRoomAt(hdr, name)
 	if err != nil {
 		return true, err
@@ -159,6 +186,9 @@ func (u *unpacker) applyAt(tr io.Reader, hdr *tar.Header, name string) (ok bool,
 		}
 		u.links[name] = true
 		return true, fsError("set the link's owner", pathErr("fchownat", name, unix.Fchownat(pfd, base, hdr.Uid, hdr.Gid, unix.AT_SYMLINK_NOFOLLOW)))
+	}
+	if ok, err := u.fileAsync(tr, hdr, parent, base, name); ok {
+		return true, err
 	}
 	return true, u.fileAt(tr, hdr, pfd, base, name)
 }
