@@ -112,6 +112,11 @@ func runCmd(b *testing.B, name string, args ...string) {
 func BenchmarkTrue(b *testing.B) {
 	s := prepare(b)
 	rt := sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}
+	// As the runner does before its first run (runner.Rerun): the version is
+	// probed once and remembered in rt, not in every timed Run.
+	if _, err := rt.CheckVersion(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	code, data := b.TempDir(), b.TempDir()
 	spec := sandbox.Spec{Rootfs: s.rootfs, CodeDir: code, DataDir: data, Args: []string{"true"}, ImageEnv: []string{imagestore.DefaultPath}}
 

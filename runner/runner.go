@@ -57,6 +57,9 @@ const (
 	cacheImages = "images"
 	cacheBlobs  = "blobs"
 	cacheWork   = "work"
+	// cacheRuntimeVersion keeps the runtime's probed version and package
+	// between reruns (sandbox.Runtime.VersionCache).
+	cacheRuntimeVersion = "runtime-version.json"
 )
 
 // OpenImageStore opens the image store of the cache directory cacheDir,
@@ -88,6 +91,9 @@ func New(cacheDir string, rt sandbox.Runtime, p Policy, clock dotlab.Clock) (*Ru
 	}
 	if rt.Clock == nil {
 		rt.Clock = clock
+	}
+	if rt.VersionCache == "" {
+		rt.VersionCache = filepath.Join(cacheDir, cacheRuntimeVersion)
 	}
 	return &Runner{Store: store, Cache: cache, Runtime: rt, Policy: p, Clock: clock, ScratchDir: filepath.Join(cacheDir, cacheWork)}, nil
 }
