@@ -113,10 +113,11 @@ func CheckDisagreementNotes(notes string, diffs []Difference) error {
 	return p.Err()
 }
 
-// ChallengeService posts challenges and handles disputes.
+// ChallengeService posts challenges and handles disputes (package protocol
+// implements it).
 type ChallengeService interface {
 	// CreateChallenge records a challenge on a run in its challenge window.
-	CreateChallenge(ctx context.Context, agentID string, body *ChallengeBody, raw []byte) (*Challenge, error)
+	CreateChallenge(ctx context.Context, challenger *Agent, body *ChallengeBody, raw []byte) (*Challenge, error)
 	// FindChallenges lists a claim's challenges in order.
 	FindChallenges(ctx context.Context, claimID string) ([]*Challenge, error)
 	// NextDispute returns a disputed claim the caller holds no role on;
@@ -125,7 +126,7 @@ type ChallengeService interface {
 	// FindDispute returns a dispute by claim id.
 	FindDispute(ctx context.Context, claimID string) (*Dispute, error)
 	// CastVote records a reviewer's vote; the quorum's majority settles the claim.
-	CastVote(ctx context.Context, agentID, claimID string, v VoteBody) (*Dispute, error)
+	CastVote(ctx context.Context, reviewer *Agent, claimID string, v VoteBody) (*Dispute, error)
 }
 
 // within is "within" or "outside", for a comparison's match.

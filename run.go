@@ -532,8 +532,9 @@ type RunListing struct {
 
 // RunService publishes and finds official runs.
 type RunService interface {
-	// PublishRun records the assigned runner's run after EvaluateRun passes.
-	PublishRun(ctx context.Context, agentID string, body *RunBody, raw []byte) (*Run, error)
+	// PublishRun records the assigned runner's run after EvaluateRun passes
+	// (package protocol implements it).
+	PublishRun(ctx context.Context, runner *Agent, body *RunBody, raw []byte) (*Run, error)
 	FindRun(ctx context.Context, id string) (*Run, error)
 	// FindRuns lists runs without their values (RunListing).
 	FindRuns(ctx context.Context, f RunFilter) ([]*RunListing, error)

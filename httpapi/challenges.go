@@ -15,16 +15,7 @@ func (s *Server) handleCreateChallenge(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	if err := s.checkNotes(b.Notes); err != nil {
-		return err
-	}
-	if err := s.checkLogsURI(b.LogsURI); err != nil {
-		return err
-	}
-	if err := checkSignedChallenge(r.Context(), agentFrom(r), &b); err != nil {
-		return err
-	}
-	ch, err := s.store.CreateChallenge(r.Context(), agentFrom(r).ID, &b, raw)
+	ch, err := s.store.CreateChallenge(r.Context(), agentFrom(r), &b, raw)
 	if err != nil {
 		return err
 	}

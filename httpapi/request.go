@@ -92,11 +92,6 @@ func (s *Server) decode(data []byte, v any) error {
 	return nil
 }
 
-// checkNotes rejects run and challenge notes that look like keys or tokens.
-func (s *Server) checkNotes(notes string) error {
-	return s.checkText(map[string]string{"$.notes": notes})
-}
-
 // checkText rejects public text fields (path → text) that look like keys or
 // tokens; everything a client sends that others can read goes through it.
 func (s *Server) checkText(fields map[string]string) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/internal/bytecache"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/translog"
 )
 
@@ -29,8 +30,14 @@ import (
 // only logged.
 var errPanic = errors.New("panic")
 
-// Store is what the API needs from storage (sqlstore.DB implements it).
-type Store interface {
+// Store is the persistence the API serves the protocol on (sqlstore.DB
+// implements it): New wraps it in the protocol service (package protocol),
+// which the handlers call.
+type Store = protocol.Store
+
+// service is what the handlers call: the protocol's steps and reads
+// (*protocol.Service).
+type service interface {
 	dotlab.AgentService
 	dotlab.ClaimService
 	dotlab.JobService
@@ -89,7 +96,7 @@ type Config struct {
 	// for a private deployment or the demo; off, POST /claims refuses them
 	// (422 invalid) as every strict runner would (manifest.CheckListing).
 	// It also lets a run's or challenge's logs_uri be plain http or name
-	// such a host (checkLogsURI); off, logs_uri must be https on a public
+	// such a host (protocol.Config.AllowPrivateURLs); off, logs_uri must be https on a public
 	// host. Link-local and cloud-metadata addresses, file:// and local
 	// paths are refused either way.
 	AllowPrivateURLs bool
@@ -124,7 +131,7 @@ type LeakChecker interface {
 
 // Server is the HTTP API.
 type Server struct {
-	store     Store
+	store     service
 	validator *manifest.Validator
 	clock     dotlab.Clock
 	logger    *slog.Logger
@@ -157,7 +164,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Leaks == nil {
 		return nil, errors.New("httpapi: Config.Leaks is required (leakcheck.New())")
 	}
-	s := &Server{store: cfg.Store, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
+	svc := protocol.New(protocol.Config{Store: cfg.Store, Leaks: cfg.Leaks, AllowPrivateURLs: cfg.AllowPrivateURLs})
+	s := &Server{store: svc, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
 		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes), log: cfg.Log}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()

@@ -236,6 +236,11 @@ func (db *DB) ClaimManifest(ctx context.Context, id string) ([]byte, error) {
 }
 
 // roleOf returns the caller's role on a claim, or "" when it holds none.
+// RoleOf is agentID's role on claimID, "" for none (store.Reader).
+func (db *DB) RoleOf(ctx context.Context, claimID, agentID string) (string, error) {
+	return db.roleOf(ctx, db.r, claimID, agentID)
+}
+
 func (db *DB) roleOf(ctx context.Context, q querier, claimID, agentID string) (string, error) {
 	var role string
 	err := q.QueryRowContext(ctx, `SELECT role FROM roles WHERE claim_id = $1 AND agent_id = $2`, claimID, agentID).Scan(&role)

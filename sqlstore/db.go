@@ -1,9 +1,12 @@
 // Package sqlstore is DotLab's storage: one SQL text for SQLite
 // (modernc.org/sqlite, pure Go, the default) and PostgreSQL (jackc/pgx/v5,
 // for several server processes sharing one database). It implements the
-// domain services of package dotlab, including the protocol's rules that must
-// hold atomically (the draw, accepting, publishing, settling), so that both
-// engines give the same answers.
+// protocol's persistence (package store: conditional writes that report
+// whether they applied, the log append inside the same transaction, and
+// the reads), for the protocol service (package protocol) to run the steps
+// on; the steps not moved to the service yet (the draw, accepting,
+// declining, logs, lab rooms, listing, registration, settling) are still
+// methods here, so that both engines give the same answers.
 //
 // Both engines bind parameters as $1, $2, …; times are stored as Unix
 // milliseconds (UTC); schema migrations are embedded and applied at Open with
@@ -12,10 +15,8 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"net/url"
@@ -270,6 +271,12 @@ func (db *DB) Ping(ctx context.Context) error { return db.w.PingContext(ctx) }
 
 func (db *DB) now() time.Time { return db.clock.Now() }
 
+// Now is the store's clock (store.Reader).
+func (db *DB) Now() time.Time { return db.clock.Now() }
+
+// Windows are the windows and quorum the store runs with (store.Reader).
+func (db *DB) Windows() dotlab.Windows { return db.windows }
+
 // tx runs fn in a write transaction and commits it, or rolls back on error
 // (so no half-written record is ever left). For SQLite the transaction takes
 // the write lock at BEGIN (_txlock=immediate). The changes fn announced
@@ -297,12 +304,8 @@ func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-// newID returns prefix + 20 random base32 characters (100 bits).
-func newID(prefix string) string {
-	b := make([]byte, 13)
-	rand.Read(b)
-	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))[:20]
-}
+// newID is dotlab.NewID.
+func newID(prefix string) string { return dotlab.NewID(prefix) }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 

@@ -7,11 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/tlogfmt"
+	"github.com/dotlab/dotlab/store"
 )
 
 // NextDispute assigns the caller a dispute to review, drawn at random among
@@ -118,51 +117,15 @@ func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) 
 	return out, rows.Err()
 }
 
-// CastVote records the vote of a reviewer assigned this dispute by
-// NextDispute (one vote per reviewer; 403 role_conflict for anyone else).
-// The rationale must name a target of the claim
-// (dotlab.CheckRationaleTargets; 422 invalid listing them).
-// When the quorum is in, the majority decides (docs/mechanism.md §4):
-// "runner" settles with the run's outcome, "challenger" with the outcome of
-// the first disagreeing challenge; the claim goes disputed → reviewed →
-// settled.
-func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.VoteBody) (*dotlab.Dispute, error) {
-	if err := v.Validate(); err != nil {
-		return nil, err
-	}
-	c, err := db.FindClaim(ctx, claimID)
-	if err != nil {
-		return nil, err
-	}
-	if err := dotlab.CheckRationaleTargets(v.Rationale, c.Manifest.TargetNames()); err != nil {
-		return nil, err
-	}
-	role, err := db.roleOf(ctx, db.r, claimID, agentID)
-	if err != nil {
-		return nil, err
-	}
-	switch role {
-	case dotlab.RoleReviewer:
-		var one int
-		err := db.r.QueryRowContext(ctx, `SELECT 1 FROM votes WHERE claim_id = $1 AND reviewer_id = $2`, claimID, agentID).Scan(&one)
-		if err == nil {
-			return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", claimID)
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
-		}
-	case "":
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "%s is not assigned to you: reviewers are drawn at random; GET /api/v1/disputes/next assigns you one", claimID)
-	default:
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim; GET /api/v1/disputes/next draws a dispute you may review", role, claimID)
-	}
-	if _, err := c.Next(dotlab.EventVote); err != nil {
-		return nil, err
-	}
-	now := db.now()
+// AddVote applies a reviewer's vote (store.VoteWrite) under the claim's
+// row lock while it is disputed, then counts the votes (tally). applied is
+// false when the claim left disputed meanwhile; a second vote is ECONFLICT.
+func (db *DB) AddVote(ctx context.Context, w store.VoteWrite) (bool, error) {
+	v := w.Vote
 	locked := false
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		// Lock the claim row so that concurrent votes count one at a time.
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET updated_at = $1 WHERE id = $2 AND state IN (`+sources(dotlab.EventVote)+`)`, ms(now), claimID)
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET updated_at = $1 WHERE id = $2 AND state IN (`+sources(dotlab.EventVote)+`)`, ms(w.At), v.ClaimID)
 		if err != nil {
 			return err
 		}
@@ -170,40 +133,43 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 			return nil
 		}
 		locked = true
-		db.announceClaim(tx, claimID)
-		env, err := envelopeText(v.Envelope)
+		db.announceClaim(tx, v.ClaimID)
+		env, err := envelopeText(w.Envelope)
 		if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO votes (claim_id, reviewer_id, vote, rationale, created_at, envelope) VALUES ($1, $2, $3, $4, $5, $6)`,
-			claimID, agentID, v.Vote, strings.TrimSpace(v.Rationale), ms(now), env); err != nil {
+			v.ClaimID, v.ReviewerID, v.Vote, v.Rationale, ms(w.At), env); err != nil {
 			return err
 		}
-		vote := dotlab.Vote{ClaimID: claimID, ReviewerID: agentID, Vote: v.Vote, Rationale: strings.TrimSpace(v.Rationale), CreatedAt: now}
-		if err := db.logVote(ctx, tx, vote); err != nil {
+		if err := db.appendLog(ctx, tx, w.Log); err != nil {
 			return err
 		}
-		if err := db.logEnvelope(ctx, tx, tlogfmt.TypeVote, claimID, tlogfmt.VoteID(claimID, agentID), v.Envelope); err != nil {
-			return err
-		}
-		return db.tally(ctx, tx, claimID, now)
+		return db.tally(ctx, tx, v.ClaimID, w.Quorum, w.At)
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", claimID)
+		return false, errSecondVote
 	}
-	if err != nil {
-		return nil, err
+	return locked, err
+}
+
+// errSecondVote is a unique violation of the votes table.
+var errSecondVote = dotlab.Errorf(dotlab.ECONFLICT, "you already voted on this dispute: one vote per reviewer")
+
+// HasVoted reports whether reviewerID voted on claimID (store.Reader).
+func (db *DB) HasVoted(ctx context.Context, claimID, reviewerID string) (bool, error) {
+	var one int
+	err := db.r.QueryRowContext(ctx, `SELECT 1 FROM votes WHERE claim_id = $1 AND reviewer_id = $2`, claimID, reviewerID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
 	}
-	if !locked {
-		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is no longer disputed (the quorum was reached): GET /api/v1/disputes/next draws another", claimID)
-	}
-	return db.FindDispute(ctx, claimID)
+	return err == nil, err
 }
 
 // tally settles the claim when the quorum of votes is in
 // (dotlab.EventQuorum): the majority (dotlab.Tally.Majority) decides the
 // side, dotlab.Verdict the outcome.
-func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, now time.Time) error {
+func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, quorum int, now time.Time) error {
 	var t dotlab.Tally
 	if err := tx.QueryRowContext(ctx, `SELECT
 		COALESCE(SUM(CASE WHEN vote = $2 THEN 1 ELSE 0 END), 0),
@@ -211,7 +177,7 @@ func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, now time.Ti
 		FROM votes WHERE claim_id = $1`, claimID, dotlab.VoteRunner, dotlab.VoteChallenger).Scan(&t.Runner, &t.Challenger); err != nil {
 		return err
 	}
-	if dotlab.VoteEvent(t, db.windows.Quorum) != dotlab.EventQuorum {
+	if dotlab.VoteEvent(t, quorum) != dotlab.EventQuorum {
 		return nil
 	}
 	tr, err := transition(dotlab.StateDisputed, dotlab.EventQuorum)

@@ -77,12 +77,12 @@ func TestLifecycleReproducedSettlesWhenWindowCloses(t *testing.T) {
 		ctx := context.Background()
 		runner, checker := mustAgent(t, w.db, "runner"), mustAgent(t, w.db, "checker")
 		id := w.assigned("reproduced", runner)
-		if _, err := w.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
 			t.Fatal(err)
 		}
 		// An agreeing challenge does not open a dispute.
 		body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody("", "1.581", "1.171", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(true)}
-		if _, err := w.db.CreateChallenge(ctx, checker.ID, body, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).CreateChallenge(ctx, checker, body, nil); err != nil {
 			t.Fatal(err)
 		}
 		if rep := w.settle(); rep.ClaimsSettled != 0 {
@@ -120,7 +120,7 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		}
 		id := w.assigned("dispute", runner)
 		// The runner divides by n-1: sd 1.2299 → not_reproduced.
-		run, err := w.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
+		run, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,28 +129,28 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		}
 		// Role rules: the runner and the submitter cannot challenge.
 		body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(false)}
-		_, err = w.db.CreateChallenge(ctx, runner.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, runner, body, nil)
 		wantCode(t, err, dotlab.EROLECONFLICT)
-		_, err = w.db.CreateChallenge(ctx, w.sub.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, w.sub, body, nil)
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		// agrees must match the outcomes.
 		body.Agrees = agree(true)
-		_, err = w.db.CreateChallenge(ctx, challenger.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, challenger, body, nil)
 		wantCode(t, err, dotlab.EINVALID)
 		// A disagreement must name the differing comparison and by how much.
 		body.Agrees = agree(false)
 		body.Notes = "I disagree."
-		_, err = w.db.CreateChallenge(ctx, challenger.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, challenger, body, nil)
 		wantCode(t, err, dotlab.EINVALID)
 		body.Notes = "sd_diff: my rerun gives 1.17 (dividing by n, as Student did); the run's 1.2299 differs by 0.0599"
-		ch, err := w.db.CreateChallenge(ctx, challenger.ID, body, nil)
+		ch, err := sqlstoretest.Protocol(w.db).CreateChallenge(ctx, challenger, body, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(ch.Differences) != 2 || ch.Differences[1].Delta != "-0.0599" {
 			t.Fatalf("differences: %+v", ch.Differences)
 		}
-		_, err = w.db.CreateChallenge(ctx, challenger.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, challenger, body, nil)
 		wantCode(t, err, dotlab.ECONFLICT)
 		if c := w.state(id); c.State != dotlab.StateDisputed {
 			t.Fatalf("state %s, want disputed", c.State)
@@ -169,13 +169,13 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		if err != nil || !found || d.ID != id || len(d.Challenges) != 1 || d.Run == nil {
 			t.Fatalf("dispute: %+v %v %v", d, found, err)
 		}
-		_, err = w.db.CastVote(ctx, reviewers[0].ID, id, dotlab.VoteBody{Vote: "challenger", Rationale: "too short"})
+		_, err = sqlstoretest.Protocol(w.db).CastVote(ctx, reviewers[0], id, dotlab.VoteBody{Vote: "challenger", Rationale: "too short"})
 		wantCode(t, err, dotlab.EINVALID)
-		_, err = w.db.CastVote(ctx, runner.ID, id, dotlab.VoteBody{Vote: "runner", Rationale: "I stand by my run, sd_diff 1.2299 is right"})
+		_, err = sqlstoretest.Protocol(w.db).CastVote(ctx, runner, id, dotlab.VoteBody{Vote: "runner", Rationale: "I stand by my run, sd_diff 1.2299 is right"})
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 		// Only reviewers the draw assigned may vote.
-		_, err = w.db.CastVote(ctx, reviewers[1].ID, id, dotlab.VoteBody{Vote: "runner", Rationale: rationale})
+		_, err = sqlstoretest.Protocol(w.db).CastVote(ctx, reviewers[1], id, dotlab.VoteBody{Vote: "runner", Rationale: rationale})
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		for i, v := range []string{"challenger", "runner", "challenger"} {
 			if i > 0 {
@@ -183,11 +183,11 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 					t.Fatalf("reviewer %d not assigned", i)
 				}
 			}
-			if _, err := w.db.CastVote(ctx, reviewers[i].ID, id, dotlab.VoteBody{Vote: v, Rationale: rationale}); err != nil {
+			if _, err := sqlstoretest.Protocol(w.db).CastVote(ctx, reviewers[i], id, dotlab.VoteBody{Vote: v, Rationale: rationale}); err != nil {
 				t.Fatal(err)
 			}
 			if i == 0 {
-				_, err := w.db.CastVote(ctx, reviewers[0].ID, id, dotlab.VoteBody{Vote: v, Rationale: rationale})
+				_, err := sqlstoretest.Protocol(w.db).CastVote(ctx, reviewers[0], id, dotlab.VoteBody{Vote: v, Rationale: rationale})
 				wantCode(t, err, dotlab.ECONFLICT)
 			}
 		}
@@ -242,7 +242,7 @@ func TestLifecycleSpecIssueAndInputMismatchSettleDirectly(t *testing.T) {
 		b := sqlstoretest.RunBody(id, "0", "0", dotlab.OutcomeSpecIssue)
 		b.Comparisons = nil
 		b.Notes = "results.json missing: analysis.py exited 1"
-		if _, err := w.db.PublishRun(ctx, runner.ID, b, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, b, nil); err != nil {
 			t.Fatal(err)
 		}
 		if c := w.state(id); c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeSpecIssue {
@@ -252,10 +252,10 @@ func TestLifecycleSpecIssueAndInputMismatchSettleDirectly(t *testing.T) {
 		b = sqlstoretest.RunBody(id, "0", "0", dotlab.OutcomeInputMismatch)
 		b.Comparisons = nil
 		b.Notes = "sleep.csv hash differs"
-		_, err := w.db.PublishRun(ctx, runner.ID, b, nil) // hashes equal the manifest's
+		_, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, b, nil) // hashes equal the manifest's
 		wantCode(t, err, dotlab.EINVALID)
 		b.InputHashes["sleep"] = "0000000000000000000000000000000000000000000000000000000000000000"
-		if _, err := w.db.PublishRun(ctx, runner.ID, b, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, b, nil); err != nil {
 			t.Fatal(err)
 		}
 		if c := w.state(id); c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeInputMismatch {
@@ -328,7 +328,7 @@ func TestSettlementAfterRestart(t *testing.T) {
 			w := &world{t: t, db: db, clock: clock, sub: mustAgent(t, db, "submitter")}
 			runner := mustAgent(t, db, "runner")
 			id := w.assigned("restart", runner)
-			if _, err := db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
+			if _, err := sqlstoretest.Protocol(db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
 				t.Fatal(err)
 			}
 			db.Close() // the server stops
@@ -372,7 +372,7 @@ func TestTwoProcessesSettleEachClaimOnce(t *testing.T) {
 	for i := 0; i < n; i++ {
 		runner := mustAgent(t, a, fmt.Sprintf("runner%d", i))
 		id := w.assigned(fmt.Sprintf("due %d", i), runner)
-		if _, err := a.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
+		if _, err := sqlstoretest.Protocol(a).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -485,8 +485,8 @@ func TestLabRooms(t *testing.T) {
 			t.Fatalf("members: %+v", members)
 		}
 		// A collaborator cannot challenge.
-		w.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
-		_, err = w.db.CreateChallenge(ctx, helper.ID, &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(true)}, nil)
+		sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, helper, &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(true)}, nil)
 		wantCode(t, err, dotlab.EROLECONFLICT)
 	})
 }

@@ -37,7 +37,7 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		_, err := w.db.PutJobLogs(ctx, runner.ID, id, logs)
 		wantCode(t, err, dotlab.EWINDOWCLOSED) // publish first
 		body.LogsSHA256 = sha256Hex(logs)
-		run, err := w.db.PublishRun(ctx, runner.ID, body, nil)
+		run, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, body, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		// A run published without logs_sha256 can have no logs.
 		id2 := w.assigned("no logs hash", runner)
 		body2 := sqlstoretest.RunBody(id2, "1.58", "1.17", dotlab.OutcomeReproduced)
-		if _, err := w.db.PublishRun(ctx, runner.ID, body2, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, body2, nil); err != nil {
 			t.Fatal(err)
 		}
 		_, err = w.db.PutJobLogs(ctx, runner.ID, id2, sqlstoretest.Logs(body2))
@@ -118,7 +118,7 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		body3 := sqlstoretest.RunBody(id3, "1.58", "1.17", dotlab.OutcomeReproduced)
 		partial := sqlstoretest.Logs(body3, "compare")
 		body3.LogsSHA256 = sha256Hex(partial)
-		if _, err := w.db.PublishRun(ctx, runner.ID, body3, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, body3, nil); err != nil {
 			t.Fatal(err)
 		}
 		r3, err := w.db.PutJobLogs(ctx, runner.ID, id3, partial)
@@ -158,7 +158,7 @@ func TestMigrationKeepsEarlierLogs(t *testing.T) {
 			w := &world{t: t, db: db, clock: nil, sub: mustAgent(t, db, "submitter")}
 			runner := mustAgent(t, db, "runner")
 			id := w.assigned("old logs", runner)
-			run, err := db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+			run, err := sqlstoretest.Protocol(db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -190,13 +190,13 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			body := sqlstoretest.RunBody(id, "1.58", "1.2299", dotlab.OutcomeNotReproduced)
 			logs := sqlstoretest.Logs(body)
 			body.LogsSHA256 = sha256Hex(logs)
-			step("publish", func() { must(db.PublishRun(ctx, runners[0].ID, body, nil)) })
+			step("publish", func() { must(sqlstoretest.Protocol(db).PublishRun(ctx, runners[0], body, nil)) })
 			step("logs", func() { must(db.PutJobLogs(ctx, runners[0].ID, id, logs)) })
 			challenger := mustAgent(t, db, "challenger")
 			step("disagreeing challenge", func() {
 				b := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(false)}
 				b.Notes = "sd_diff: my rerun gives 1.17 (dividing by n); the run's 1.2299 differs by 0.0599"
-				must(db.CreateChallenge(ctx, challenger.ID, b, nil))
+				must(sqlstoretest.Protocol(db).CreateChallenge(ctx, challenger, b, nil))
 			})
 			rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 			for i := 0; i < 3; i++ {
@@ -205,10 +205,10 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 					t.Fatalf("dispute draw: %v %v", found, err)
 				}
 				if i < 2 {
-					must(db.CastVote(ctx, rev.ID, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale}))
+					must(sqlstoretest.Protocol(db).CastVote(ctx, rev, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale}))
 					continue
 				}
-				step("quorum", func() { must(db.CastVote(ctx, rev.ID, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale})) })
+				step("quorum", func() { must(sqlstoretest.Protocol(db).CastVote(ctx, rev, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale})) })
 			}
 
 			// Claim 3: published, an agreeing challenge, the window closes.
@@ -221,10 +221,10 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			step("offer 3", func() { draw(r3) })
 			step("accept 3", func() { must(db.AcceptJob(ctx, r3.ID, id)) })
 			step("publish 3", func() {
-				must(db.PublishRun(ctx, r3.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil))
+				must(sqlstoretest.Protocol(db).PublishRun(ctx, r3, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil))
 			})
 			local.reset()
-			must(db.CreateChallenge(ctx, mustAgent(t, db, "checker").ID,
+			must(sqlstoretest.Protocol(db).CreateChallenge(ctx, mustAgent(t, db, "checker"),
 				&dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody("", "1.581", "1.171", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(true)}, nil))
 			if !local.has(id, false) {
 				t.Errorf("agreeing challenge: not announced")

@@ -70,13 +70,13 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 	must(err)
 	p.msgID = m.ID
 	step() // +60
-	run, err := w.db.PublishRun(ctx, p.runner.ID, sqlstoretest.RunBody(p.a, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
+	run, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, p.runner, sqlstoretest.RunBody(p.a, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
 	must(err)
 	p.runID = run.ID
 	step() // +70
 	body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(p.a, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: p.a, Agrees: agree(false)}
 	body.Notes = "sd_diff: my rerun gives 1.17 (dividing by n, as Student did); the run's 1.2299 differs by 0.0599"
-	ch, err := w.db.CreateChallenge(ctx, p.challenger.ID, body, nil)
+	ch, err := sqlstoretest.Protocol(w.db).CreateChallenge(ctx, p.challenger, body, nil)
 	must(err)
 	p.chID = ch.ID
 	rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
@@ -85,7 +85,7 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 		if d, found, err := w.db.NextDispute(ctx, p.reviewers[i].ID); err != nil || !found || d.ID != p.a {
 			t.Fatalf("reviewer %d: %v %v", i, found, err)
 		}
-		_, err := w.db.CastVote(ctx, p.reviewers[i].ID, p.a, dotlab.VoteBody{Vote: v, Rationale: rationale})
+		_, err := sqlstoretest.Protocol(w.db).CastVote(ctx, p.reviewers[i], p.a, dotlab.VoteBody{Vote: v, Rationale: rationale})
 		must(err)
 	}
 	if st := w.state(p.a); st.State != dotlab.StateSettled {
@@ -97,7 +97,7 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 	b := sqlstoretest.RunBody(p.c, "0", "0", dotlab.OutcomeSpecIssue)
 	b.Comparisons = nil
 	b.Notes = "results.json missing: analysis.py exited 1"
-	_, err = w.db.PublishRun(ctx, p.runner2.ID, b, nil)
+	_, err = sqlstoretest.Protocol(w.db).PublishRun(ctx, p.runner2, b, nil)
 	must(err)
 
 	step() // +120
@@ -171,7 +171,7 @@ func TestClaimSummaryTies(t *testing.T) {
 			b := sqlstoretest.RunBody(id, "0", "0", dotlab.OutcomeSpecIssue)
 			b.Comparisons = nil
 			b.Notes = "results.json missing"
-			if _, err := w.db.PublishRun(ctx, runner.ID, b, nil); err != nil {
+			if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, b, nil); err != nil {
 				t.Fatal(err)
 			}
 			want = append([]string{id}, want...)

@@ -175,22 +175,22 @@ func TestAcceptDeclineAndPublish(t *testing.T) {
 			t.Fatalf("claim after accept: %s %s", c.State, c.RunnerID)
 		}
 		// Not the runner → not_offered; wrong outcome → outcome_mismatch.
-		_, err = db.PublishRun(ctx, r1.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r1, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.ENOTOFFERED)
-		_, err = db.PublishRun(ctx, r2.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.23", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r2, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.23", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.EOUTCOMEMISMATCH)
 		bad := sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced)
 		bad.Environment.ImageDigest = "sha256:" + sqlstoretest.DataSHA256
-		_, err = db.PublishRun(ctx, r2.ID, bad, nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r2, bad, nil)
 		wantCode(t, err, dotlab.EINVALID)
-		run, err := db.PublishRun(ctx, r2.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
+		run, err := sqlstoretest.Protocol(db).PublishRun(ctx, r2, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if run.Status != dotlab.StateChallengeWindow || run.Comparisons[1].Match || run.ChallengeDeadline == nil {
 			t.Fatalf("run: %+v", run)
 		}
-		_, err = db.PublishRun(ctx, r2.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r2, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.ECONFLICT)
 		runs, err := db.FindRuns(ctx, dotlab.RunFilter{Status: dotlab.StateChallengeWindow})
 		if err != nil || len(runs) != 1 || runs[0].ID != run.ID {
@@ -217,10 +217,10 @@ func TestSpecIssueSettlesAtOnceAndDeadline(t *testing.T) {
 		j, _, _ := db.NextJob(ctx, r)
 		db.AcceptJob(ctx, r.ID, j.ClaimID)
 		body := sqlstoretest.RunBody(j.ClaimID, "0", "0", dotlab.OutcomeSpecIssue)
-		_, err := db.PublishRun(ctx, r.ID, body, nil)
+		_, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, body, nil)
 		wantCode(t, err, dotlab.EINVALID) // notes required
 		body.Notes = "analysis.py exits 1: sleep.csv has no column 'extra'"
-		run, err := db.PublishRun(ctx, r.ID, body, nil)
+		run, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, body, nil)
 		if err != nil || run.Status != dotlab.StateSettled {
 			t.Fatalf("spec_issue: %+v %v", run, err)
 		}
@@ -232,7 +232,7 @@ func TestSpecIssueSettlesAtOnceAndDeadline(t *testing.T) {
 		j, _, _ = db.NextJob(ctx, r)
 		db.AcceptJob(ctx, r.ID, j.ClaimID)
 		clock.Advance(24*time.Hour + time.Second)
-		_, err = db.PublishRun(ctx, r.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.EWINDOWCLOSED)
 	})
 }
@@ -331,7 +331,7 @@ func TestExtremeRerunValues(t *testing.T) {
 		db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "extreme"))
 		j, _, _ := db.NextJob(ctx, r)
 		db.AcceptJob(ctx, r.ID, j.ClaimID)
-		run, err := db.PublishRun(ctx, r.ID, sqlstoretest.RunBody(j.ClaimID, "1.7976931348623157e308", "-1e-308", dotlab.OutcomeNotReproduced), nil)
+		run, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, sqlstoretest.RunBody(j.ClaimID, "1.7976931348623157e308", "-1e-308", dotlab.OutcomeNotReproduced), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func TestPagesShowHugeNumbersShort(t *testing.T) {
 	}
 	must(s.db.AcceptJob(ctx, runner.ID, c.ID))
 	const maxF = "1.7976931348623157e308"
-	run := must(s.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(c.ID, maxF, "1.17", dotlab.OutcomeNotReproduced), nil))
+	run := must(sqlstoretest.Protocol(s.db).PublishRun(ctx, runner, sqlstoretest.RunBody(c.ID, maxF, "1.17", dotlab.OutcomeNotReproduced), nil))
 	exact := string(run.Comparisons[0].Difference) // 1.7976931348623157e308 − 1.58
 	if len(exact) < 300 || !strings.HasPrefix(exact, "179769313486231569999") {
 		t.Fatalf("record difference %.80s… is not the exact difference", exact)
@@ -45,7 +45,7 @@ func TestPagesShowHugeNumbersShort(t *testing.T) {
 	agrees := true
 	ch := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(c.ID, "-1.58", "1.17", dotlab.OutcomeNotReproduced), ClaimID: c.ID, Agrees: &agrees}
 	ch.Notes = "mean_diff: my rerun gives -1.58, not 1.58 either"
-	must(s.db.CreateChallenge(ctx, s.ids["challenger-bo"], ch, nil))
+	must(sqlstoretest.Protocol(s.db).CreateChallenge(ctx, &dotlab.Agent{ID: s.ids["challenger-bo"]}, ch, nil))
 
 	longNumber := regexp.MustCompile(`[0-9]{40,}`)
 	hash := regexp.MustCompile(`[0-9a-f]{64}`) // the fixtures' hashes may be all digits

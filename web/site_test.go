@@ -169,13 +169,13 @@ func (s *site) seed() {
 	s.disputed, s.runNotReproduced = s.publish(sub, runner, "Student 1908: sleep gain (disputed)", "1.58", "1.2299", dotlab.OutcomeNotReproduced, fixtureLogs("1.2299", ""))
 	body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(s.disputed, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: s.disputed, Agrees: new(bool)}
 	body.Notes = "sd_diff: my rerun gives 1.17 (dividing by n, as Student did); the run's 1.2299 differs by 0.0599"
-	must(s.db.CreateChallenge(ctx, challenger.ID, body, nil))
+	must(sqlstoretest.Protocol(s.db).CreateChallenge(ctx, challenger, body, nil))
 	rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 	for i, v := range []string{"challenger", "runner", "challenger"} {
 		if d, found, err := s.db.NextDispute(ctx, reviewers[i].ID); err != nil || !found || d.ID != s.disputed {
 			t.Fatalf("reviewer %d: %v %v", i, found, err)
 		}
-		must(s.db.CastVote(ctx, reviewers[i].ID, s.disputed, dotlab.VoteBody{Vote: v, Rationale: rationale + " (" + v + ")"}))
+		must(sqlstoretest.Protocol(s.db).CastVote(ctx, reviewers[i], s.disputed, dotlab.VoteBody{Vote: v, Rationale: rationale + " (" + v + ")"}))
 	}
 	s.reproduced, s.runReproduced = s.publish(sub, runner, "Fisher 1935: tea tasting", "1.58", "1.17", dotlab.OutcomeReproduced, fixtureLogs("1.17", dotlab.OutcomeReproduced))
 	s.clock.Advance(2 * time.Hour)
@@ -218,7 +218,7 @@ func (s *site) publish(sub, runner *dotlab.Agent, title, mean, sd string, o dotl
 	if o == dotlab.OutcomeReproduced { // the reproduced run is signed, the other not
 		body.Envelope = must(attest.SignRun(ctx, s.runnerKey, body))
 	}
-	r := must(s.db.PublishRun(ctx, runner.ID, body, nil))
+	r := must(sqlstoretest.Protocol(s.db).PublishRun(ctx, runner, body, nil))
 	must(s.db.PutJobLogs(ctx, runner.ID, c.ID, []byte(logs)))
 	return c.ID, r.ID
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/sqlstore"
 )
 
@@ -81,4 +82,11 @@ func Open(t testing.TB, engine sqlstore.Dialect, opt sqlstore.Options) *sqlstore
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// Protocol is the protocol service (package protocol) on db, without a
+// secret screen: the steps the protocol owns (publish, challenge, vote)
+// are taken through it.
+func Protocol(db *sqlstore.DB) *protocol.Service {
+	return protocol.New(protocol.Config{Store: db, AllowPrivateURLs: true})
 }

@@ -1,8 +1,7 @@
-package httpapi
+package protocol
 
 import (
 	"context"
-	"strings"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
@@ -12,7 +11,7 @@ import (
 // carries an envelope is accepted only when the envelope is the caller's
 // signature of that very body (attest.VerifyRun and its kin), checked
 // against the key the caller registered; a body without one is accepted
-// unsigned. Errors: 422 invalid at $.envelope.
+// unsigned. Errors: EINVALID at $.envelope.
 
 // signerKey is the caller's registered key, or the refusal of an envelope
 // from an agent that registered none.
@@ -45,18 +44,9 @@ func checkSignedChallenge(ctx context.Context, a *dotlab.Agent, b *dotlab.Challe
 	return attest.VerifyChallenge(ctx, pub, b)
 }
 
-// checkVoteBody holds dispute_id, when given, to the path, and a signed
-// vote to its signature; a signed rationale must be stored as signed, so it
-// may not start or end with white space (the store trims rationales).
-func checkVoteBody(ctx context.Context, a *dotlab.Agent, disputeID string, b *dotlab.VoteBody) error {
-	if b.DisputeID != "" && b.DisputeID != disputeID {
-		return dotlab.Errorf(dotlab.EINVALID, "$.dispute_id: is %q but you are voting on %s (the path): send the dispute's own id, or leave it out", b.DisputeID, disputeID)
-	}
+func checkSignedVote(ctx context.Context, a *dotlab.Agent, disputeID string, b *dotlab.VoteBody) error {
 	if b.Envelope == nil {
 		return nil
-	}
-	if strings.TrimSpace(b.Rationale) != b.Rationale {
-		return dotlab.Errorf(dotlab.EINVALID, "$.rationale: a signed rationale must not start or end with white space (it is stored trimmed, and would then differ from what you signed): trim it, then sign")
 	}
 	pub, err := signerKey(a)
 	if err != nil {

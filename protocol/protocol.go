@@ -1,0 +1,88 @@
+// Package protocol is DotLab's protocol service: one function per protocol
+// step that owns the order of its checks, the lifecycle transition it makes
+// (dotlab.Transitions), its role rules, the log entries it appends and its
+// errors in the protocol's words (docs/protocol.md, docs/mechanism.md).
+//
+// It sits between the HTTP edge (httpapi: decode, call, encode, route
+// hints) and the store (store.Writer: conditional writes that report
+// whether they applied). Each step checks the cheap things first — who,
+// role, state, size — then the screens (secrets in public text, URL rules)
+// and signatures, then evaluates, and only then asks the store to write;
+// a write that did not apply (a lost race, a deadline passing) is explained
+// from fresh state with the same words as the first check.
+//
+// The steps moved here so far are publish (PublishRun), challenge
+// (CreateChallenge) and vote (CastVote); the others are still the store's
+// own methods (sqlstore), reached through the embedded Store.
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
+)
+
+// Store is the persistence the protocol runs on (sqlstore.DB implements
+// it): the domain's reads, the steps not yet moved here, and the
+// conditional writes and reads of package store.
+type Store interface {
+	dotlab.AgentService
+	dotlab.ClaimService
+	dotlab.JobService
+	dotlab.LabService
+	dotlab.SummaryService
+	dotlab.ActivityService
+	FindRun(ctx context.Context, id string) (*dotlab.Run, error)
+	FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.RunListing, error)
+	FindChallenges(ctx context.Context, claimID string) ([]*dotlab.Challenge, error)
+	NextDispute(ctx context.Context, agentID string) (d *dotlab.Dispute, found bool, err error)
+	FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute, error)
+	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
+	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
+	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
+	JobLogs(ctx context.Context, claimID string) ([]byte, error)
+	store.Reader
+	store.Writer
+}
+
+// LeakChecker finds keys and tokens in public text (leakcheck.Checker).
+type LeakChecker interface {
+	// Check returns an EINVALID error at path when text looks like a secret.
+	Check(path, text string) error
+}
+
+// Config configures a Service.
+type Config struct {
+	Store Store // required
+	// Leaks screens the public text of runs, challenges and votes (notes,
+	// rationales); nil screens nothing (the store's own tests). The server
+	// always gives one (httpapi requires it).
+	Leaks LeakChecker
+	// AllowPrivateURLs lets a run's or challenge's logs_uri be plain http or
+	// name a loopback or private host (a private deployment, the demo,
+	// tests); off, it must be https on a public host (checkLogsURI).
+	AllowPrivateURLs bool
+}
+
+// Service runs the protocol's steps on a Store. Methods not defined here
+// are the Store's (reads, and the steps not moved yet).
+type Service struct {
+	Store
+	leaks   LeakChecker
+	private bool
+}
+
+// New returns the protocol service on cfg.Store.
+func New(cfg Config) *Service {
+	return &Service{Store: cfg.Store, leaks: cfg.Leaks, private: cfg.AllowPrivateURLs}
+}
+
+// now is the store's clock, to the millisecond the store keeps.
+func (s *Service) now() time.Time { return s.Store.Now().Truncate(time.Millisecond) }
+
+// findClaim reads a claim for a step; ids are checked by the store.
+func (s *Service) findClaim(ctx context.Context, id string) (*dotlab.Claim, error) {
+	return s.Store.FindClaim(ctx, id)
+}

@@ -1,0 +1,104 @@
+// Package store is the protocol's persistence contract: the conditional
+// writes the protocol service (package protocol) asks of a store, and the
+// reads it decides by. sqlstore implements it on SQLite and PostgreSQL.
+//
+// A write is one protocol step's effect, decided beforehand by the
+// protocol: the rows to write, the lifecycle transition to apply
+// conditionally (UPDATE … WHERE state IN the transition's sources), the
+// claim-history details and the transparency-log entries. The store applies
+// it in one transaction and reports whether it applied (false: the claim
+// moved meanwhile, or a deadline passed, so nothing was written); the
+// protocol then explains the refusal from fresh state. The store keeps no
+// rules of its own beyond those a conditional write needs.
+//
+// Log entries travel with the write as data (Write.Log): the store appends
+// them inside the transaction that applies the write, and nothing the caller
+// sees depends on the index they get. So a store may instead record them
+// as pending, for a sequencer to integrate in batches later
+// (transparency-dev/tessera's shape), without changing this interface.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/tlogfmt"
+)
+
+// Write is what every conditional write carries: when it happens and the
+// log entries it appends (in order) when it applies.
+type Write struct {
+	At  time.Time       // the step's time (stored as Unix milliseconds)
+	Log []tlogfmt.Entry // appended in the write's transaction, in order
+}
+
+// RunWrite publishes a run: the claim moves by Transition (publish or
+// publish_final) from assigned or running, only while RunnerID holds the
+// job and its publish deadline is after At; the run row, the job's end and
+// the claim's history are written with it.
+type RunWrite struct {
+	Write
+	ClaimID, RunnerID, RunID string
+	Transition               dotlab.Transition
+	Outcome                  dotlab.Outcome
+	Body                     []byte // the run body exactly as submitted
+	Comparisons              []byte // the server's comparisons, JSON
+	LogsSHA256               string // "" when the body pins no logs
+	// ChallengeDeadline is set for a compared outcome (the window opens);
+	// the zero time settles the claim at once with Outcome.
+	ChallengeDeadline time.Time
+	History           []string // one detail per state Transition records
+}
+
+// ChallengeWrite records a challenge while the claim's challenge window is
+// open (state among the Transition's sources, deadline after At), with the
+// challenger's role; a Transition that moves (the first disagreeing
+// challenge) moves the claim to disputed.
+type ChallengeWrite struct {
+	Write
+	Challenge   *dotlab.Challenge
+	Transition  dotlab.Transition
+	Body        []byte // the challenge body exactly as submitted
+	Comparisons []byte // JSON
+	Differences []byte // JSON
+	History     []string
+}
+
+// VoteWrite records a reviewer's vote while the claim is disputed, then
+// counts the votes under the claim's row lock: at the quorum the majority
+// settles the claim (dotlab.VoteEvent, dotlab.Verdict) and a settlement
+// entry follows Log.
+type VoteWrite struct {
+	Write
+	Vote     dotlab.Vote // the rationale as stored (trimmed)
+	Envelope *dotlab.Envelope
+	Quorum   int
+}
+
+// Writer applies the protocol's conditional writes. Each returns applied
+// false, and writes nothing, when its condition no longer holds; errors are
+// the store's own (a unique violation of one role per agent per claim is
+// dotlab.ECONFLICT).
+type Writer interface {
+	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
+	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error)
+	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)
+}
+
+// Reader is what the protocol reads to decide a step, beyond the domain's
+// read services.
+type Reader interface {
+	// Now is the store's clock: deadlines are stored and compared by it.
+	Now() time.Time
+	// Windows are the protocol's windows and review quorum the store runs
+	// with.
+	Windows() dotlab.Windows
+	// RoleOf is agentID's role on claimID ("" for none).
+	RoleOf(ctx context.Context, claimID, agentID string) (string, error)
+	// RunClaim is the claim of run runID, or the ENOTFOUND error of an
+	// unknown run.
+	RunClaim(ctx context.Context, runID string) (string, error)
+	// HasVoted reports whether reviewerID voted on claimID.
+	HasVoted(ctx context.Context, claimID, reviewerID string) (bool, error)
+}
