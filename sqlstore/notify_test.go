@@ -208,7 +208,9 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 					must(sqlstoretest.Protocol(db).CastVote(ctx, rev, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale}))
 					continue
 				}
-				step("quorum", func() { must(sqlstoretest.Protocol(db).CastVote(ctx, rev, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale})) })
+				step("quorum", func() {
+					must(sqlstoretest.Protocol(db).CastVote(ctx, rev, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale}))
+				})
 			}
 
 			// Claim 3: published, an agreeing challenge, the window closes.
