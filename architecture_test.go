@@ -226,3 +226,84 @@ func TestCmdOnlyWires(t *testing.T) {
 		t.Errorf("cmd/dotlab holds %d lines of non-test code; at most %d (move logic into packages)", total, maxCmdLines)
 	}
 }
+
+// storePackages hold persistence: the protocol's contract (store) and its
+// SQL implementation (sqlstore).
+var storePackages = []string{module + "/store", module + "/sqlstore"}
+
+func isStore(path string) bool {
+	for _, s := range storePackages {
+		if path == s || strings.HasPrefix(path, s+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// routeMarks are what an API route looks like in a string literal.
+var routeMarks = []string{"/api/v1", "GET /", "POST /", "PUT /", "DELETE /"}
+
+// TestNoRouteStringsInDomainOrStore: the root package, the store and the
+// protocol service name protocol steps (dotlab.Step), never routes; route
+// hints are added at the HTTP edge (httpapi/steps.go). String literals of
+// non-test files are checked (comments may say which route a type serves).
+func TestNoRouteStringsInDomainOrStore(t *testing.T) {
+	pkgs := listPackages(t)
+	for _, name := range []string{module, module + "/protocol", module + "/store", module + "/sqlstore"} {
+		p, ok := pkgs[name]
+		if !ok {
+			t.Errorf("package %s not found", name)
+			continue
+		}
+		for _, file := range p.GoFiles {
+			path := filepath.Join(p.Dir, file)
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				for _, m := range routeMarks {
+					if strings.Contains(lit.Value, m) {
+						t.Errorf("%s: a route string (%q) in %s: name a dotlab.Step and let the edge give its route", fset.Position(lit.Pos()), m, name)
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// TestHTTPAPIImportsNoStore: the API calls the protocol service; it
+// reaches storage only through it.
+func TestHTTPAPIImportsNoStore(t *testing.T) {
+	p := listPackages(t)[module+"/httpapi"]
+	for _, imp := range p.Imports {
+		if isStore(imp) {
+			t.Errorf("httpapi imports the store package %s", imp)
+		}
+	}
+}
+
+// TestStoreImportsNoScreens: the secret screen (leakcheck), signatures
+// (attest) and URL rules (internal/netpolicy) are the protocol service's
+// checks; the store persists what passed them.
+func TestStoreImportsNoScreens(t *testing.T) {
+	banned := []string{module + "/leakcheck", module + "/attest", module + "/internal/netpolicy"}
+	for name, p := range listPackages(t) {
+		if !isStore(name) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			for _, b := range banned {
+				if imp == b {
+					t.Errorf("%s imports %s", name, imp)
+				}
+			}
+		}
+	}
+}

@@ -101,8 +101,8 @@ func CheckDisagreementNotes(notes string, diffs []Difference) error {
 			continue
 		}
 		if !MentionsName(notes, d.Name) {
-			p.Add("$.notes", "name the comparison %q and say by how much it differs: your rerun %s is %s tolerance, the run's value is %s it (GET /api/v1/runs/{run_id} shows the run's values, now that you have your own)",
-				d.Name, d.Challenger, within(d.ChallengerMatch), within(d.RunnerMatch))
+			p.Add("$.notes", "name the comparison %q and say by how much it differs: your rerun %s is %s tolerance, the run's value is %s it (%s shows the run's values, now that you have your own)",
+				d.Name, d.Challenger, within(d.ChallengerMatch), within(d.RunnerMatch), Go(StepRun, "{run_id}"))
 			continue
 		}
 		named = true

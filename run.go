@@ -271,7 +271,7 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	}
 	cs, outcome, err := Decide(m.Targets, rerun)
 	if err != nil {
-		for _, d := range ErrorDetail(err) {
+		for _, d := range ErrorLines(err) {
 			p.Add("$.comparisons", "%s", d)
 		}
 		return nil, p.Err()
@@ -313,7 +313,7 @@ func (b *RunBody) checkForm(p *Problems) {
 		}
 	}
 	if b.LogsSHA256 != "" && !sha256RE.MatchString(b.LogsSHA256) {
-		p.Add("$.logs_sha256", "must be 64 lowercase hex characters: the SHA-256 of the logs.jsonl you upload with PUT /jobs/{id}/logs")
+		p.Add("$.logs_sha256", "must be 64 lowercase hex characters: the SHA-256 of the logs.jsonl you upload with %s", Go(StepUploadLogs, "{id}"))
 	}
 	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {
 		p.Add("$.environment.image_digest", "must be sha256:<64 lowercase hex>")

@@ -51,13 +51,6 @@ type Agent struct {
 	Logf func(format string, args ...any)
 	// Clock names work directories.
 	Clock dotlab.Clock
-	// BeforePublish, when set, is called by RunOnce with the manifest and the
-	// rerun's record after the rerun and the room's finding, just before the
-	// run is published and its logs uploaded; it may alter rec, and what it
-	// leaves there is what gets published. The demo uses it to stage a
-	// misreporting runner (clearly labelled there); real agents leave it nil.
-	BeforePublish func(m *dotlab.Manifest, rec *runner.Record)
-
 	// Key, when set, signs every run, challenge and vote the agent posts
 	// (docs/verification.md "Signed records"); nil posts them unsigned.
 	Key *attest.Key
@@ -199,9 +192,6 @@ func (a *Agent) work(ctx context.Context, id string, m *dotlab.Manifest) error {
 		if lines := dotlab.DescribeMismatches(rec.Comparisons); len(lines) > 0 {
 			a.post(ctx, id, "finding", "Outside tolerance: "+strings.Join(lines, "; "), "results.json")
 		}
-	}
-	if a.BeforePublish != nil {
-		a.BeforePublish(m, rec)
 	}
 	_, err = a.Publish(ctx, id, dir, rec)
 	return err

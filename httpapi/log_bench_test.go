@@ -59,7 +59,7 @@ func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, n
 	if err != nil {
 		b.Fatal(err)
 	}
-	sub, _, err := db.CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "bench", Capabilities: []string{}})
+	sub, _, err := sqlstoretest.Protocol(db).CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "bench", Capabilities: []string{}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page := apiv1.RunPage{Runs: runs}
+	page := apiv1.RunPage{Runs: linkRuns(runs)}
 	if len(runs) == limit {
 		page.Next = runs[len(runs)-1].ClaimID
 	}

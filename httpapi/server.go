@@ -102,11 +102,20 @@ type Config struct {
 	AllowPrivateURLs bool
 	// Pages serves every path outside /api/ (the web package's public
 	// pages); nil answers them 404. A page URL asked for with Accept:
-	// application/json is answered from its API route instead (pageJSON).
-	Pages http.Handler
+	// application/json is answered from the API route its page table
+	// names instead (pageJSON).
+	Pages Pages
 	// Log is the transparency log whose API and tiles the server serves
 	// (logRoutes); nil serves neither.
 	Log *translog.Log
+}
+
+// Pages are the public pages (web.Handler): they serve every path outside
+// /api/ and own their page table, which names the API route holding each
+// page's data.
+type Pages interface {
+	http.Handler
+	APIRoute(path string) (api string, ok bool)
 }
 
 // Notifier delivers the store's change announcements (sqlstore.DB
@@ -140,7 +149,7 @@ type Server struct {
 	mux       *http.ServeMux
 	limiter   *limiter
 	leaks     LeakChecker
-	pages     http.Handler
+	pages     Pages
 	private   bool
 	hub       *hub
 	notifier  Notifier
@@ -234,7 +243,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (err error) {
 		}
 	}()
 	if !strings.HasPrefix(r.URL.Path, "/api/") {
-		if api, ok := pageJSON(r); ok {
+		if api, ok := s.pageJSON(r); ok {
 			r = r.Clone(r.Context())
 			r.URL.Path, r.URL.RawPath = api, ""
 			w.Header().Set("Vary", "Accept")

@@ -50,13 +50,13 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	}
 	applied, err := s.Store.AddChallenge(ctx, w)
 	if dotlab.ErrorCode(err) == dotlab.ECONFLICT {
-		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim; GET /api/v1/runs?status=challenge_window lists other runs", c.ID)
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim; %s lists other runs", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 	}
 	if err != nil {
 		return nil, err
 	}
 	if !applied {
-		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s is closed: GET /api/v1/runs?status=challenge_window lists the runs still open", c.ID)
+		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s is closed: %s lists the runs still open", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 	}
 	return ch, nil
 }
@@ -108,7 +108,7 @@ func (s *Service) challengeable(ctx context.Context, c *dotlab.Claim, agentID st
 		return err
 	}
 	if c.ChallengeDeadline != nil && !c.ChallengeDeadline.After(now) {
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s closed at %s: GET /api/v1/runs?status=challenge_window lists the runs still open", c.ID, c.ChallengeDeadline.Format(time.RFC3339))
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s closed at %s: %s lists the runs still open", c.ID, c.ChallengeDeadline.Format(time.RFC3339), dotlab.Go(dotlab.StepOpenRuns, ""))
 	}
 	role, err := s.Store.RoleOf(ctx, c.ID, agentID)
 	if err != nil {
@@ -118,9 +118,9 @@ func (s *Service) challengeable(ctx context.Context, c *dotlab.Claim, agentID st
 	case "":
 		return nil
 	case dotlab.RoleChallenger:
-		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s: one challenge per agent per claim; GET /api/v1/runs?status=challenge_window lists other runs", c.ID)
+		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s: one challenge per agent per claim; %s lists other runs", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 	}
-	return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim, so you cannot challenge it; GET /api/v1/runs?status=challenge_window lists other runs", role, c.ID)
+	return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim, so you cannot challenge it; %s lists other runs", role, c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 }
 
 // challengeRecord evaluates the challenger's rerun against the manifest

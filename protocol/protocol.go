@@ -11,8 +11,8 @@
 // a write that did not apply (a lost race, a deadline passing) is explained
 // from fresh state with the same words as the first check.
 //
-// The steps moved here so far are publish (PublishRun), challenge
-// (CreateChallenge) and vote (CastVote); the others are still the store's
+// The steps moved here so far are register (CreateAgent), publish
+// (PublishRun), challenge (CreateChallenge) and vote (CastVote); the others are still the store's
 // own methods (sqlstore), reached through the embedded Store.
 package protocol
 
@@ -28,7 +28,8 @@ import (
 // it): the domain's reads, the steps not yet moved here, and the
 // conditional writes and reads of package store.
 type Store interface {
-	dotlab.AgentService
+	AuthenticateAgent(ctx context.Context, apiKey string) (*dotlab.Agent, error)
+	FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, error)
 	dotlab.ClaimService
 	dotlab.JobService
 	dotlab.LabService
@@ -65,6 +66,8 @@ type Config struct {
 	// tests); off, it must be https on a public host (checkLogsURI).
 	AllowPrivateURLs bool
 }
+
+var _ dotlab.AgentService = (*Service)(nil)
 
 // Service runs the protocol's steps on a Store. Methods not defined here
 // are the Store's (reads, and the steps not moved yet).

@@ -65,7 +65,7 @@ func (s *Service) PublishRun(ctx context.Context, runner *dotlab.Agent, body *do
 		if err := publishable(c, runner.ID, body.Outcome, s.now()); err != nil {
 			return nil, err
 		}
-		return nil, dotlab.Errorf(dotlab.ECONFLICT, "%s changed while publishing: fetch it (GET /api/v1/claims/%s) and retry", body.JobID, body.JobID)
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "%s changed while publishing: fetch it (%s) and retry", body.JobID, dotlab.Go(dotlab.StepClaim, body.JobID))
 	}
 	return s.Store.FindRun(ctx, w.RunID)
 }
@@ -111,13 +111,13 @@ func runWrite(c *dotlab.Claim, runnerID string, body *dotlab.RunBody, raw []byte
 // state allows publishing (dotlab.Claim.Next) and that the deadline holds.
 func publishable(c *dotlab.Claim, agentID string, outcome dotlab.Outcome, now time.Time) error {
 	if c.RunnerID != agentID {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run; take a job of your own with GET /api/v1/jobs/next", c.ID)
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run; take a job of your own with %s", c.ID, dotlab.Go(dotlab.StepDrawJob, ""))
 	}
 	if _, err := c.Next(dotlab.PublishEvent(outcome)); err != nil {
 		return err
 	}
 	if c.PublishDeadline != nil && !c.PublishDeadline.After(now) {
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s, so the job is abandoned: take another with GET /api/v1/jobs/next", c.ID, c.PublishDeadline.Format(time.RFC3339))
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s, so the job is abandoned: take another with %s", c.ID, c.PublishDeadline.Format(time.RFC3339), dotlab.Go(dotlab.StepDrawJob, ""))
 	}
 	return nil
 }

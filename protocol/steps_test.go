@@ -42,7 +42,7 @@ func newWorld(t *testing.T) *world {
 func (w *world) agent(name string) *dotlab.Agent {
 	w.t.Helper()
 	w.n++
-	a, _, err := w.db.CreateAgent(context.Background(), dotlab.NewAgent{Name: fmt.Sprintf("%s %d", name, w.n), Operator: "test operator"})
+	a, _, err := sqlstoretest.Protocol(w.db).CreateAgent(context.Background(), dotlab.NewAgent{Name: fmt.Sprintf("%s %d", name, w.n), Operator: "test operator"})
 	if err != nil {
 		w.t.Fatal(err)
 	}

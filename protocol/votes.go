@@ -53,7 +53,7 @@ func (s *Service) CastVote(ctx context.Context, reviewer *dotlab.Agent, claimID 
 		return nil, err
 	}
 	if !applied {
-		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is no longer disputed (the quorum was reached): GET /api/v1/disputes/next draws another", claimID)
+		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is no longer disputed (the quorum was reached): %s draws another", claimID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	}
 	return s.Store.FindDispute(ctx, claimID)
 }
@@ -75,9 +75,9 @@ func (s *Service) mayVote(ctx context.Context, c *dotlab.Claim, agentID string) 
 			return dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", c.ID)
 		}
 	case "":
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "%s is not assigned to you: reviewers are drawn at random; GET /api/v1/disputes/next assigns you one", c.ID)
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "%s is not assigned to you: reviewers are drawn at random; %s assigns you one", c.ID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	default:
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim; GET /api/v1/disputes/next draws a dispute you may review", role, c.ID)
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim; %s draws a dispute you may review", role, c.ID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	}
 	_, err = c.Next(dotlab.EventVote)
 	return err

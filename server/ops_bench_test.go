@@ -29,7 +29,7 @@ func BenchmarkOpsOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sub, _, err := db.CreateAgent(context.Background(), dotlab.NewAgent{Name: "s", Operator: "t"})
+	sub, _, err := sqlstoretest.Protocol(db).CreateAgent(context.Background(), dotlab.NewAgent{Name: "s", Operator: "t"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 	var existing string
 	err := db.r.QueryRowContext(ctx, `SELECT id FROM claims WHERE manifest_hash = $1`, nc.ManifestHash).Scan(&existing)
 	if err == nil {
-		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed as %s: use that claim (GET /api/v1/claims/%s)", nc.ManifestHash, existing, existing)
+		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed as %s: use that claim (%s)", nc.ManifestHash, existing, dotlab.Go(dotlab.StepClaim, existing))
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}

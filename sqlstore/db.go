@@ -104,7 +104,7 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 		db.dialect = Postgres
 		err = db.openPostgres(dbURL)
 	default:
-		return nil, fmt.Errorf("--db %q: use sqlite:PATH (e.g. sqlite:dotlab.db) or postgres://user@host:5432/dbname", dbURL)
+		return nil, fmt.Errorf("database URL %q: use sqlite:PATH (e.g. sqlite:dotlab.db) or postgres://user@host:5432/dbname", dbURL)
 	}
 	if err != nil {
 		return nil, err
@@ -142,7 +142,7 @@ func SQLiteWriterDSN(path string) string {
 
 func (db *DB) openSQLite(path string) error {
 	if path == "" {
-		return errors.New("--db sqlite: needs a file path, e.g. sqlite:dotlab.db")
+		return errors.New("database URL sqlite: needs a file path, e.g. sqlite:dotlab.db")
 	}
 	w, err := sql.Open("sqlite", SQLiteWriterDSN(path))
 	if err != nil {
@@ -182,7 +182,7 @@ const DefaultPoolSize = 32
 func PoolSize(dsn string) (string, int, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", 0, fmt.Errorf("--db: not a URL: %w", err)
+		return "", 0, fmt.Errorf("database URL: not a URL: %w", err)
 	}
 	q := u.Query()
 	v, ok := q["pool_max_conns"]
@@ -191,7 +191,7 @@ func PoolSize(dsn string) (string, int, error) {
 	}
 	n, err := strconv.Atoi(v[len(v)-1])
 	if err != nil || n < 1 || n > 1000 {
-		return "", 0, fmt.Errorf("--db: pool_max_conns=%q: give a whole number of connections from 1 to 1000 (default %d)", v[len(v)-1], DefaultPoolSize)
+		return "", 0, fmt.Errorf("database URL: pool_max_conns=%q: give a whole number of connections from 1 to 1000 (default %d)", v[len(v)-1], DefaultPoolSize)
 	}
 	q.Del("pool_max_conns")
 	u.RawQuery = q.Encode()

@@ -71,7 +71,7 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 		return nil, err
 	}
 	if c.RunID == "" {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no run, so no dispute: GET /api/v1/disputes/next draws a dispute for you to review", claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no run, so no dispute: %s draws a dispute for you to review", claimID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	}
 	run, err := db.FindRun(ctx, c.RunID)
 	if err != nil {
@@ -82,7 +82,7 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 		return nil, err
 	}
 	if dotlab.FirstDisagreeing(chs) == nil {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no disagreeing challenge, so no dispute: GET /api/v1/disputes/next draws a dispute for you to review", claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no disagreeing challenge, so no dispute: %s draws a dispute for you to review", claimID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	}
 	votes, err := db.votes(ctx, claimID)
 	if err != nil {

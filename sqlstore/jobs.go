@@ -170,7 +170,6 @@ func scanJob(row rowScanner) (*dotlab.Job, error) {
 	if err := json.Unmarshal([]byte(req), &j.Requires); err != nil {
 		return nil, err
 	}
-	j.ManifestURL = "/api/v1/claims/" + j.ClaimID + "/manifest"
 	j.Reasonless = j.State == dotlab.JobDeclined && dotlab.ReasonlessDecline(j.Reason)
 	return &j, nil
 }
@@ -222,7 +221,7 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 		return db.logOffer(ctx, tx, claimID, agentID, now, deadline)
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold another role on %s, and an agent holds one role per claim: decline the offer (POST /api/v1/jobs/%s/decline)", claimID, claimID)
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold another role on %s, and an agent holds one role per claim: decline the offer (%s)", claimID, dotlab.Go(dotlab.StepDecline, claimID))
 	}
 	if err != nil {
 		return nil, err
@@ -243,7 +242,7 @@ func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now tim
 	}
 	j, err := db.jobFor(ctx, db.r, claimID, agentID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s was not offered to you: fetch a job with GET /api/v1/jobs/next", claimID)
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s was not offered to you: fetch a job with %s", claimID, dotlab.Go(dotlab.StepDrawJob, ""))
 	} else if err != nil {
 		return err
 	}
@@ -251,14 +250,14 @@ func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now tim
 	case ev == dotlab.EventAccept && c.RunnerID == agentID && (c.State == dotlab.StateAssigned || c.State == dotlab.StateRunning):
 		return dotlab.Errorf(dotlab.ECONFLICT, "job %s is already accepted by you: publish the run before %s", claimID, c.PublishDeadline.Format(time.RFC3339))
 	case j.State == dotlab.JobOffered && !j.OfferExpiresAt.After(now), j.State == dotlab.JobExpired:
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the offer of %s expired at %s: fetch a new job with GET /api/v1/jobs/next", claimID, j.OfferExpiresAt.Format(time.RFC3339))
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the offer of %s expired at %s: fetch a new job with %s", claimID, j.OfferExpiresAt.Format(time.RFC3339), dotlab.Go(dotlab.StepDrawJob, ""))
 	case j.State == dotlab.JobDeclined:
-		return dotlab.Errorf(dotlab.ECONFLICT, "you declined %s already: fetch a new job with GET /api/v1/jobs/next", claimID)
+		return dotlab.Errorf(dotlab.ECONFLICT, "you declined %s already: fetch a new job with %s", claimID, dotlab.Go(dotlab.StepDrawJob, ""))
 	}
 	if _, err := c.Next(ev); err != nil {
 		return err // the claim is past its offer
 	}
-	return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not offered to you now (its state is %s): fetch a new job with GET /api/v1/jobs/next", claimID, c.State)
+	return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not offered to you now (its state is %s): fetch a new job with %s", claimID, c.State, dotlab.Go(dotlab.StepDrawJob, ""))
 }
 
 // DeclineJob declines the caller's open offer (dotlab.DeclineEffect). The

@@ -117,7 +117,7 @@ func (db *DB) joinAsCollaborator(ctx context.Context, c *dotlab.Claim, agentID, 
 		return err
 	})
 	if isUniqueViolation(err) {
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "you took another role on %s while joining, and an agent holds one role per claim: GET /api/v1/labs/%s/members shows the room", c.ID, c.ID)
+		return dotlab.Errorf(dotlab.EROLECONFLICT, "you took another role on %s while joining, and an agent holds one role per claim: %s shows the room", c.ID, dotlab.Go(dotlab.StepRoomMembers, c.ID))
 	}
 	return err
 }
@@ -163,7 +163,7 @@ func (db *DB) PostLabMessage(ctx context.Context, agentID, claimID string, b dot
 	}
 	if b.To != "all" {
 		if _, err := db.getAgent(ctx, b.To); err != nil {
-			return nil, dotlab.Errorf(dotlab.EINVALID, "$.to: no agent %q: give \"all\" or the id of a registered agent (GET /api/v1/labs/%s/members lists the room's)", b.To, claimID)
+			return nil, dotlab.Errorf(dotlab.EINVALID, "$.to: no agent %q: give \"all\" or the id of a registered agent (%s lists the room's)", b.To, dotlab.Go(dotlab.StepRoomMembers, claimID))
 		}
 	}
 	if b.Refs == nil {
@@ -259,7 +259,7 @@ func (db *DB) LabMessageSeq(ctx context.Context, claimID, messageID string) (int
 	var seq int64
 	err := db.r.QueryRowContext(ctx, `SELECT seq FROM lab_messages WHERE claim_id = $1 AND id = $2`, claimID, messageID).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, dotlab.Errorf(dotlab.ENOTFOUND, "after: no message %q in the room of %s: give a msg_… id or a seq from GET /api/v1/labs/%s/messages", messageID, claimID, claimID)
+		return 0, dotlab.Errorf(dotlab.ENOTFOUND, "after: no message %q in the room of %s: give a msg_… id or a seq from %s", messageID, claimID, dotlab.Go(dotlab.StepRoomMessages, claimID))
 	}
 	return seq, err
 }

@@ -85,10 +85,10 @@ func (db *DB) logsTarget(ctx context.Context, agentID, claimID, sum string) (*do
 		return nil, nil, err
 	}
 	if c.RunnerID != agentID || c.State == dotlab.StateFunded {
-		return nil, nil, dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only its runner uploads the run's logs, from accepting the job on (POST /api/v1/jobs/%s/accept, when it is offered to you)", claimID, claimID)
+		return nil, nil, dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only its runner uploads the run's logs, from accepting the job on (%s, when it is offered to you)", claimID, dotlab.Go(dotlab.StepAccept, claimID))
 	}
 	if c.RunID == "" {
-		return nil, nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the run of %s is not published yet: publish it first (POST /runs with logs_sha256, the SHA-256 of these logs), then upload them", claimID)
+		return nil, nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the run of %s is not published yet: publish it first (%s with logs_sha256, the SHA-256 of these logs), then upload them", claimID, dotlab.Go(dotlab.StepPublish, ""))
 	}
 	run, err := db.FindRun(ctx, c.RunID)
 	if err != nil {
@@ -130,7 +130,7 @@ func (db *DB) JobLogs(ctx context.Context, claimID string) ([]byte, error) {
 	err := db.r.QueryRowContext(ctx, `SELECT l.logs FROM run_logs l JOIN runs r ON r.claim_id = l.claim_id AND r.runner_id = l.agent_id
 		WHERE l.claim_id = $1 AND r.logs_uploaded_at IS NOT NULL`, claimID).Scan(&logs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no logs uploaded for %s by its runner: the run's logs_uri says where its logs are (GET /api/v1/claims/%s gives its run_url)", claimID, claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no logs uploaded for %s by its runner: the run's logs_uri says where its logs are (%s gives its run_url)", claimID, dotlab.Go(dotlab.StepClaim, claimID))
 	}
 	return []byte(logs), err
 }

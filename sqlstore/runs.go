@@ -207,7 +207,5 @@ func scanRunListing(row rowScanner) (*dotlab.RunListing, error) {
 	if r.Outcome.Compared() {
 		r.ChallengeDeadline = fromNullMS(deadline)
 	}
-	r.ManifestURL = "/api/v1/claims/" + r.ClaimID + "/manifest"
-	r.RunURL = "/api/v1/runs/" + r.ID
 	return &r, nil
 }

@@ -28,7 +28,7 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, db *sqlstore.DB, clock *s
 
 func mustAgent(t *testing.T, db *sqlstore.DB, name string, caps ...string) *dotlab.Agent {
 	t.Helper()
-	a, key, err := db.CreateAgent(context.Background(), dotlab.NewAgent{Name: name, Operator: "test operator", Capabilities: caps})
+	a, key, err := sqlstoretest.Protocol(db).CreateAgent(context.Background(), dotlab.NewAgent{Name: name, Operator: "test operator", Capabilities: caps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func wantCode(t *testing.T, err error, code string) {
 func TestAgents(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, db *sqlstore.DB, _ *sqlstoretest.Clock) {
 		ctx := context.Background()
-		a, key, err := db.CreateAgent(ctx, dotlab.NewAgent{Name: "ada", Operator: "lab", Capabilities: []string{"python", "r"}})
+		a, key, err := sqlstoretest.Protocol(db).CreateAgent(ctx, dotlab.NewAgent{Name: "ada", Operator: "lab", Capabilities: []string{"python", "r"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestAgents(t *testing.T) {
 		}
 		_, err = db.FindAgent(ctx, "ag_nope")
 		wantCode(t, err, dotlab.ENOTFOUND)
-		_, _, err = db.CreateAgent(ctx, dotlab.NewAgent{Name: "", Operator: "x", Capabilities: []string{"Python"}})
+		_, _, err = sqlstoretest.Protocol(db).CreateAgent(ctx, dotlab.NewAgent{Name: "", Operator: "x", Capabilities: []string{"Python"}})
 		wantCode(t, err, dotlab.EINVALID)
 		if d := dotlab.ErrorDetail(err); len(d) != 2 {
 			t.Fatalf("want name and capability problems, got %q", d)

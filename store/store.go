@@ -76,11 +76,20 @@ type VoteWrite struct {
 	Quorum   int
 }
 
+// AgentWrite registers an agent: the record as the protocol built it
+// (trimmed name and operator, the parsed public key and its key id) and
+// the API key, which the store keeps only as its hash.
+type AgentWrite struct {
+	Agent  *dotlab.Agent
+	APIKey string
+}
+
 // Writer applies the protocol's conditional writes. Each returns applied
 // false, and writes nothing, when its condition no longer holds; errors are
 // the store's own (a unique violation of one role per agent per claim is
 // dotlab.ECONFLICT).
 type Writer interface {
+	AddAgent(ctx context.Context, w AgentWrite) error // ECONFLICT: the public key is another agent's
 	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
 	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error)
 	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)

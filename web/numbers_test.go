@@ -19,7 +19,7 @@ func TestPagesShowHugeNumbersShort(t *testing.T) {
 	s := newSite(t)
 	ctx := context.Background()
 	// Only this agent has "tpu", so only it can draw the claim.
-	runner, key, err := s.db.CreateAgent(ctx, dotlab.NewAgent{Name: "runner-huge", Operator: "web test", Capabilities: []string{"cpu", "tpu"}})
+	runner, key, err := sqlstoretest.Protocol(s.db).CreateAgent(ctx, dotlab.NewAgent{Name: "runner-huge", Operator: "web test", Capabilities: []string{"cpu", "tpu"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request) error {
 	for _, s := range dotlab.ClaimStates {
 		counts = append(counts, stateCount{s, sum.ClaimsByState[s]})
 	}
-	h.render(w, r, "home", http.StatusOK, page{Title: "DotLab", JSON: "/api/v1/summary", Data: homeView{
+	h.render(w, r, "home", http.StatusOK, page{Title: "DotLab", JSON: apiOf("/"), Data: homeView{
 		Summary: sum, Counts: counts, Docs: h.docs.list, Windows: h.windows,
 	}})
 	return nil
@@ -80,7 +80,7 @@ func (h *Handler) claims(w http.ResponseWriter, r *http.Request) error {
 		cs = cs[:claimsPage]
 		next = cs[len(cs)-1].ID
 	}
-	api := "/api/v1/claims" + queryString("state", string(f.State), "after", f.After)
+	api := apiOf("/claims") + queryString("state", string(f.State), "after", f.After)
 	h.render(w, r, "claims", http.StatusOK, page{Title: "Claims", JSON: api, Data: claimsView{
 		Claims: cs, State: string(f.State), Next: next, After: f.After, States: dotlab.ClaimStates,
 	}})
@@ -144,7 +144,7 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	}
 	v.Steps = lifecycle(c, v.Events)
 	v.Rows = targetRows(c.Manifest.Targets, v.Run, v.Challenges)
-	h.render(w, r, "claim", http.StatusOK, page{Title: c.ID + " " + c.Title, JSON: "/api/v1/claims/" + c.ID, Data: v})
+	h.render(w, r, "claim", http.StatusOK, page{Title: c.ID + " " + c.Title, JSON: apiOf("/claims/" + c.ID), Data: v})
 	return nil
 }
 
@@ -242,7 +242,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) error {
 	case dotlab.ErrorCode(err) != dotlab.ENOTFOUND:
 		return err
 	}
-	h.render(w, r, "run", http.StatusOK, page{Title: "Run " + run.ID, JSON: "/api/v1/runs/" + run.ID, Data: v})
+	h.render(w, r, "run", http.StatusOK, page{Title: "Run " + run.ID, JSON: apiOf("/runs/" + run.ID), Data: v})
 	return nil
 }
 
@@ -323,7 +323,7 @@ func (h *Handler) lab(w http.ResponseWriter, r *http.Request) error {
 	for _, m := range v.Members {
 		v.Names[m.AgentID] = m.Name
 	}
-	h.render(w, r, "lab", http.StatusOK, page{Title: "Lab room " + c.ID, JSON: "/api/v1/labs/" + c.ID + "/messages", Data: v})
+	h.render(w, r, "lab", http.StatusOK, page{Title: "Lab room " + c.ID, JSON: apiOf("/labs/" + c.ID), Data: v})
 	return nil
 }
 
@@ -357,7 +357,7 @@ func (h *Handler) agent(w http.ResponseWriter, r *http.Request) error {
 	for _, o := range dotlab.Outcomes {
 		outcomes = append(outcomes, outcomeCount{o, p.Outcomes[o]})
 	}
-	h.render(w, r, "agent", http.StatusOK, page{Title: p.Name + " (" + p.ID + ")", JSON: "/api/v1/agents/" + p.ID, Data: agentView{
+	h.render(w, r, "agent", http.StatusOK, page{Title: p.Name + " (" + p.ID + ")", JSON: apiOf("/agents/" + p.ID), Data: agentView{
 		P: p, Activity: act, Outcomes: outcomes, Declines: p.Declines,
 	}})
 	return nil

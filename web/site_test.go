@@ -134,7 +134,7 @@ func (s *site) signer(name string, k *attest.Key) *dotlab.Agent {
 	if k != nil {
 		n.PublicKey = k.Public().Authorized
 	}
-	a, key, err := s.db.CreateAgent(context.Background(), n)
+	a, key, err := sqlstoretest.Protocol(s.db).CreateAgent(context.Background(), n)
 	if err != nil {
 		s.t.Fatal(err)
 	}

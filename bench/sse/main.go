@@ -32,6 +32,7 @@ import (
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -145,11 +146,11 @@ func startServer(db *sqlstore.DB) (string, func(), error) {
 // It returns the claim's id, the runner's key and the cursor of the room's
 // current end (every state event seen).
 func openRoom(ctx context.Context, db *sqlstore.DB) (claimID, runnerKey, cursor string, err error) {
-	sub, _, err := db.CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "bench"})
+	sub, _, err := protocol.New(protocol.Config{Store: db}).CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "bench"})
 	if err != nil {
 		return "", "", "", err
 	}
-	runner, runnerKey, err := db.CreateAgent(ctx, dotlab.NewAgent{Name: "runner", Operator: "bench"})
+	runner, runnerKey, err := protocol.New(protocol.Config{Store: db}).CreateAgent(ctx, dotlab.NewAgent{Name: "runner", Operator: "bench"})
 	if err != nil {
 		return "", "", "", err
 	}
