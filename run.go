@@ -492,13 +492,6 @@ func SortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// RunFilter selects runs by claim state (e.g. challenge_window).
-type RunFilter struct {
-	Status ClaimState
-	After  string
-	Limit  int
-}
-
 // RunListing is a run as GET /runs lists it (docs/protocol.md §6 "Listing
 // runs"): what a challenger needs to choose a run and rerun its manifest,
 // and none of the runner's values. It has no comparisons, hashes,
@@ -537,5 +530,5 @@ type RunService interface {
 	PublishRun(ctx context.Context, runner *Agent, body *RunBody, raw []byte) (*Run, error)
 	FindRun(ctx context.Context, id string) (*Run, error)
 	// FindRuns lists runs without their values (RunListing).
-	FindRuns(ctx context.Context, f RunFilter) ([]*RunListing, error)
+	FindRuns(ctx context.Context, p Page) ([]*RunListing, error)
 }

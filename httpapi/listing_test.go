@@ -262,7 +262,7 @@ func TestListingReportsEveryRefusedField(t *testing.T) {
 	if strings.Contains(got, "u:p@") {
 		t.Errorf("the refusal repeats URL credentials:\n%s", got)
 	}
-	if cs, err := e.db.FindClaims(context.Background(), dotlab.ClaimFilter{}); err != nil || len(cs) != 0 {
+	if cs, err := e.db.FindClaims(context.Background(), dotlab.Page{}); err != nil || len(cs) != 0 {
 		t.Fatalf("claims stored after refusals: %d (%v)", len(cs), err)
 	}
 }

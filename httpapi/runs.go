@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -10,18 +11,31 @@ import (
 
 // handlePublishRun is POST /runs: the official run of the caller's job.
 func (s *Server) handlePublishRun(w http.ResponseWriter, r *http.Request) error {
-	var b dotlab.RunBody
+	return postRecord(s, w, r, s.store.PublishRun, func(run *dotlab.Run) (string, string) { return run.ClaimID, apiv1.RunURL(run.ID) })
+}
+
+// postRecord is the POST pipeline of a record on a claim (a run, a
+// challenge): the body decoded strictly, with its bytes as sent; the
+// protocol's step; the claim's live streams woken; 201 with the record,
+// and its Location when where gives one (where: the record's claim and
+// its URL).
+func postRecord[B, R any](s *Server, w http.ResponseWriter, r *http.Request, step func(context.Context, *dotlab.Agent, *B, []byte) (R, error),
+	where func(R) (claimID, location string)) error {
+	var b B
 	raw, err := s.readRawBody(w, r, &b)
 	if err != nil {
 		return err
 	}
-	run, err := s.store.PublishRun(r.Context(), agentFrom(r), &b, raw)
+	rec, err := step(r.Context(), agentFrom(r), &b, raw)
 	if err != nil {
 		return err
 	}
-	s.wake(run.ClaimID)
-	w.Header().Set("Location", "/api/v1/runs/"+run.ID)
-	s.writeJSON(w, http.StatusCreated, run)
+	claimID, location := where(rec)
+	s.wake(claimID)
+	if location != "" {
+		w.Header().Set("Location", location)
+	}
+	s.writeJSON(w, http.StatusCreated, rec)
 	return nil
 }
 
@@ -30,43 +44,30 @@ func (s *Server) handlePublishRun(w http.ResponseWriter, r *http.Request) error 
 // that change is announced like every other.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	key := cacheKey{cacheRun, id}
-	if b, ok := s.cache.get(key); ok {
-		writeBody(w, http.StatusOK, "application/json", b)
-		return nil
-	}
-	tok := s.cache.begin("")
-	run, err := s.store.FindRun(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(run)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	if run.Status == dotlab.StateSettled && run.ID == id {
-		s.cache.put(tok, key, run.ClaimID, b)
-	}
-	writeBody(w, http.StatusOK, "application/json", b)
-	return nil
+	return s.serveCached(w, cacheKey{cacheRun, id}, "", func() ([]byte, string, bool, error) {
+		run, err := s.store.FindRun(r.Context(), id)
+		if err != nil {
+			return nil, "", false, err
+		}
+		b, err := json.Marshal(run)
+		return append(b, '\n'), run.ClaimID, run.Status == dotlab.StateSettled && run.ID == id, err
+	})
 }
 
 // handleRuns is GET /runs?status=&after=&limit=: one page of runs, without
 // their values (dotlab.RunListing).
 func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) error {
-	limit, err := queryLimit(r, 50)
+	p, err := queryPage(r, "status")
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	runs, err := s.store.FindRuns(r.Context(), dotlab.RunFilter{Status: dotlab.ClaimState(q.Get("status")), After: q.Get("after"), Limit: limit})
+	runs, err := s.store.FindRuns(r.Context(), p)
 	if err != nil {
 		return err
 	}
 	page := apiv1.RunPage{Runs: linkRuns(runs)}
-	if len(runs) == limit {
-		page.Next = runs[len(runs)-1].ClaimID
+	if len(runs) > 0 {
+		page.Next = p.Next(len(runs), runs[len(runs)-1].ClaimID)
 	}
 	s.writeJSON(w, http.StatusOK, page)
 	return nil

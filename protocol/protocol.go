@@ -36,7 +36,7 @@ type Store interface {
 	dotlab.SummaryService
 	dotlab.ActivityService
 	FindRun(ctx context.Context, id string) (*dotlab.Run, error)
-	FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.RunListing, error)
+	FindRuns(ctx context.Context, f dotlab.Page) ([]*dotlab.RunListing, error)
 	FindChallenges(ctx context.Context, claimID string) ([]*dotlab.Challenge, error)
 	NextDispute(ctx context.Context, agentID string) (d *dotlab.Dispute, found bool, err error)
 	FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute, error)

@@ -178,25 +178,12 @@ func (db *DB) findClaim(ctx context.Context, q querier, id string) (*dotlab.Clai
 }
 
 // FindClaims returns a page of claims in id order, optionally by state.
-func (db *DB) FindClaims(ctx context.Context, f dotlab.ClaimFilter) ([]*dotlab.Claim, error) {
-	if f.Limit <= 0 {
-		f.Limit = 50
-	}
-	if f.Limit > 200 {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "limit: at most 200 per page")
-	}
-	if f.State != "" && !f.State.Valid() {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "state: %q is not a claim state (one of listed, funded, assigned, running, published, challenge_window, disputed, reviewed, settled)", f.State)
-	}
-	after := int64(0)
-	if f.After != "" {
-		if !dotlab.ValidClaimID(f.After) {
-			return nil, dotlab.Errorf(dotlab.EINVALID, "after: %q is not a claim id like DL-0001", f.After)
-		}
-		after = claimNumber(f.After)
+func (db *DB) FindClaims(ctx context.Context, p dotlab.Page) ([]*dotlab.Claim, error) {
+	f, after, err := p.Check("state")
+	if err != nil {
+		return nil, err
 	}
 	var rows *sql.Rows
-	var err error
 	if f.State != "" {
 		rows, err = db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE state = $1 AND number > $2 ORDER BY number LIMIT $3`, f.State, after, f.Limit)
 	} else {
@@ -217,13 +204,7 @@ func (db *DB) FindClaims(ctx context.Context, f dotlab.ClaimFilter) ([]*dotlab.C
 	return out, rows.Err()
 }
 
-func claimNumber(id string) int64 {
-	var n int64
-	for _, r := range strings.TrimPrefix(id, "DL-") {
-		n = n*10 + int64(r-'0')
-	}
-	return n
-}
+func claimNumber(id string) int64 { return dotlab.ClaimNumber(id) }
 
 // ClaimManifest returns the manifest exactly as submitted.
 func (db *DB) ClaimManifest(ctx context.Context, id string) ([]byte, error) {

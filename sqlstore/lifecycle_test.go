@@ -204,7 +204,7 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 			r.DisputeID != id || r.OverturnedBy != ch.ID {
 			t.Fatalf("overturned run: %+v", r)
 		}
-		if rs, _ := w.db.FindRuns(ctx, dotlab.RunFilter{Status: dotlab.StateSettled}); len(rs) != 1 || !rs[0].Overturned || rs[0].SettledOutcome != dotlab.OutcomeReproduced {
+		if rs, _ := w.db.FindRuns(ctx, dotlab.Page{State: dotlab.StateSettled}); len(rs) != 1 || !rs[0].Overturned || rs[0].SettledOutcome != dotlab.OutcomeReproduced {
 			t.Fatalf("listed: %+v", *rs[0])
 		}
 		if p, _ := w.db.FindAgent(ctx, runner.ID); p.RunsOverturned != 1 || p.RunsUpheld != 0 || p.Outcomes[dotlab.OutcomeNotReproduced] != 1 {

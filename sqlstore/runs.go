@@ -142,29 +142,17 @@ func (db *DB) findRun(ctx context.Context, q querier, id string) (*dotlab.Run, e
 // a state (e.g. challenge_window). After is a claim id. The listing carries
 // no values of the runs (dotlab.RunListing): the query reads no run body
 // and no comparisons.
-func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.RunListing, error) {
-	if f.Limit <= 0 {
-		f.Limit = 50
-	}
-	if f.Limit > 200 {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "limit: at most 200 per page")
-	}
-	if f.Status != "" && !f.Status.Valid() {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "status: %q is not a claim state (e.g. challenge_window, disputed, settled)", f.Status)
-	}
-	after := int64(0)
-	if f.After != "" {
-		if !dotlab.ValidClaimID(f.After) {
-			return nil, dotlab.Errorf(dotlab.EINVALID, "after: %q is not a claim id like DL-0001", f.After)
-		}
-		after = claimNumber(f.After)
+func (db *DB) FindRuns(ctx context.Context, p dotlab.Page) ([]*dotlab.RunListing, error) {
+	f, after, err := p.Check("status")
+	if err != nil {
+		return nil, err
 	}
 	q := `SELECT r.id, r.claim_id, c.title, c.requires, r.outcome, c.state, r.published_at, c.challenge_deadline, COALESCE(c.outcome, '')
 		FROM runs r JOIN claims c ON c.id = r.claim_id WHERE c.number > $1`
 	args := []any{after}
-	if f.Status != "" {
+	if f.State != "" {
 		q += ` AND c.state = $3`
-		args = append(args, f.Limit, f.Status)
+		args = append(args, f.Limit, f.State)
 	} else {
 		args = append(args, f.Limit)
 	}

@@ -87,11 +87,11 @@ func TestClaimsListingAndDuplicates(t *testing.T) {
 		}
 		_, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim 3"))
 		wantCode(t, err, dotlab.EDUPLICATE)
-		page, err := db.FindClaims(ctx, dotlab.ClaimFilter{Limit: 2, After: "DL-0002"})
+		page, err := db.FindClaims(ctx, dotlab.Page{Limit: 2, After: "DL-0002"})
 		if err != nil || len(page) != 2 || page[0].ID != "DL-0003" {
 			t.Fatalf("page: %v %v", page, err)
 		}
-		page, _ = db.FindClaims(ctx, dotlab.ClaimFilter{State: dotlab.StateSettled})
+		page, _ = db.FindClaims(ctx, dotlab.Page{State: dotlab.StateSettled})
 		if len(page) != 0 {
 			t.Fatalf("settled: %d", len(page))
 		}
@@ -192,7 +192,7 @@ func TestAcceptDeclineAndPublish(t *testing.T) {
 		}
 		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r2, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.ECONFLICT)
-		runs, err := db.FindRuns(ctx, dotlab.RunFilter{Status: dotlab.StateChallengeWindow})
+		runs, err := db.FindRuns(ctx, dotlab.Page{State: dotlab.StateChallengeWindow})
 		if err != nil || len(runs) != 1 || runs[0].ID != run.ID {
 			t.Fatalf("runs in window: %v %v", runs, err)
 		}
@@ -342,7 +342,7 @@ func TestExtremeRerunValues(t *testing.T) {
 		if !ok || d.Cmp(want) != 0 {
 			t.Fatalf("difference %.60s… is not exact", string(run.Comparisons[0].Difference))
 		}
-		if runs, err := db.FindRuns(ctx, dotlab.RunFilter{}); err != nil || len(runs) != 1 {
+		if runs, err := db.FindRuns(ctx, dotlab.Page{}); err != nil || len(runs) != 1 {
 			t.Fatalf("listing: %v %v", runs, err)
 		}
 	})

@@ -60,7 +60,7 @@ type claimsView struct {
 // claims lists claims by id, 50 a page, optionally one state only.
 func (h *Handler) claims(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := dotlab.ClaimFilter{State: dotlab.ClaimState(q.Get("state")), After: q.Get("after"), Limit: claimsPage + 1}
+	f := dotlab.Page{State: dotlab.ClaimState(q.Get("state")), After: q.Get("after"), Limit: claimsPage + 1}
 	var p dotlab.Problems
 	if f.State != "" && !f.State.Valid() {
 		p.Add("state", "%q is not a claim state: use one of listed, funded, assigned, running, published, challenge_window, disputed, reviewed, settled", f.State)
