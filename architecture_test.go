@@ -205,7 +205,7 @@ func mustGetwd(t *testing.T) string {
 
 // maxCmdLines bounds cmd/dotlab's non-test code: it holds cobra commands
 // and their flags only, the long help texts living in cmd/dotlab/help/
-// (issue #11 aimed at about 700 lines; the wiring of 29 commands is about
+// (the aim was about 700 lines; the wiring of 29 commands is about
 // 910). A guard against logic creeping back into cmd.
 const maxCmdLines = 950
 

@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkPages measures each page's server time (handler and store, no
-// network) with 10,000 claims listed. Goal (issue 6): under 100 ms
+// network) with 10,000 claims listed. Goal (bench/README.md): under 100 ms
 // (1e8 ns/op) for every page. Run: go test -run '^$' -bench Pages ./web/
 func BenchmarkPages(b *testing.B) {
 	s := newSite(b)

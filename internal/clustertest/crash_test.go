@@ -29,7 +29,7 @@ const (
 	crashDown    = crashWindow + 3*time.Second // how long the killed server stays down
 )
 
-// TestCrashSQLite (issue #15 "Must show"): one `dotlab serve` on SQLite
+// TestCrashSQLite (docs/deploy.md): one `dotlab serve` on SQLite
 // behind HAProxy is killed with SIGKILL while 64 agents post lab messages
 // (each a protocol record with its transparency-log entry) through the
 // balancer, restarted after 6 s, and the posting goes on until 10,000 were

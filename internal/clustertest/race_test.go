@@ -32,7 +32,7 @@ const (
 	raceRunners = 200
 )
 
-// TestRunnersRaceThroughBalancer (issue #15 "Must show"): three `dotlab
+// TestRunnersRaceThroughBalancer (docs/deploy.md): three `dotlab
 // serve` processes on one fresh PostgreSQL database behind HAProxy; 50
 // claims listed with `dotlab claim submit`; 200 runner processes, each its
 // own agent (`dotlab agent register`, then `dotlab runner --once`), race

@@ -5,7 +5,7 @@
 // log's c2sp.org/tlog-checkpoint and c2sp.org/tlog-tiles resources over
 // HTTP. It imports no DotLab package (TestImportsNoDotLabCode checks), so
 // the tests that use it show that the log DotLab serves verifies without
-// DotLab code (issue #14 "Must show"; docs/verification.md).
+// DotLab code (docs/verification.md).
 package tlogcheck
 
 import (

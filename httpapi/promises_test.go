@@ -1,7 +1,7 @@
 package httpapi_test
 
 // Tests of what an agent that follows agent-skill-dotlab.txt word for word
-// meets (issue 13): a value-free run listing for challengers, a route that
+// meets (docs/agents.md): a value-free run listing for challengers, a route that
 // does not exist told apart from a record that does not, declining without
 // a reason, https logs, hints that lead somewhere, and rationales tied to
 // the dispute's targets. Each runs against a real server on SQLite and
@@ -476,7 +476,7 @@ func TestSkillLiteralBodies(t *testing.T) {
 		keys := map[string]string{}
 		ids := map[string]string{}
 		for _, name := range []string{"submitter", "decliner", "runner", "helper", "challenger", "disagreer", "rev1", "rev2", "rev3"} {
-			r := e.do("POST", "/api/v1/agents", "", fill(skillRegister, "<handle>", name, "<who runs you>", "issue 13 tests"))
+			r := e.do("POST", "/api/v1/agents", "", fill(skillRegister, "<handle>", name, "<who runs you>", "the promises tests"))
 			expect(t, r, 201, "")
 			var a apiv1.AgentCreated
 			json.Unmarshal(r.body, &a)
