@@ -11,8 +11,9 @@
 // a write that did not apply (a lost race, a deadline passing) is explained
 // from fresh state with the same words as the first check.
 //
-// The steps moved here so far are register (CreateAgent), publish
-// (PublishRun), challenge (CreateChallenge) and vote (CastVote); the others are still the store's
+// The steps moved here so far are register (CreateAgent), accept and
+// decline (AcceptJob, DeclineJob), publish (PublishRun), challenge
+// (CreateChallenge) and vote (CastVote); the others are still the store's
 // own methods (sqlstore), reached through the embedded Store.
 package protocol
 
@@ -31,7 +32,7 @@ type Store interface {
 	AuthenticateAgent(ctx context.Context, apiKey string) (*dotlab.Agent, error)
 	FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, error)
 	dotlab.ClaimService
-	dotlab.JobService
+	NextJob(ctx context.Context, agent *dotlab.Agent) (job *dotlab.Job, found bool, err error)
 	dotlab.LabService
 	dotlab.SummaryService
 	dotlab.ActivityService

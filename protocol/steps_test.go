@@ -73,7 +73,7 @@ func (w *world) claimIn(state dotlab.ClaimState) *dotlab.Claim {
 	if err != nil || !found || j.ClaimID != c.ID {
 		w.t.Fatalf("draw: %+v %v %v", j, found, err)
 	}
-	_, err = w.db.AcceptJob(ctx, w.runner.ID, c.ID)
+	_, err = sqlstoretest.Protocol(w.db).AcceptJob(ctx, w.runner.ID, c.ID)
 	w.must(err)
 	switch state {
 	case dotlab.StateRunning:
@@ -109,6 +109,17 @@ func (w *world) challenge(claimID string, agrees bool) *dotlab.ChallengeBody {
 func (w *world) step(c *dotlab.Claim, ev dotlab.Event) error {
 	ctx := context.Background()
 	switch ev {
+	case dotlab.EventAccept, dotlab.EventDecline:
+		a := w.agent("candidate")
+		if _, _, err := w.db.NextJob(ctx, a); err != nil {
+			w.t.Fatal(err)
+		}
+		if ev == dotlab.EventAccept {
+			_, err := w.svc.AcceptJob(ctx, a.ID, c.ID)
+			return err
+		}
+		_, err := w.svc.DeclineJob(ctx, a.ID, c.ID, "capability_mismatch")
+		return err
 	case dotlab.EventPublish:
 		_, err := w.svc.PublishRun(ctx, w.runner, sqlstoretest.RunBody(c.ID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		return err
@@ -132,7 +143,7 @@ func (w *world) step(c *dotlab.Claim, ev dotlab.Event) error {
 
 // owned are the events whose step the protocol service takes (with a
 // quorum of one, a vote is the quorum).
-var owned = []dotlab.Event{dotlab.EventPublish, dotlab.EventPublishFinal, dotlab.EventChallengeAgree, dotlab.EventChallengeDisagree, dotlab.EventQuorum}
+var owned = []dotlab.Event{dotlab.EventAccept, dotlab.EventDecline, dotlab.EventPublish, dotlab.EventPublishFinal, dotlab.EventChallengeAgree, dotlab.EventChallengeDisagree, dotlab.EventQuorum}
 
 var reachable = []dotlab.ClaimState{dotlab.StateFunded, dotlab.StateAssigned, dotlab.StateRunning, dotlab.StateChallengeWindow, dotlab.StateDisputed, dotlab.StateSettled}
 

@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
 )
-
-var _ dotlab.JobService = (*DB)(nil)
 
 // drawBatch is how many candidates one draw step reads from the index.
 const drawBatch = 32
@@ -186,20 +185,25 @@ func (db *DB) openOffer(ctx context.Context, agentID string, now time.Time) (*do
 		ORDER BY j.offered_at DESC LIMIT 1`, agentID, ms(now)))
 }
 
-// AcceptJob accepts the caller's open offer (dotlab.EventAccept): the claim
-// becomes assigned with a publish deadline, and the caller takes the runner
-// role. Accepting twice is 409 conflict (the job is already accepted).
-func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.Job, error) {
-	t, err := transition(dotlab.StateFunded, dotlab.EventAccept)
-	if err != nil {
-		return nil, err
+// LatestJob is agentID's latest job on claimID (store.Reader).
+func (db *DB) LatestJob(ctx context.Context, claimID, agentID string) (*dotlab.Job, bool, error) {
+	j, err := db.jobFor(ctx, db.r, claimID, agentID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
 	}
-	now := db.now()
-	deadline := now.Add(db.windows.Publish)
+	return j, err == nil, err
+}
+
+// AddAccept applies an acceptance (store.AcceptWrite) while agentID holds
+// the open offer: the claim assigned with its publish deadline, the job
+// accepted, the runner role, the history and w.Log. A second role of the
+// agent on the claim is ECONFLICT.
+func (db *DB) AddAccept(ctx context.Context, w store.AcceptWrite) (bool, error) {
+	t := w.Transition
 	accepted := false
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = $5, offer_expires_at = NULL, publish_deadline = $1, updated_at = $2
-			WHERE id = $3 AND state = $6 AND runner_id = $4 AND offer_expires_at > $2`, ms(deadline), ms(now), claimID, agentID, t.To, t.From)
+			WHERE id = $3 AND state = $6 AND runner_id = $4 AND offer_expires_at > $2`, ms(w.PublishDeadline), ms(w.At), w.ClaimID, w.AgentID, t.To, t.From)
 		if err != nil {
 			return err
 		}
@@ -208,74 +212,33 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 		}
 		accepted = true
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $5, accepted_at = $1, publish_deadline = $2
-			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(now), ms(deadline), claimID, agentID, t.JobTo, t.JobFrom); err != nil {
+			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(w.At), ms(w.PublishDeadline), w.ClaimID, w.AgentID, t.JobTo, t.JobFrom); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'runner', $3)`,
-			claimID, agentID, ms(now)); err != nil {
+			w.ClaimID, w.AgentID, ms(w.At)); err != nil {
 			return err
 		}
-		if err := db.addHistory(ctx, tx, claimID, t, now, "runner "+agentID+" accepted"); err != nil {
+		if err := db.addHistory(ctx, tx, w.ClaimID, t, w.At, w.History...); err != nil {
 			return err
 		}
-		return db.logOffer(ctx, tx, claimID, agentID, now, deadline)
+		return db.appendLog(ctx, tx, w.Log)
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold another role on %s, and an agent holds one role per claim: decline the offer (%s)", claimID, dotlab.Go(dotlab.StepDecline, claimID))
+		return false, errSecondRole
 	}
-	if err != nil {
-		return nil, err
-	}
-	if !accepted {
-		return nil, db.offerProblem(ctx, agentID, claimID, now, dotlab.EventAccept)
-	}
-	return db.jobFor(ctx, db.r, claimID, agentID)
+	return accepted, err
 }
 
-// offerProblem explains why an accept or decline (ev) of claimID by agentID
-// did not apply: unknown claim (404), not offered to the caller (409
-// not_offered), or the offer window closed (409 window_closed).
-func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now time.Time, ev dotlab.Event) error {
-	c, err := db.findClaim(ctx, db.r, claimID)
-	if err != nil {
-		return err
-	}
-	j, err := db.jobFor(ctx, db.r, claimID, agentID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s was not offered to you: fetch a job with %s", claimID, dotlab.Go(dotlab.StepDrawJob, ""))
-	} else if err != nil {
-		return err
-	}
-	switch {
-	case ev == dotlab.EventAccept && c.RunnerID == agentID && (c.State == dotlab.StateAssigned || c.State == dotlab.StateRunning):
-		return dotlab.Errorf(dotlab.ECONFLICT, "job %s is already accepted by you: publish the run before %s", claimID, c.PublishDeadline.Format(time.RFC3339))
-	case j.State == dotlab.JobOffered && !j.OfferExpiresAt.After(now), j.State == dotlab.JobExpired:
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the offer of %s expired at %s: fetch a new job with %s", claimID, j.OfferExpiresAt.Format(time.RFC3339), dotlab.Go(dotlab.StepDrawJob, ""))
-	case j.State == dotlab.JobDeclined:
-		return dotlab.Errorf(dotlab.ECONFLICT, "you declined %s already: fetch a new job with %s", claimID, dotlab.Go(dotlab.StepDrawJob, ""))
-	}
-	if _, err := c.Next(ev); err != nil {
-		return err // the claim is past its offer
-	}
-	return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not offered to you now (its state is %s): fetch a new job with %s", claimID, c.State, dotlab.Go(dotlab.StepDrawJob, ""))
-}
-
-// DeclineJob declines the caller's open offer (dotlab.DeclineEffect). The
-// claim returns to the pool with a new draw key; the caller is not offered
-// it again. Reason capability_mismatch costs nothing; any other reason, and
-// no reason (""), counts against standing (the record counts it, see
-// agentRecord).
-func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (*dotlab.Job, error) {
-	d, err := dotlab.DeclineEffect(reason)
-	if err != nil {
-		return nil, err
-	}
-	t := d.Transition
-	now := db.now()
+// AddDecline applies a decline (store.DeclineWrite) while agentID holds
+// the open offer: the claim back in the pool with a new draw key, the job
+// declined with its reason.
+func (db *DB) AddDecline(ctx context.Context, w store.DeclineWrite) (bool, error) {
+	t := w.Transition
 	declined := false
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = NULL, offer_expires_at = NULL, draw_key = $1, updated_at = $2
-			WHERE id = $3 AND state = $5 AND runner_id = $4 AND offer_expires_at > $2`, newDrawKey(), ms(now), claimID, agentID, t.From)
+			WHERE id = $3 AND state = $5 AND runner_id = $4 AND offer_expires_at > $2`, newDrawKey(), ms(w.At), w.ClaimID, w.AgentID, t.From)
 		if err != nil {
 			return err
 		}
@@ -283,16 +246,12 @@ func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (
 			return nil
 		}
 		declined = true
-		db.announceClaim(tx, claimID)
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $5, closed_at = $1, reason = $2
-			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(now), d.Reason, claimID, agentID, t.JobTo, t.JobFrom)
-		return err
+		db.announceClaim(tx, w.ClaimID)
+		if _, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $5, closed_at = $1, reason = $2
+			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(w.At), w.Reason, w.ClaimID, w.AgentID, t.JobTo, t.JobFrom); err != nil {
+			return err
+		}
+		return db.appendLog(ctx, tx, w.Log)
 	})
-	if err != nil {
-		return nil, err
-	}
-	if !declined {
-		return nil, db.offerProblem(ctx, agentID, claimID, now, dotlab.EventDecline)
-	}
-	return db.jobFor(ctx, db.r, claimID, agentID)
+	return declined, err
 }

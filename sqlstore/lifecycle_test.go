@@ -46,7 +46,7 @@ func (w *world) assigned(title string, runner *dotlab.Agent) string {
 	if err != nil || !found || j.ClaimID != c.ID {
 		w.t.Fatalf("draw: %+v %v %v", j, found, err)
 	}
-	if _, err := w.db.AcceptJob(ctx, runner.ID, c.ID); err != nil {
+	if _, err := sqlstoretest.Protocol(w.db).AcceptJob(ctx, runner.ID, c.ID); err != nil {
 		w.t.Fatal(err)
 	}
 	return c.ID
@@ -283,7 +283,7 @@ func TestLifecycleIgnoredOfferAndAbandonedJobReturnToPool(t *testing.T) {
 		if !found || j.ClaimID != c.ID {
 			t.Fatal("expired offer not back in the pool")
 		}
-		w.db.AcceptJob(ctx, slow.ID, c.ID)
+		sqlstoretest.Protocol(w.db).AcceptJob(ctx, slow.ID, c.ID)
 		if _, err := w.db.JoinLab(ctx, slow.ID, c.ID, "runner"); err != nil {
 			t.Fatal(err)
 		}

@@ -166,11 +166,11 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 				id = c.ID
 			})
 			step("offer", func() { draw(runners[0]) })
-			step("decline", func() { must(db.DeclineJob(ctx, runners[0].ID, id, "busy")) })
+			step("decline", func() { must(sqlstoretest.Protocol(db).DeclineJob(ctx, runners[0].ID, id, "busy")) })
 			step("offer again", func() { draw(runners[1]) })
 			step("offer expires", func() { clock.Advance(2 * time.Second); w.settle() })
 			step("offer a third time", func() { draw(runners[2]) })
-			step("accept", func() { must(db.AcceptJob(ctx, runners[2].ID, id)) })
+			step("accept", func() { must(sqlstoretest.Protocol(db).AcceptJob(ctx, runners[2].ID, id)) })
 			step("join as runner", func() { must(db.JoinLab(ctx, runners[2].ID, id, dotlab.RoleRunner)) })
 			step("message", func() {
 				must(db.PostLabMessage(ctx, runners[2].ID, id, dotlab.LabMessageBody{Type: "note", To: "all", Body: "starting"}))
@@ -186,7 +186,7 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			// Claim 1 is back in the pool: draw with runners it was offered to
 			// already (never offered again).
 			step("offer 2", func() { draw(runners[0]) })
-			step("accept 2", func() { must(db.AcceptJob(ctx, runners[0].ID, id)) })
+			step("accept 2", func() { must(sqlstoretest.Protocol(db).AcceptJob(ctx, runners[0].ID, id)) })
 			body := sqlstoretest.RunBody(id, "1.58", "1.2299", dotlab.OutcomeNotReproduced)
 			logs := sqlstoretest.Logs(body)
 			body.LogsSHA256 = sha256Hex(logs)
@@ -221,7 +221,7 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			})
 			r3 := runners[1]
 			step("offer 3", func() { draw(r3) })
-			step("accept 3", func() { must(db.AcceptJob(ctx, r3.ID, id)) })
+			step("accept 3", func() { must(sqlstoretest.Protocol(db).AcceptJob(ctx, r3.ID, id)) })
 			step("publish 3", func() {
 				must(sqlstoretest.Protocol(db).PublishRun(ctx, r3, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil))
 			})

@@ -54,14 +54,14 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 		t.Fatalf("draw decliner: %+v %v %v", j, found, err)
 	}
 	step() // +20
-	_, err = w.db.DeclineJob(ctx, p.decliner.ID, p.a, "no time today")
+	_, err = sqlstoretest.Protocol(w.db).DeclineJob(ctx, p.decliner.ID, p.a, "no time today")
 	must(err)
 	step() // +30
 	if j, found, err := w.db.NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.a {
 		t.Fatalf("draw runner: %+v %v %v", j, found, err)
 	}
 	step() // +40
-	_, err = w.db.AcceptJob(ctx, p.runner.ID, p.a)
+	_, err = sqlstoretest.Protocol(w.db).AcceptJob(ctx, p.runner.ID, p.a)
 	must(err)
 	step() // +50
 	_, err = w.db.JoinLab(ctx, p.runner.ID, p.a, "runner")

@@ -135,10 +135,10 @@ func TestDrawRules(t *testing.T) {
 			t.Fatalf("second draw gave %+v", j2)
 		}
 		// Only the offered agent can accept; an expired offer cannot be accepted.
-		_, err = db.AcceptJob(ctx, noPython.ID, "DL-0001")
+		_, err = sqlstoretest.Protocol(db).AcceptJob(ctx, noPython.ID, "DL-0001")
 		wantCode(t, err, dotlab.ENOTOFFERED)
 		clock.Advance(61 * time.Minute)
-		_, err = db.AcceptJob(ctx, runner.ID, "DL-0001")
+		_, err = sqlstoretest.Protocol(db).AcceptJob(ctx, runner.ID, "DL-0001")
 		wantCode(t, err, dotlab.EWINDOWCLOSED)
 	})
 }
@@ -153,9 +153,9 @@ func TestAcceptDeclineAndPublish(t *testing.T) {
 			t.Fatal(err)
 		}
 		j, _, _ := db.NextJob(ctx, r1)
-		_, err := db.DeclineJob(ctx, r1.ID, j.ClaimID, strings.Repeat("x", dotlab.MaxDeclineReason+1))
+		_, err := sqlstoretest.Protocol(db).DeclineJob(ctx, r1.ID, j.ClaimID, strings.Repeat("x", dotlab.MaxDeclineReason+1))
 		wantCode(t, err, dotlab.EINVALID)
-		if _, err := db.DeclineJob(ctx, r1.ID, j.ClaimID, "capability_mismatch"); err != nil {
+		if _, err := sqlstoretest.Protocol(db).DeclineJob(ctx, r1.ID, j.ClaimID, "capability_mismatch"); err != nil {
 			t.Fatal(err)
 		}
 		// A declined claim is not offered to the same agent again, but to others.
@@ -166,7 +166,7 @@ func TestAcceptDeclineAndPublish(t *testing.T) {
 		if !found {
 			t.Fatal("declined claim not back in the pool")
 		}
-		acc, err := db.AcceptJob(ctx, r2.ID, j.ClaimID)
+		acc, err := sqlstoretest.Protocol(db).AcceptJob(ctx, r2.ID, j.ClaimID)
 		if err != nil || acc.State != dotlab.JobAccepted || acc.PublishDeadline == nil {
 			t.Fatalf("accept: %+v %v", acc, err)
 		}
@@ -215,7 +215,7 @@ func TestSpecIssueSettlesAtOnceAndDeadline(t *testing.T) {
 			}
 		}
 		j, _, _ := db.NextJob(ctx, r)
-		db.AcceptJob(ctx, r.ID, j.ClaimID)
+		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
 		body := sqlstoretest.RunBody(j.ClaimID, "0", "0", dotlab.OutcomeSpecIssue)
 		_, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, body, nil)
 		wantCode(t, err, dotlab.EINVALID) // notes required
@@ -230,7 +230,7 @@ func TestSpecIssueSettlesAtOnceAndDeadline(t *testing.T) {
 		}
 		// Publish deadline: 24 h after accepting.
 		j, _, _ = db.NextJob(ctx, r)
-		db.AcceptJob(ctx, r.ID, j.ClaimID)
+		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
 		clock.Advance(24*time.Hour + time.Second)
 		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.EWINDOWCLOSED)
@@ -330,7 +330,7 @@ func TestExtremeRerunValues(t *testing.T) {
 		sub, r := mustAgent(t, db, "submitter"), mustAgent(t, db, "r")
 		db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "extreme"))
 		j, _, _ := db.NextJob(ctx, r)
-		db.AcceptJob(ctx, r.ID, j.ClaimID)
+		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
 		run, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, sqlstoretest.RunBody(j.ClaimID, "1.7976931348623157e308", "-1e-308", dotlab.OutcomeNotReproduced), nil)
 		if err != nil {
 			t.Fatal(err)

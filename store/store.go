@@ -76,6 +76,27 @@ type VoteWrite struct {
 	Quorum   int
 }
 
+// AcceptWrite accepts an offer: the claim moves by Transition (accept)
+// only while AgentID holds its open offer (the offer's expiry after At);
+// the job, the runner role and the history are written with it.
+type AcceptWrite struct {
+	Write
+	ClaimID, AgentID string
+	Transition       dotlab.Transition
+	PublishDeadline  time.Time
+	History          []string
+}
+
+// DeclineWrite declines an offer: the claim goes back to the pool (a new
+// draw key) only while AgentID holds its open offer; the job ends with
+// Reason.
+type DeclineWrite struct {
+	Write
+	ClaimID, AgentID string
+	Transition       dotlab.Transition
+	Reason           string
+}
+
 // AgentWrite registers an agent: the record as the protocol built it
 // (trimmed name and operator, the parsed public key and its key id) and
 // the API key, which the store keeps only as its hash.
@@ -90,6 +111,8 @@ type AgentWrite struct {
 // dotlab.ECONFLICT).
 type Writer interface {
 	AddAgent(ctx context.Context, w AgentWrite) error // ECONFLICT: the public key is another agent's
+	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)   // ECONFLICT: another role on the claim
+	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error) //
 	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
 	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error)
 	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)
@@ -108,6 +131,9 @@ type Reader interface {
 	// RunClaim is the claim of run runID, or the ENOTFOUND error of an
 	// unknown run.
 	RunClaim(ctx context.Context, runID string) (string, error)
+	// LatestJob is agentID's latest job on claimID; found is false when it
+	// was never offered one.
+	LatestJob(ctx context.Context, claimID, agentID string) (j *dotlab.Job, found bool, err error)
 	// HasVoted reports whether reviewerID voted on claimID.
 	HasVoted(ctx context.Context, claimID, reviewerID string) (bool, error)
 }

@@ -33,9 +33,9 @@ func TestPagesShowHugeNumbersShort(t *testing.T) {
 		if j.ClaimID == c.ID {
 			break
 		}
-		must(s.db.DeclineJob(ctx, runner.ID, j.ClaimID, "capability_mismatch"))
+		must(sqlstoretest.Protocol(s.db).DeclineJob(ctx, runner.ID, j.ClaimID, "capability_mismatch"))
 	}
-	must(s.db.AcceptJob(ctx, runner.ID, c.ID))
+	must(sqlstoretest.Protocol(s.db).AcceptJob(ctx, runner.ID, c.ID))
 	const maxF = "1.7976931348623157e308"
 	run := must(sqlstoretest.Protocol(s.db).PublishRun(ctx, runner, sqlstoretest.RunBody(c.ID, maxF, "1.17", dotlab.OutcomeNotReproduced), nil))
 	exact := string(run.Comparisons[0].Difference) // 1.7976931348623157e308 − 1.58

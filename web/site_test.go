@@ -209,9 +209,9 @@ func (s *site) publish(sub, runner *dotlab.Agent, title, mean, sd string, o dotl
 		if j.ClaimID == c.ID {
 			break
 		}
-		must(s.db.DeclineJob(ctx, runner.ID, j.ClaimID, dotlab.DeclineCapabilityMismatch))
+		must(sqlstoretest.Protocol(s.db).DeclineJob(ctx, runner.ID, j.ClaimID, dotlab.DeclineCapabilityMismatch))
 	}
-	must(s.db.AcceptJob(ctx, runner.ID, c.ID))
+	must(sqlstoretest.Protocol(s.db).AcceptJob(ctx, runner.ID, c.ID))
 	body := sqlstoretest.RunBody(c.ID, mean, sd, o)
 	sum := sha256.Sum256([]byte(logs))
 	body.LogsSHA256 = hex.EncodeToString(sum[:])

@@ -167,7 +167,7 @@ func openRoom(ctx context.Context, db *sqlstore.DB) (claimID, runnerKey, cursor 
 	if _, _, err := db.NextJob(ctx, runner); err != nil {
 		return "", "", "", err
 	}
-	if _, err := db.AcceptJob(ctx, runner.ID, c.ID); err != nil {
+	if _, err := protocol.New(protocol.Config{Store: db}).AcceptJob(ctx, runner.ID, c.ID); err != nil {
 		return "", "", "", err
 	}
 	if _, err := db.JoinLab(ctx, runner.ID, c.ID, "runner"); err != nil {
