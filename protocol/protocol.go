@@ -12,7 +12,8 @@
 // from fresh state with the same words as the first check.
 //
 // The steps moved here so far are register (CreateAgent), accept and
-// decline (AcceptJob, DeclineJob), publish (PublishRun), challenge
+// decline (AcceptJob, DeclineJob), publish (PublishRun), upload logs
+// (PutJobLogs, CheckJobLogs), challenge
 // (CreateChallenge) and vote (CastVote); the others are still the store's
 // own methods (sqlstore), reached through the embedded Store.
 package protocol
@@ -42,8 +43,6 @@ type Store interface {
 	NextDispute(ctx context.Context, agentID string) (d *dotlab.Dispute, found bool, err error)
 	FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute, error)
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
-	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
-	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 	store.Reader
 	store.Writer

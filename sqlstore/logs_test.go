@@ -34,7 +34,7 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		id := w.assigned("logs", runner)
 		body := sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced)
 		logs := sqlstoretest.Logs(body)
-		_, err := w.db.PutJobLogs(ctx, runner.ID, id, logs)
+		_, err := sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, logs)
 		wantCode(t, err, dotlab.EWINDOWCLOSED) // publish first
 		body.LogsSHA256 = sha256Hex(logs)
 		run, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, body, nil)
@@ -46,16 +46,16 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		}
 		_, err = w.db.JobLogs(ctx, id)
 		wantCode(t, err, dotlab.ENOTFOUND)
-		_, err = w.db.PutJobLogs(ctx, other.ID, id, logs)
+		_, err = sqlstoretest.Protocol(w.db).PutJobLogs(ctx, other.ID, id, logs)
 		wantCode(t, err, dotlab.ENOTOFFERED)
-		_, err = w.db.PutJobLogs(ctx, runner.ID, id, append([]byte("{}\n"), logs...))
+		_, err = sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, append([]byte("{}\n"), logs...))
 		wantCode(t, err, dotlab.EINVALID)
 		// CheckJobLogs makes the same checks from the hash alone.
-		_, err = w.db.CheckJobLogs(ctx, other.ID, id, body.LogsSHA256)
+		_, err = sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, other.ID, id, body.LogsSHA256)
 		wantCode(t, err, dotlab.ENOTOFFERED)
-		_, err = w.db.CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
+		_, err = sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
 		wantCode(t, err, dotlab.EINVALID)
-		if r, err := w.db.CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.ID != run.ID || r.LogsUploadedAt != nil {
+		if r, err := sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.ID != run.ID || r.LogsUploadedAt != nil {
 			t.Fatalf("check before the upload: %v %+v", err, r)
 		}
 
@@ -66,7 +66,7 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r, err := w.db.PutJobLogs(ctx, runner.ID, id, logs)
+				r, err := sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, logs)
 				if err == nil && (r.LogCoverage == nil || !r.LogCoverage.Complete) {
 					err = &dotlab.Error{Code: "test", Detail: []string{"no complete coverage returned"}}
 				}
@@ -89,16 +89,16 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 			t.Fatalf("after upload: %+v coverage %+v", run, cov)
 		}
 		w.clock.Advance(time.Minute)
-		again, err := w.db.PutJobLogs(ctx, runner.ID, id, logs)
+		again, err := sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, logs)
 		if err != nil || !again.LogsUploadedAt.Equal(*run.LogsUploadedAt) {
 			t.Fatalf("repeat: %v %+v", err, again)
 		}
-		_, err = w.db.PutJobLogs(ctx, runner.ID, id, sqlstoretest.Logs(body, "compare"))
+		_, err = sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, sqlstoretest.Logs(body, "compare"))
 		wantCode(t, err, dotlab.ECONFLICT)
-		if r, err := w.db.CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.LogsUploadedAt == nil {
+		if r, err := sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.LogsUploadedAt == nil {
 			t.Fatalf("check of the attached bytes: %v %+v", err, r)
 		}
-		_, err = w.db.CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
+		_, err = sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
 		wantCode(t, err, dotlab.ECONFLICT)
 		if got, err := w.db.JobLogs(ctx, id); err != nil || string(got) != string(logs) {
 			t.Fatalf("served logs: %v %q", err, got)
@@ -110,7 +110,7 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, body2, nil); err != nil {
 			t.Fatal(err)
 		}
-		_, err = w.db.PutJobLogs(ctx, runner.ID, id2, sqlstoretest.Logs(body2))
+		_, err = sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id2, sqlstoretest.Logs(body2))
 		wantCode(t, err, dotlab.ECONFLICT)
 
 		// An incomplete log is recorded as such, naming what is missing.
@@ -121,7 +121,7 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, body3, nil); err != nil {
 			t.Fatal(err)
 		}
-		r3, err := w.db.PutJobLogs(ctx, runner.ID, id3, partial)
+		r3, err := sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id3, partial)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestMigrationKeepsEarlierLogs(t *testing.T) {
 			if logs, err := db.JobLogs(ctx, id); err != nil || string(logs) != old {
 				t.Fatalf("migrated logs: %v %q", err, logs)
 			}
-			_, err = db.PutJobLogs(ctx, runner.ID, id, []byte(old))
+			_, err = sqlstoretest.Protocol(db).PutJobLogs(ctx, runner.ID, id, []byte(old))
 			wantCode(t, err, dotlab.ECONFLICT)
 		})
 	}

@@ -191,7 +191,7 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			logs := sqlstoretest.Logs(body)
 			body.LogsSHA256 = sha256Hex(logs)
 			step("publish", func() { must(sqlstoretest.Protocol(db).PublishRun(ctx, runners[0], body, nil)) })
-			step("logs", func() { must(db.PutJobLogs(ctx, runners[0].ID, id, logs)) })
+			step("logs", func() { must(sqlstoretest.Protocol(db).PutJobLogs(ctx, runners[0].ID, id, logs)) })
 			challenger := mustAgent(t, db, "challenger")
 			step("disagreeing challenge", func() {
 				b := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(false)}

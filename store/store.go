@@ -97,6 +97,17 @@ type DeclineWrite struct {
 	Reason           string
 }
 
+// LogsWrite attaches a run's logs once: only while run RunID pins SHA256
+// as its logs_sha256 and has no logs attached. Coverage is the protocol's
+// judgement of them (dotlab.LogCoverage, JSON); Complete its verdict.
+type LogsWrite struct {
+	Write
+	ClaimID, AgentID, RunID, SHA256 string
+	Logs                            []byte
+	Coverage                        []byte
+	Complete                        bool
+}
+
 // AgentWrite registers an agent: the record as the protocol built it
 // (trimmed name and operator, the parsed public key and its key id) and
 // the API key, which the store keeps only as its hash.
@@ -110,9 +121,10 @@ type AgentWrite struct {
 // the store's own (a unique violation of one role per agent per claim is
 // dotlab.ECONFLICT).
 type Writer interface {
-	AddAgent(ctx context.Context, w AgentWrite) error // ECONFLICT: the public key is another agent's
+	AddAgent(ctx context.Context, w AgentWrite) error                         // ECONFLICT: the public key is another agent's
 	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)   // ECONFLICT: another role on the claim
 	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error) //
+	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)       //
 	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
 	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error)
 	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)

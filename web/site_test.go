@@ -219,7 +219,7 @@ func (s *site) publish(sub, runner *dotlab.Agent, title, mean, sd string, o dotl
 		body.Envelope = must(attest.SignRun(ctx, s.runnerKey, body))
 	}
 	r := must(sqlstoretest.Protocol(s.db).PublishRun(ctx, runner, body, nil))
-	must(s.db.PutJobLogs(ctx, runner.ID, c.ID, []byte(logs)))
+	must(sqlstoretest.Protocol(s.db).PutJobLogs(ctx, runner.ID, c.ID, []byte(logs)))
 	return c.ID, r.ID
 }
 
