@@ -13,7 +13,8 @@
 //
 // The steps moved here so far are register (CreateAgent), accept and
 // decline (AcceptJob, DeclineJob), publish (PublishRun), upload logs
-// (PutJobLogs, CheckJobLogs), challenge
+// (PutJobLogs, CheckJobLogs), join and post (JoinLab, PostLabMessage),
+// challenge
 // (CreateChallenge) and vote (CastVote); the others are still the store's
 // own methods (sqlstore), reached through the embedded Store.
 package protocol
@@ -34,7 +35,10 @@ type Store interface {
 	FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, error)
 	dotlab.ClaimService
 	NextJob(ctx context.Context, agent *dotlab.Agent) (job *dotlab.Job, found bool, err error)
-	dotlab.LabService
+	LabMembers(ctx context.Context, claimID string) ([]dotlab.LabMember, error)
+	LabMessages(ctx context.Context, claimID string, after int64, limit int) ([]dotlab.LabMessage, error)
+	LabLatest(ctx context.Context, claimID string) (msg, ev int64, err error)
+	LabMessageSeq(ctx context.Context, claimID, messageID string) (int64, error)
 	dotlab.SummaryService
 	dotlab.ActivityService
 	FindRun(ctx context.Context, id string) (*dotlab.Run, error)

@@ -77,7 +77,7 @@ func (w *world) claimIn(state dotlab.ClaimState) *dotlab.Claim {
 	w.must(err)
 	switch state {
 	case dotlab.StateRunning:
-		_, err = w.db.JoinLab(ctx, w.runner.ID, c.ID, dotlab.RoleRunner)
+		_, err = w.svc.JoinLab(ctx, w.runner.ID, c.ID, dotlab.RoleRunner)
 	case dotlab.StateChallengeWindow, dotlab.StateDisputed:
 		_, err = w.svc.PublishRun(ctx, w.runner, sqlstoretest.RunBody(c.ID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 	case dotlab.StateSettled:
@@ -120,6 +120,9 @@ func (w *world) step(c *dotlab.Claim, ev dotlab.Event) error {
 		}
 		_, err := w.svc.DeclineJob(ctx, a.ID, c.ID, "capability_mismatch")
 		return err
+	case dotlab.EventJoinRunner:
+		_, err := w.svc.JoinLab(ctx, w.runner.ID, c.ID, dotlab.RoleRunner)
+		return err
 	case dotlab.EventPublish:
 		_, err := w.svc.PublishRun(ctx, w.runner, sqlstoretest.RunBody(c.ID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		return err
@@ -143,7 +146,7 @@ func (w *world) step(c *dotlab.Claim, ev dotlab.Event) error {
 
 // owned are the events whose step the protocol service takes (with a
 // quorum of one, a vote is the quorum).
-var owned = []dotlab.Event{dotlab.EventAccept, dotlab.EventDecline, dotlab.EventPublish, dotlab.EventPublishFinal, dotlab.EventChallengeAgree, dotlab.EventChallengeDisagree, dotlab.EventQuorum}
+var owned = []dotlab.Event{dotlab.EventAccept, dotlab.EventDecline, dotlab.EventJoinRunner, dotlab.EventPublish, dotlab.EventPublishFinal, dotlab.EventChallengeAgree, dotlab.EventChallengeDisagree, dotlab.EventQuorum}
 
 var reachable = []dotlab.ClaimState{dotlab.StateFunded, dotlab.StateAssigned, dotlab.StateRunning, dotlab.StateChallengeWindow, dotlab.StateDisputed, dotlab.StateSettled}
 

@@ -284,7 +284,7 @@ func TestLifecycleIgnoredOfferAndAbandonedJobReturnToPool(t *testing.T) {
 			t.Fatal("expired offer not back in the pool")
 		}
 		sqlstoretest.Protocol(w.db).AcceptJob(ctx, slow.ID, c.ID)
-		if _, err := w.db.JoinLab(ctx, slow.ID, c.ID, "runner"); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, slow.ID, c.ID, "runner"); err != nil {
 			t.Fatal(err)
 		}
 		if s := w.state(c.ID).State; s != dotlab.StateRunning {
@@ -425,28 +425,28 @@ func TestLabRooms(t *testing.T) {
 		ctx := context.Background()
 		runner, helper, stranger := mustAgent(t, w.db, "runner"), mustAgent(t, w.db, "helper"), mustAgent(t, w.db, "stranger")
 		id := w.assigned("lab", runner)
-		_, err := w.db.JoinLab(ctx, helper.ID, id, "runner")
+		_, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, helper.ID, id, "runner")
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		// The submitter joins its own room as submitter (answering
 		// questions), never as runner, and takes no other role.
-		if m, err := w.db.JoinLab(ctx, w.sub.ID, id, "collaborator"); err != nil || m.Role != dotlab.RoleSubmitter {
+		if m, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, w.sub.ID, id, "collaborator"); err != nil || m.Role != dotlab.RoleSubmitter {
 			t.Fatalf("submitter joins: %+v %v", m, err)
 		}
-		_, err = w.db.JoinLab(ctx, w.sub.ID, id, "runner")
+		_, err = sqlstoretest.Protocol(w.db).JoinLab(ctx, w.sub.ID, id, "runner")
 		wantCode(t, err, dotlab.EROLECONFLICT)
-		if _, err := w.db.JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.db.JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
 			t.Fatalf("joining twice: %v", err)
 		}
-		_, err = w.db.PostLabMessage(ctx, stranger.ID, id, dotlab.LabMessageBody{Type: "note", To: "all", Body: "hi"})
+		_, err = sqlstoretest.Protocol(w.db).PostLabMessage(ctx, stranger.ID, id, dotlab.LabMessageBody{Type: "note", To: "all", Body: "hi"})
 		wantCode(t, err, dotlab.ENOTMEMBER)
-		_, err = w.db.PostLabMessage(ctx, helper.ID, id, dotlab.LabMessageBody{Type: "rant", To: "everyone", Body: ""})
+		_, err = sqlstoretest.Protocol(w.db).PostLabMessage(ctx, helper.ID, id, dotlab.LabMessageBody{Type: "rant", To: "everyone", Body: ""})
 		if wantCode(t, err, dotlab.EINVALID); len(dotlab.ErrorDetail(err)) != 3 {
 			t.Fatalf("want type, to and body problems: %q", dotlab.ErrorDetail(err))
 		}
-		w.db.JoinLab(ctx, runner.ID, id, "runner")
+		sqlstoretest.Protocol(w.db).JoinLab(ctx, runner.ID, id, "runner")
 		var wg sync.WaitGroup
 		const posts = 60
 		for i := 0; i < posts; i++ {
@@ -457,7 +457,7 @@ func TestLabRooms(t *testing.T) {
 				if i%2 == 0 {
 					a = helper
 				}
-				if _, err := w.db.PostLabMessage(ctx, a.ID, id, dotlab.LabMessageBody{Type: "finding", To: "all", Body: fmt.Sprintf("m%d", i), Refs: []string{"logs.jsonl:3"}}); err != nil {
+				if _, err := sqlstoretest.Protocol(w.db).PostLabMessage(ctx, a.ID, id, dotlab.LabMessageBody{Type: "finding", To: "all", Body: fmt.Sprintf("m%d", i), Refs: []string{"logs.jsonl:3"}}); err != nil {
 					t.Error(err)
 				}
 			}(i)

@@ -171,9 +171,9 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			step("offer expires", func() { clock.Advance(2 * time.Second); w.settle() })
 			step("offer a third time", func() { draw(runners[2]) })
 			step("accept", func() { must(sqlstoretest.Protocol(db).AcceptJob(ctx, runners[2].ID, id)) })
-			step("join as runner", func() { must(db.JoinLab(ctx, runners[2].ID, id, dotlab.RoleRunner)) })
+			step("join as runner", func() { must(sqlstoretest.Protocol(db).JoinLab(ctx, runners[2].ID, id, dotlab.RoleRunner)) })
 			step("message", func() {
-				must(db.PostLabMessage(ctx, runners[2].ID, id, dotlab.LabMessageBody{Type: "note", To: "all", Body: "starting"}))
+				must(sqlstoretest.Protocol(db).PostLabMessage(ctx, runners[2].ID, id, dotlab.LabMessageBody{Type: "note", To: "all", Body: "starting"}))
 			})
 			step("abandon", func() { clock.Advance(2 * time.Second); w.settle() })
 

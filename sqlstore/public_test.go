@@ -64,9 +64,9 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 	_, err = sqlstoretest.Protocol(w.db).AcceptJob(ctx, p.runner.ID, p.a)
 	must(err)
 	step() // +50
-	_, err = w.db.JoinLab(ctx, p.runner.ID, p.a, "runner")
+	_, err = sqlstoretest.Protocol(w.db).JoinLab(ctx, p.runner.ID, p.a, "runner")
 	must(err)
-	m, err := w.db.PostLabMessage(ctx, p.runner.ID, p.a, dotlab.LabMessageBody{Type: "finding", To: "all", Body: "sd_diff comes out at 1.2299"})
+	m, err := sqlstoretest.Protocol(w.db).PostLabMessage(ctx, p.runner.ID, p.a, dotlab.LabMessageBody{Type: "finding", To: "all", Body: "sd_diff comes out at 1.2299"})
 	must(err)
 	p.msgID = m.ID
 	step() // +60

@@ -108,6 +108,28 @@ type LogsWrite struct {
 	Complete                        bool
 }
 
+// MemberWrite adds an agent to a claim's lab room in Role (runner,
+// collaborator, submitter). TakeRole also gives it that role on the claim
+// (a collaborator's); a Transition that moves (join_runner from assigned)
+// moves the claim while AgentID is its runner, recording History.
+type MemberWrite struct {
+	Write
+	ClaimID, AgentID, Role string
+	TakeRole               bool
+	Transition             dotlab.Transition
+	History                []string
+}
+
+// MessageWrite posts a lab message; the store gives it the room's next
+// seq, then appends Entries(message) (the entry names the seq). With
+// JoinAsSubmitter the claim's submitter becomes a member by posting.
+type MessageWrite struct {
+	Write
+	Message         *dotlab.LabMessage
+	JoinAsSubmitter bool
+	Entries         func(m *dotlab.LabMessage) []tlogfmt.Entry
+}
+
 // AgentWrite registers an agent: the record as the protocol built it
 // (trimmed name and operator, the parsed public key and its key id) and
 // the API key, which the store keeps only as its hash.
@@ -125,6 +147,8 @@ type Writer interface {
 	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)   // ECONFLICT: another role on the claim
 	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error) //
 	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)       //
+	AddMember(ctx context.Context, w MemberWrite) error                       // ECONFLICT: another role meanwhile
+	AddMessage(ctx context.Context, w MessageWrite) error
 	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
 	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error)
 	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)
@@ -146,6 +170,11 @@ type Reader interface {
 	// LatestJob is agentID's latest job on claimID; found is false when it
 	// was never offered one.
 	LatestJob(ctx context.Context, claimID, agentID string) (j *dotlab.Job, found bool, err error)
+	// Agent is a registered agent, or the ENOTFOUND error of an unknown id.
+	Agent(ctx context.Context, id string) (*dotlab.Agent, error)
+	// LabMember is agentID's membership of claimID's room (found false:
+	// not a member).
+	LabMember(ctx context.Context, claimID, agentID string) (m dotlab.LabMember, found bool, err error)
 	// HasVoted reports whether reviewerID voted on claimID.
 	HasVoted(ctx context.Context, claimID, reviewerID string) (bool, error)
 }

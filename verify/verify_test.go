@@ -222,7 +222,7 @@ func TestBusyClaimVerifies(t *testing.T) {
 	me := must(w.Me(ctx))
 	must(w.JoinLab(ctx, claimID, dotlab.RoleCollaborator))
 	post := func(body string) {
-		if _, err := e.db.PostLabMessage(ctx, me.ID, claimID, dotlab.LabMessageBody{Type: "note", To: "all", Body: body}); err != nil {
+		if _, err := sqlstoretest.Protocol(e.db).PostLabMessage(ctx, me.ID, claimID, dotlab.LabMessageBody{Type: "note", To: "all", Body: body}); err != nil {
 			t.Error(err)
 		}
 	}

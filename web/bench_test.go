@@ -33,7 +33,7 @@ func BenchmarkPages(b *testing.B) {
 	}
 	collab := s.ids["collab-cy"]
 	for i := 0; i < 5000; i++ {
-		if _, err := s.db.PostLabMessage(ctx, collab, s.labClaim, dotlab.LabMessageBody{Type: "note", To: "all", Body: fmt.Sprintf("message %d: a note of ordinary length about the rerun", i)}); err != nil {
+		if _, err := sqlstoretest.Protocol(s.db).PostLabMessage(ctx, collab, s.labClaim, dotlab.LabMessageBody{Type: "note", To: "all", Body: fmt.Sprintf("message %d: a note of ordinary length about the rerun", i)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -181,13 +181,13 @@ func (s *site) seed() {
 	s.clock.Advance(2 * time.Hour)
 	must(s.db.Settle(ctx))
 	s.labClaim = must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, hostileTitle))).ID
-	must(s.db.JoinLab(ctx, collab.ID, s.labClaim, dotlab.RoleCollaborator))
+	must(sqlstoretest.Protocol(s.db).JoinLab(ctx, collab.ID, s.labClaim, dotlab.RoleCollaborator))
 	for _, m := range []dotlab.LabMessageBody{
 		{Type: "note", To: "all", Body: "Reading the manifest: one dataset, seed 1908."},
 		{Type: "question", To: "all", Body: "Does analysis.py divide by n or n-1?", Refs: []string{"analysis.py:12"}},
 		{Type: "blocker", To: "all", Body: hostileBody},
 	} {
-		must(s.db.PostLabMessage(ctx, collab.ID, s.labClaim, m))
+		must(sqlstoretest.Protocol(s.db).PostLabMessage(ctx, collab.ID, s.labClaim, m))
 	}
 	for i := 0; i < 3; i++ {
 		// They need a GPU, which no test agent has: only labClaim is drawable.

@@ -170,7 +170,7 @@ func openRoom(ctx context.Context, db *sqlstore.DB) (claimID, runnerKey, cursor 
 	if _, err := protocol.New(protocol.Config{Store: db}).AcceptJob(ctx, runner.ID, c.ID); err != nil {
 		return "", "", "", err
 	}
-	if _, err := db.JoinLab(ctx, runner.ID, c.ID, "runner"); err != nil {
+	if _, err := protocol.New(protocol.Config{Store: db}).JoinLab(ctx, runner.ID, c.ID, "runner"); err != nil {
 		return "", "", "", err
 	}
 	evs, _ := db.ClaimEvents(ctx, c.ID, 0)
