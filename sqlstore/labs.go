@@ -63,7 +63,9 @@ func (db *DB) LabMember(ctx context.Context, claimID, agentID string) (dotlab.La
 
 // Agent is a registered agent's record, or the ENOTFOUND error of an
 // unknown id (store.Reader).
-func (db *DB) Agent(ctx context.Context, id string) (*dotlab.Agent, error) { return db.getAgent(ctx, id) }
+func (db *DB) Agent(ctx context.Context, id string) (*dotlab.Agent, error) {
+	return db.getAgent(ctx, id)
+}
 
 // AddMessage posts a lab message (store.MessageWrite): the message takes
 // the room's next seq from the counter on the claim row, so seqs are
