@@ -80,7 +80,7 @@ func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, n
 	for b.Loop() {
 		b.StopTimer()
 		n++
-		if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(b, fmt.Sprintf("cycle %d", n))); err != nil {
+		if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(b, fmt.Sprintf("cycle %d", n))); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

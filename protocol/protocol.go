@@ -11,7 +11,8 @@
 // a write that did not apply (a lost race, a deadline passing) is explained
 // from fresh state with the same words as the first check.
 //
-// The steps moved here so far are register (CreateAgent), accept and
+// The steps moved here so far are register (CreateAgent), list
+// (CreateClaim), accept and
 // decline (AcceptJob, DeclineJob), publish (PublishRun), upload logs
 // (PutJobLogs, CheckJobLogs), join and post (JoinLab, PostLabMessage),
 // challenge
@@ -33,7 +34,9 @@ import (
 type Store interface {
 	AuthenticateAgent(ctx context.Context, apiKey string) (*dotlab.Agent, error)
 	FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, error)
-	dotlab.ClaimService
+	FindClaim(ctx context.Context, id string) (*dotlab.Claim, error)
+	FindClaims(ctx context.Context, p dotlab.Page) ([]*dotlab.Claim, error)
+	ClaimManifest(ctx context.Context, id string) ([]byte, error)
 	NextJob(ctx context.Context, agent *dotlab.Agent) (job *dotlab.Job, found bool, err error)
 	LabMembers(ctx context.Context, claimID string) ([]dotlab.LabMember, error)
 	LabMessages(ctx context.Context, claimID string, after int64, limit int) ([]dotlab.LabMessage, error)

@@ -64,7 +64,7 @@ func (w *world) claimIn(state dotlab.ClaimState) *dotlab.Claim {
 	w.t.Helper()
 	ctx := context.Background()
 	sub := w.agent("submitter")
-	c, err := w.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(w.t, fmt.Sprintf("claim %d in %s", w.n, state)))
+	c, err := sqlstoretest.Protocol(w.db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(w.t, fmt.Sprintf("claim %d in %s", w.n, state)))
 	w.must(err)
 	if state == dotlab.StateFunded {
 		return c

@@ -162,7 +162,7 @@ func listManifest(t *testing.T, db *sqlstore.DB, subID string, m *dotlab.Manifes
 		t.Fatal(err)
 	}
 	hash, _ := manifest.Hash(raw)
-	c, err := db.CreateClaim(context.Background(), subID, dotlab.NewClaim{Raw: raw, Manifest: parsed, ManifestHash: hash, Field: "test"})
+	c, err := sqlstoretest.Protocol(db).CreateClaim(context.Background(), subID, dotlab.NewClaim{Raw: raw, Manifest: parsed, ManifestHash: hash, Field: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

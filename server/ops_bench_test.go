@@ -33,7 +33,7 @@ func BenchmarkOpsOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := db.CreateClaim(context.Background(), sub.ID, sqlstoretest.NewClaim(b, "bench"))
+	c, err := sqlstoretest.Protocol(db).CreateClaim(context.Background(), sub.ID, sqlstoretest.NewClaim(b, "bench"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
 )
-
-var _ dotlab.ClaimService = (*DB)(nil)
 
 const claimColumns = `id, title, field, submitter_id, state, manifest_hash, runner_id, offer_expires_at,
 	publish_deadline, run_id, challenge_deadline, outcome, settled_at, created_at`
@@ -74,44 +71,29 @@ func (db *DB) parsedManifest(hash string) (*dotlab.Manifest, error) {
 	return m, nil
 }
 
-// ValidateField checks the field of science given with a claim.
-func ValidateField(field string) error {
-	if l := utf8.RuneCountInString(strings.TrimSpace(field)); l < 1 || l > 100 {
-		return dotlab.Errorf(dotlab.EINVALID, "$.field: must be 1-100 characters, e.g. \"statistics\" or \"physics\"")
+// ClaimByManifest is the id of the claim listed with the manifest whose
+// canonical hash is hash; found is false when there is none (store.Reader).
+func (db *DB) ClaimByManifest(ctx context.Context, hash string) (string, bool, error) {
+	var id string
+	err := db.r.QueryRowContext(ctx, `SELECT id FROM claims WHERE manifest_hash = $1`, hash).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
 	}
-	return nil
+	return id, err == nil, err
 }
 
-// CreateClaim lists a claim (dotlab.EventList). Bounties are not live, so the
-// claim is funded at once (minimum bounty 0): its history records listed then
-// funded. The
-// submitter takes the submitter role, so it is never offered its own claim.
-func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.NewClaim) (*dotlab.Claim, error) {
-	if err := ValidateField(nc.Field); err != nil {
-		return nil, err
-	}
-	if nc.Manifest == nil || nc.ManifestHash == "" {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.manifest: required")
-	}
-	var existing string
-	err := db.r.QueryRowContext(ctx, `SELECT id FROM claims WHERE manifest_hash = $1`, nc.ManifestHash).Scan(&existing)
-	if err == nil {
-		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed as %s: use that claim (%s)", nc.ManifestHash, existing, dotlab.Go(dotlab.StepClaim, existing))
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return nil, err
-	}
+// AddClaim lists a claim (store.ClaimWrite): the next claim number, the
+// row, the submitter's role, the history and w.Entries' log entries, in one
+// transaction. A manifest listed meanwhile is EDUPLICATE.
+func (db *DB) AddClaim(ctx context.Context, w store.ClaimWrite) (string, error) {
+	nc, t := w.Claim, w.Transition
 	requires := nc.Manifest.Requires
 	if requires == nil {
 		requires = []string{}
 	}
 	reqJSON, _ := json.Marshal(requires)
-	t, err := transition("", dotlab.EventList)
-	if err != nil {
-		return nil, err
-	}
-	now := db.now()
 	var id string
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		var n int64
 		if err := tx.QueryRowContext(ctx, `UPDATE counters SET value = value + 1 WHERE name = 'claim' RETURNING value`).Scan(&n); err != nil {
 			return err
@@ -120,28 +102,27 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 		if _, err := tx.ExecContext(ctx, `INSERT INTO claims (id, number, title, field, submitter_id, state, manifest_hash,
 			manifest_raw, requires, draw_key, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
-			id, n, nc.Manifest.Title, strings.TrimSpace(nc.Field), submitterID, t.To, nc.ManifestHash,
-			string(nc.Raw), string(reqJSON), newDrawKey(), ms(now)); err != nil {
+			id, n, nc.Manifest.Title, nc.Field, w.SubmitterID, t.To, nc.ManifestHash,
+			string(nc.Raw), string(reqJSON), newDrawKey(), ms(w.At)); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, $3, $4)`,
-			id, submitterID, dotlab.RoleSubmitter, ms(now)); err != nil {
+			id, w.SubmitterID, dotlab.RoleSubmitter, ms(w.At)); err != nil {
 			return err
 		}
-		if err := db.addHistory(ctx, tx, id, t, now, "listed", "funded at once: bounties are not live (minimum bounty 0)"); err != nil {
+		if err := db.addHistory(ctx, tx, id, t, w.At, w.History...); err != nil {
 			return err
 		}
-		return db.logClaim(ctx, tx, &dotlab.Claim{ID: id, Title: nc.Manifest.Title, Field: strings.TrimSpace(nc.Field), SubmitterID: submitterID,
-			ManifestHash: nc.ManifestHash, CreatedAt: fromMS(ms(now))})
+		return db.appendLog(ctx, tx, w.Entries(id))
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) was listed while you submitted it: submit it again to learn the claim's id", nc.ManifestHash)
+		return "", errListedMeanwhile
 	}
-	if err != nil {
-		return nil, err
-	}
-	return db.FindClaim(ctx, id)
+	return id, err
 }
+
+// errListedMeanwhile is a unique violation of the manifest hash.
+var errListedMeanwhile = dotlab.Errorf(dotlab.EDUPLICATE, "this manifest was listed while you submitted it: submit it again to learn the claim's id")
 
 // newDrawKey returns a uniform random position in [0, 2^62) for the draw.
 func newDrawKey() int64 { return rand.Int64N(1 << 62) }

@@ -38,7 +38,7 @@ func forEachWorld(t *testing.T, fn func(t *testing.T, w *world)) {
 func (w *world) assigned(title string, runner *dotlab.Agent) string {
 	w.t.Helper()
 	ctx := context.Background()
-	c, err := w.db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(w.t, title))
+	c, err := sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(w.t, title))
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestLifecycleIgnoredOfferAndAbandonedJobReturnToPool(t *testing.T) {
 	forEachWorld(t, func(t *testing.T, w *world) {
 		ctx := context.Background()
 		lazy, slow, good := mustAgent(t, w.db, "lazy"), mustAgent(t, w.db, "slow"), mustAgent(t, w.db, "good")
-		c, _ := w.db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "pool"))
+		c, _ := sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "pool"))
 		if _, found, _ := w.db.NextJob(ctx, lazy); !found {
 			t.Fatal("no offer")
 		}

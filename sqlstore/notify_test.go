@@ -161,7 +161,7 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			// Claim 1: offered, declined, offered, expired, offered,
 			// accepted, room opened, a message, abandoned.
 			step("list", func() {
-				c, err := db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 1"))
+				c, err := sqlstoretest.Protocol(db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 1"))
 				must(c, err)
 				id = c.ID
 			})
@@ -179,7 +179,7 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 
 			// Claim 2: published, logs attached, disputed, voted, settled by review.
 			step("list 2", func() {
-				c, err := db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 2"))
+				c, err := sqlstoretest.Protocol(db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 2"))
 				must(c, err)
 				id = c.ID
 			})
@@ -215,7 +215,7 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 
 			// Claim 3: published, an agreeing challenge, the window closes.
 			step("list 3", func() {
-				c, err := db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 3"))
+				c, err := sqlstoretest.Protocol(db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 3"))
 				must(c, err)
 				id = c.ID
 			})
@@ -293,7 +293,7 @@ func TestListenerReconnects(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	sub := mustAgent(t, a, "submitter")
-	c, err := a.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "after reconnect"))
+	c, err := sqlstoretest.Protocol(a).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "after reconnect"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 		}
 	}
 
-	c, err := w.db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "claim A"))
+	c, err := sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "claim A"))
 	must(err)
 	p.a = c.ID
 	step() // +10
@@ -101,7 +101,7 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 	must(err)
 
 	step() // +120
-	c, err = w.db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "claim B"))
+	c, err = sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "claim B"))
 	must(err)
 	p.b = c.ID
 	if j, found, err := w.db.NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.b {

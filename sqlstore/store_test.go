@@ -77,7 +77,7 @@ func TestClaimsListingAndDuplicates(t *testing.T) {
 		ctx := context.Background()
 		sub := mustAgent(t, db, "submitter")
 		for i := 1; i <= 5; i++ {
-			c, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("claim %d", i)))
+			c, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("claim %d", i)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestClaimsListingAndDuplicates(t *testing.T) {
 				t.Fatalf("claim %d: id %s state %s", i, c.ID, c.State)
 			}
 		}
-		_, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim 3"))
+		_, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim 3"))
 		wantCode(t, err, dotlab.EDUPLICATE)
 		page, err := db.FindClaims(ctx, dotlab.Page{Limit: 2, After: "DL-0002"})
 		if err != nil || len(page) != 2 || page[0].ID != "DL-0003" {
@@ -114,7 +114,7 @@ func TestDrawRules(t *testing.T) {
 		sub := mustAgent(t, db, "submitter", "python")
 		runner := mustAgent(t, db, "runner", "python")
 		noPython := mustAgent(t, db, "bare")
-		if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "needs python", "python")); err != nil {
+		if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "needs python", "python")); err != nil {
 			t.Fatal(err)
 		}
 		// The submitter is never offered its own claim.
@@ -149,7 +149,7 @@ func TestAcceptDeclineAndPublish(t *testing.T) {
 		sub := mustAgent(t, db, "submitter")
 		r1 := mustAgent(t, db, "r1")
 		r2 := mustAgent(t, db, "r2")
-		if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim")); err != nil {
+		if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim")); err != nil {
 			t.Fatal(err)
 		}
 		j, _, _ := db.NextJob(ctx, r1)
@@ -210,7 +210,7 @@ func TestSpecIssueSettlesAtOnceAndDeadline(t *testing.T) {
 		sub := mustAgent(t, db, "submitter")
 		r := mustAgent(t, db, "r")
 		for _, title := range []string{"a", "b"} {
-			if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)); err != nil {
+			if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -249,7 +249,7 @@ func TestDrawRace(t *testing.T) {
 			as = append(as, mustAgent(t, db, fmt.Sprintf("a%d", i)))
 		}
 		for i := 0; i < claims; i++ {
-			if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("c%d", i))); err != nil {
+			if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("c%d", i))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -294,7 +294,7 @@ func TestOneOpenOfferPerAgent(t *testing.T) {
 		sub := mustAgent(t, db, "submitter")
 		a := mustAgent(t, db, "hoarder")
 		for i := 0; i < 8; i++ {
-			if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("c%d", i))); err != nil {
+			if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("c%d", i))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -328,7 +328,7 @@ func TestExtremeRerunValues(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, db *sqlstore.DB, _ *sqlstoretest.Clock) {
 		ctx := context.Background()
 		sub, r := mustAgent(t, db, "submitter"), mustAgent(t, db, "r")
-		db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "extreme"))
+		sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "extreme"))
 		j, _, _ := db.NextJob(ctx, r)
 		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
 		run, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, sqlstoretest.RunBody(j.ClaimID, "1.7976931348623157e308", "-1e-308", dotlab.OutcomeNotReproduced), nil)

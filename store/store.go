@@ -130,6 +130,18 @@ type MessageWrite struct {
 	Entries         func(m *dotlab.LabMessage) []tlogfmt.Entry
 }
 
+// ClaimWrite lists a claim: the store numbers it (DL-0001, …), stores the
+// manifest as submitted, gives the submitter its role and takes the
+// Transition (list), then appends Entries(id).
+type ClaimWrite struct {
+	Write
+	Claim       dotlab.NewClaim // the field trimmed
+	SubmitterID string
+	Transition  dotlab.Transition
+	History     []string
+	Entries     func(id string) []tlogfmt.Entry
+}
+
 // AgentWrite registers an agent: the record as the protocol built it
 // (trimmed name and operator, the parsed public key and its key id) and
 // the API key, which the store keeps only as its hash.
@@ -144,6 +156,7 @@ type AgentWrite struct {
 // dotlab.ECONFLICT).
 type Writer interface {
 	AddAgent(ctx context.Context, w AgentWrite) error                         // ECONFLICT: the public key is another agent's
+	AddClaim(ctx context.Context, w ClaimWrite) (id string, err error)        // EDUPLICATE: the manifest was listed meanwhile
 	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)   // ECONFLICT: another role on the claim
 	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error) //
 	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)       //
@@ -175,6 +188,9 @@ type Reader interface {
 	// LabMember is agentID's membership of claimID's room (found false:
 	// not a member).
 	LabMember(ctx context.Context, claimID, agentID string) (m dotlab.LabMember, found bool, err error)
+	// ClaimByManifest is the claim listed with the manifest of canonical
+	// hash hash (found false: none).
+	ClaimByManifest(ctx context.Context, hash string) (id string, found bool, err error)
 	// HasVoted reports whether reviewerID voted on claimID.
 	HasVoted(ctx context.Context, claimID, reviewerID string) (bool, error)
 }

@@ -27,7 +27,7 @@ func BenchmarkPages(b *testing.B) {
 	submitter := &dotlab.Agent{ID: sub}
 	_, s.runNotReproduced = s.publish(submitter, s.agent("runner-big"), "Bench: a run with an 8 MiB log", "1.58", "1.2299", dotlab.OutcomeNotReproduced, string(logs))
 	for i := 0; i < 10000; i++ {
-		if _, err := s.db.CreateClaim(ctx, sub, sqlstoretest.NewClaim(b, fmt.Sprintf("Bench claim %05d", i))); err != nil {
+		if _, err := sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub, sqlstoretest.NewClaim(b, fmt.Sprintf("Bench claim %05d", i))); err != nil {
 			b.Fatal(err)
 		}
 	}

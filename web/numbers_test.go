@@ -24,7 +24,7 @@ func TestPagesShowHugeNumbersShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.keys["runner-huge"], s.ids["runner-huge"] = key, runner.ID
-	c := must(s.db.CreateClaim(ctx, s.ids["submitter"], sqlstoretest.NewClaim(t, "Huge difference", "tpu")))
+	c := must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, s.ids["submitter"], sqlstoretest.NewClaim(t, "Huge difference", "tpu")))
 	for i := 0; ; i++ {
 		j, found, err := s.db.NextJob(ctx, runner)
 		if err != nil || !found || i == 10 {

@@ -180,7 +180,7 @@ func (s *site) seed() {
 	s.reproduced, s.runReproduced = s.publish(sub, runner, "Fisher 1935: tea tasting", "1.58", "1.17", dotlab.OutcomeReproduced, fixtureLogs("1.17", dotlab.OutcomeReproduced))
 	s.clock.Advance(2 * time.Hour)
 	must(s.db.Settle(ctx))
-	s.labClaim = must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, hostileTitle))).ID
+	s.labClaim = must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, hostileTitle))).ID
 	must(sqlstoretest.Protocol(s.db).JoinLab(ctx, collab.ID, s.labClaim, dotlab.RoleCollaborator))
 	for _, m := range []dotlab.LabMessageBody{
 		{Type: "note", To: "all", Body: "Reading the manifest: one dataset, seed 1908."},
@@ -191,7 +191,7 @@ func (s *site) seed() {
 	}
 	for i := 0; i < 3; i++ {
 		// They need a GPU, which no test agent has: only labClaim is drawable.
-		must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("Listed claim %d", i), "gpu")))
+		must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("Listed claim %d", i), "gpu")))
 	}
 }
 
@@ -200,7 +200,7 @@ func (s *site) seed() {
 // uploads them (docs/protocol.md §6 "Logs").
 func (s *site) publish(sub, runner *dotlab.Agent, title, mean, sd string, o dotlab.Outcome, logs string) (claimID, runID string) {
 	t, ctx := s.t, context.Background()
-	c := must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)))
+	c := must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)))
 	for {
 		j, found, err := s.db.NextJob(ctx, runner)
 		if err != nil || !found {

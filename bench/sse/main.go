@@ -160,7 +160,7 @@ func openRoom(ctx context.Context, db *sqlstore.DB) (claimID, runnerKey, cursor 
 		return "", "", "", err
 	}
 	h, _ := manifest.Hash(raw)
-	c, err := db.CreateClaim(ctx, sub.ID, dotlab.NewClaim{Raw: raw, Manifest: m, ManifestHash: h, Field: "bench"})
+	c, err := protocol.New(protocol.Config{Store: db}).CreateClaim(ctx, sub.ID, dotlab.NewClaim{Raw: raw, Manifest: m, ManifestHash: h, Field: "bench"})
 	if err != nil {
 		return "", "", "", err
 	}
