@@ -17,7 +17,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/httpapi"
-	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/internal/servertest"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/web"
@@ -74,15 +74,11 @@ func (s *site) open() {
 // start serves on addr (":0" picks a port; a restart passes the old one).
 func (s *site) start(addr string) {
 	s.t.Helper()
-	leaks, err := leakcheck.New()
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	pages, err := web.New(web.Config{Store: s.db, Clock: s.clock, Windows: windows})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	api, err := httpapi.New(httpapi.Config{Store: s.db, Clock: s.clock, Leaks: leaks, Pages: pages, EventPoll: 100 * time.Millisecond})
+	api, err := httpapi.New(httpapi.Config{Store: s.db, Clock: s.clock, Leaks: servertest.Leaks(s.t), Pages: pages, EventPoll: 100 * time.Millisecond})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -1,15 +1,20 @@
 // Package servertest runs the real DotLab server (server.Run: store,
 // secret screen, pages, API, settlement clock) in the test's process for
 // tests of the packages that talk to one: the CLI, the generated client,
-// dotlab mcp and the skill conformance test.
+// dotlab mcp and the skill conformance test; and the API alone on a test's
+// own store (API) for the tests that need its clock or its rows.
 package servertest
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http/httptest"
+	"sync"
 	"testing"
 
+	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/server"
 )
 
@@ -45,4 +50,45 @@ func Start(t testing.TB, cfg server.Config) string {
 		}
 	})
 	return "http://" + addr
+}
+
+// The secret screen is built once per test binary: its rules take a
+// moment to compile, and it is safe for concurrent use.
+var (
+	leaksOnce sync.Once
+	leaks     *leakcheck.Checker
+	leaksErr  error
+)
+
+// Leaks is the real secret screen (leakcheck.New), shared by a test
+// binary's servers.
+func Leaks(t testing.TB) *leakcheck.Checker {
+	t.Helper()
+	leaksOnce.Do(func() { leaks, leaksErr = leakcheck.New() })
+	if leaksErr != nil {
+		t.Fatal(leaksErr)
+	}
+	return leaks
+}
+
+// API serves the API of cfg (on the test's own store; Leaks defaults to
+// the real screen) on a loopback httptest server until the test ends, live
+// streams ended first so that closing does not wait for them. It is for
+// tests that hold the store themselves (a test clock, writes behind the
+// API's back); Start runs the whole server.
+func API(t testing.TB, cfg httpapi.Config) (*httptest.Server, *httpapi.Server) {
+	t.Helper()
+	if cfg.Leaks == nil {
+		cfg.Leaks = Leaks(t)
+	}
+	api, err := httpapi.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(func() {
+		api.Close()
+		srv.Close()
+	})
+	return srv, api
 }
