@@ -177,7 +177,7 @@ func TestLogCoverageOverHTTP(t *testing.T) {
 			}
 		}
 		e.clock.Advance(dotlab.DefaultWindows.Challenge)
-		if _, err := e.db.Settle(t.Context()); err != nil {
+		if _, err := sqlstoretest.Protocol(e.db).Settle(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		for id, want := range map[string]float64{fullID: 1.5, partID: 1} {

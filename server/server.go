@@ -22,6 +22,7 @@ import (
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/metrics"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/web"
 )
@@ -152,7 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		SettleLoop(settleCtx, cfg.Logger, observedSettler{db, o.metrics}, cfg.SettleEvery, api.Notify)
+		SettleLoop(settleCtx, cfg.Logger, observedSettler{protocol.New(protocol.Config{Store: db}), o.metrics}, cfg.SettleEvery, api.Notify)
 	}()
 	defer func() { stopSettle(); <-settled }()
 	select {

@@ -63,7 +63,7 @@ func (w *world) state(id string) *dotlab.Claim {
 
 func (w *world) settle() dotlab.SettleReport {
 	w.t.Helper()
-	rep, err := w.db.Settle(context.Background())
+	rep, err := sqlstoretest.Protocol(w.db).Settle(context.Background())
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestSettlementAfterRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db2.Close()
-			rep, err := db2.Settle(ctx)
+			rep, err := sqlstoretest.Protocol(db2).Settle(ctx)
 			if err != nil || rep.ClaimsSettled != 1 {
 				t.Fatalf("after restart: %v %v", rep, err)
 			}
@@ -388,7 +388,7 @@ func TestTwoProcessesSettleEachClaimOnce(t *testing.T) {
 			if i%2 == 1 {
 				db = b
 			}
-			rep, err := db.Settle(ctx)
+			rep, err := sqlstoretest.Protocol(db).Settle(ctx)
 			if err != nil {
 				t.Error(err)
 			}

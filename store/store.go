@@ -142,6 +142,27 @@ type ClaimWrite struct {
 	Entries     func(id string) []tlogfmt.Entry
 }
 
+// Due is one change the settlement clock finds due: the claim, its runner
+// (if any), the deadline that made it due, and for a closing window the
+// run whose outcome settles the claim.
+type Due struct {
+	ClaimID, AgentID string
+	At               time.Time
+	RunID            string
+	Outcome          dotlab.Outcome
+}
+
+// DueWrite applies one due change by Transition (expire, abandon,
+// window_close), only while it is still due: Outcome is the settled
+// outcome of a closing window.
+type DueWrite struct {
+	Write
+	Due        Due
+	Transition dotlab.Transition
+	Outcome    dotlab.Outcome
+	History    []string
+}
+
 // AgentWrite registers an agent: the record as the protocol built it
 // (trimmed name and operator, the parsed public key and its key id) and
 // the API key, which the store keeps only as its hash.
@@ -162,6 +183,7 @@ type Writer interface {
 	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)       //
 	AddMember(ctx context.Context, w MemberWrite) error                       // ECONFLICT: another role meanwhile
 	AddMessage(ctx context.Context, w MessageWrite) error
+	ApplyDue(ctx context.Context, w DueWrite) (applied bool, err error)
 	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
 	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error)
 	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)
@@ -191,6 +213,9 @@ type Reader interface {
 	// ClaimByManifest is the claim listed with the manifest of canonical
 	// hash hash (found false: none).
 	ClaimByManifest(ctx context.Context, hash string) (id string, found bool, err error)
+	// Due lists up to limit changes of event ev (expire, abandon,
+	// window_close) due at now, the earliest first.
+	Due(ctx context.Context, ev dotlab.Event, now time.Time, limit int) ([]Due, error)
 	// HasVoted reports whether reviewerID voted on claimID.
 	HasVoted(ctx context.Context, claimID, reviewerID string) (bool, error)
 }

@@ -175,7 +175,7 @@ func (s *site) seed() {
 	}
 	s.reproduced, s.runReproduced = s.publish(sub, runner, "Fisher 1935: tea tasting", "1.58", "1.17", dotlab.OutcomeReproduced, fixtureLogs("1.17", dotlab.OutcomeReproduced))
 	s.clock.Advance(2 * time.Hour)
-	must(s.db.Settle(ctx))
+	must(sqlstoretest.Protocol(s.db).Settle(ctx))
 	s.labClaim = must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, hostileTitle))).ID
 	must(sqlstoretest.Protocol(s.db).JoinLab(ctx, collab.ID, s.labClaim, dotlab.RoleCollaborator))
 	for _, m := range []dotlab.LabMessageBody{

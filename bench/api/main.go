@@ -42,6 +42,7 @@ import (
 	"github.com/dotlab/dotlab/bench/benchdata"
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/translog"
@@ -556,7 +557,7 @@ func settleLoop(db *sqlstore.DB) (stop func()) {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			if _, err := db.Settle(context.WithoutCancel(ctx)); err != nil {
+			if _, err := protocol.New(protocol.Config{Store: db}).Settle(context.WithoutCancel(ctx)); err != nil {
 				fmt.Fprintln(os.Stderr, "settlement sweep:", err)
 			}
 			select {
