@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/store"
@@ -41,7 +42,7 @@ func (s *Service) CastVote(ctx context.Context, reviewer *dotlab.Agent, claimID 
 	}
 	vote := dotlab.Vote{ClaimID: claimID, ReviewerID: reviewer.ID, Vote: v.Vote, Rationale: strings.TrimSpace(v.Rationale), CreatedAt: s.now()}
 	w := store.VoteWrite{Write: store.Write{At: vote.CreatedAt, Log: []tlogfmt.Entry{tlogfmt.VoteEntry(&vote)}}, Vote: vote, Envelope: v.Envelope,
-		Quorum: s.Store.Windows().Quorum}
+		Tally: quorumRule(claimID, s.Store.Windows().Quorum, vote.CreatedAt)}
 	if v.Envelope != nil {
 		w.Log = append(w.Log, tlogfmt.EnvelopeEntry(tlogfmt.TypeVote, claimID, tlogfmt.VoteID(claimID, reviewer.ID), v.Envelope))
 	}
@@ -56,6 +57,28 @@ func (s *Service) CastVote(ctx context.Context, reviewer *dotlab.Agent, claimID 
 		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is no longer disputed (the quorum was reached): %s draws another", claimID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	}
 	return s.Store.FindDispute(ctx, claimID)
+}
+
+// quorumRule is the review's rule (docs/mechanism.md §4) for the votes on
+// claimID counted at time at: below the quorum nothing settles; at it the
+// majority decides — "runner" settles with the run's outcome,
+// "challenger" with the first disagreeing challenge's — and the claim goes
+// disputed → reviewed → settled, its settlement logged.
+func quorumRule(claimID string, quorum int, at time.Time) func(dotlab.Tally, string, dotlab.Outcome, dotlab.Outcome) *store.Settlement {
+	return func(t dotlab.Tally, runID string, run, first dotlab.Outcome) *store.Settlement {
+		if dotlab.VoteEvent(t, quorum) != dotlab.EventQuorum {
+			return nil
+		}
+		tr, err := dotlab.Next(dotlab.StateDisputed, dotlab.EventQuorum)
+		if err != nil {
+			return nil // the table always has this move
+		}
+		side := t.Majority()
+		final := dotlab.Verdict(side, run, first)
+		return &store.Settlement{Transition: tr, Outcome: final,
+			History: []string{"quorum reached: " + t.String() + "; majority sides with the " + side, "settled by review: " + string(final)},
+			Log:     []tlogfmt.Entry{tlogfmt.SettlementEntry(&dotlab.Claim{ID: claimID, Outcome: final, RunID: runID, SettledAt: &at})}}
+	}
 }
 
 // mayVote checks the caller's role on claim c (its assigned reviewer, not

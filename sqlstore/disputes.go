@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/store"
@@ -145,7 +144,7 @@ func (db *DB) AddVote(ctx context.Context, w store.VoteWrite) (bool, error) {
 		if err := db.appendLog(ctx, tx, w.Log); err != nil {
 			return err
 		}
-		return db.tally(ctx, tx, v.ClaimID, w.Quorum, w.At)
+		return db.tally(ctx, tx, v.ClaimID, w)
 	})
 	if isUniqueViolation(err) {
 		return false, errSecondVote
@@ -166,43 +165,31 @@ func (db *DB) HasVoted(ctx context.Context, claimID, reviewerID string) (bool, e
 	return err == nil, err
 }
 
-// tally settles the claim when the quorum of votes is in
-// (dotlab.EventQuorum): the majority (dotlab.Tally.Majority) decides the
-// side, dotlab.Verdict the outcome.
-func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, quorum int, now time.Time) error {
+// tally counts the votes on claimID in tx and applies the settlement
+// w.Tally decides on, if any (the quorum's majority).
+func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, w store.VoteWrite) error {
 	var t dotlab.Tally
+	var runID string
+	var run, first dotlab.Outcome
 	if err := tx.QueryRowContext(ctx, `SELECT
-		COALESCE(SUM(CASE WHEN vote = $2 THEN 1 ELSE 0 END), 0),
-		COALESCE(SUM(CASE WHEN vote = $3 THEN 1 ELSE 0 END), 0)
-		FROM votes WHERE claim_id = $1`, claimID, dotlab.VoteRunner, dotlab.VoteChallenger).Scan(&t.Runner, &t.Challenger); err != nil {
+		COALESCE(SUM(CASE WHEN v.vote = $2 THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN v.vote = $3 THEN 1 ELSE 0 END), 0),
+		(SELECT id FROM runs WHERE claim_id = $1), (SELECT outcome FROM runs WHERE claim_id = $1),
+		COALESCE((SELECT outcome FROM challenges WHERE claim_id = $1 AND agrees = 0 ORDER BY created_at, id LIMIT 1), '')
+		FROM votes v WHERE v.claim_id = $1`, claimID, dotlab.VoteRunner, dotlab.VoteChallenger).Scan(&t.Runner, &t.Challenger, &runID, &run, &first); err != nil {
 		return err
 	}
-	if dotlab.VoteEvent(t, quorum) != dotlab.EventQuorum {
+	st := w.Tally(t, runID, run, first)
+	if st == nil {
 		return nil
 	}
-	tr, err := transition(dotlab.StateDisputed, dotlab.EventQuorum)
-	if err != nil {
-		return err
-	}
-	side := t.Majority()
-	var run, first dotlab.Outcome
-	if side == dotlab.VoteChallenger {
-		// The first disagreeing challenge (dotlab.FirstDisagreeing).
-		err = tx.QueryRowContext(ctx, `SELECT outcome FROM challenges WHERE claim_id = $1 AND agrees = 0 ORDER BY created_at, id LIMIT 1`, claimID).Scan(&first)
-	} else {
-		err = tx.QueryRowContext(ctx, `SELECT outcome FROM runs WHERE claim_id = $1`, claimID).Scan(&run)
-	}
-	if err != nil {
-		return err
-	}
-	final := dotlab.Verdict(side, run, first)
+	tr := st.Transition
 	if _, err := tx.ExecContext(ctx, `UPDATE claims SET state = $4, outcome = $1, settled_at = $2, updated_at = $2
-		WHERE id = $3 AND state = $5`, final, ms(now), claimID, tr.To, tr.From); err != nil {
+		WHERE id = $3 AND state = $5`, st.Outcome, ms(w.At), claimID, tr.To, tr.From); err != nil {
 		return err
 	}
-	if err := db.addHistory(ctx, tx, claimID, tr, now,
-		"quorum reached: "+t.String()+"; majority sides with the "+side, "settled by review: "+string(final)); err != nil {
+	if err := db.addHistory(ctx, tx, claimID, tr, w.At, st.History...); err != nil {
 		return err
 	}
-	return db.logSettlement(ctx, tx, claimID)
+	return db.appendLog(ctx, tx, st.Log)
 }

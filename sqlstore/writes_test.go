@@ -108,7 +108,8 @@ func TestConditionalWritesReportWhetherTheyApplied(t *testing.T) {
 
 		// A vote on a claim that is not disputed does not apply.
 		v := dotlab.Vote{ClaimID: c.ID, ReviewerID: stranger.ID, Vote: dotlab.VoteRunner, Rationale: "mean_diff: 1.58 as published", CreatedAt: clock.Now()}
-		if applied, err := db.AddVote(ctx, store.VoteWrite{Write: store.Write{At: v.CreatedAt, Log: []tlogfmt.Entry{tlogfmt.VoteEntry(&v)}}, Vote: v, Quorum: 3}); err != nil || applied {
+		if applied, err := db.AddVote(ctx, store.VoteWrite{Write: store.Write{At: v.CreatedAt, Log: []tlogfmt.Entry{tlogfmt.VoteEntry(&v)}}, Vote: v,
+			Tally: func(dotlab.Tally, string, dotlab.Outcome, dotlab.Outcome) *store.Settlement { return nil }}); err != nil || applied {
 			t.Fatalf("a vote outside a dispute: applied %v, %v", applied, err)
 		}
 		if got := size(); got != before+1 {

@@ -66,14 +66,24 @@ type ChallengeWrite struct {
 }
 
 // VoteWrite records a reviewer's vote while the claim is disputed, then
-// counts the votes under the claim's row lock: at the quorum the majority
-// settles the claim (dotlab.VoteEvent, dotlab.Verdict) and a settlement
-// entry follows Log.
+// counts the votes under the claim's row lock and asks Tally, with the
+// run's id and outcome and the first disagreeing challenge's outcome,
+// whether they settle the claim (the protocol's rule: dotlab.VoteEvent,
+// dotlab.Verdict); a Settlement is applied in the same transaction.
 type VoteWrite struct {
 	Write
 	Vote     dotlab.Vote // the rationale as stored (trimmed)
 	Envelope *dotlab.Envelope
-	Quorum   int
+	Tally    func(t dotlab.Tally, runID string, run, firstDisagreeing dotlab.Outcome) *Settlement
+}
+
+// Settlement settles a claim by Transition with Outcome, recording
+// History and appending Log.
+type Settlement struct {
+	Transition dotlab.Transition
+	Outcome    dotlab.Outcome
+	History    []string
+	Log        []tlogfmt.Entry
 }
 
 // AcceptWrite accepts an offer: the claim moves by Transition (accept)
