@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -93,4 +95,70 @@ func (s *Service) offerProblem(ctx context.Context, agentID, claimID string, now
 		return err // the claim is past its offer
 	}
 	return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not offered to you now (its state is %s): fetch a new job with %s", claimID, c.State, drawJob)
+}
+
+// drawBatch is how many candidates one step of the draw reads.
+const drawBatch = 32
+
+// NextJob is the draw (docs/mechanism.md §1): a claim drawn at random
+// among funded claims with no open offer, on which the caller holds no
+// role, that it was never offered before, and whose `requires` its
+// capabilities cover, offered for the accept window. The draw takes a
+// uniform random point among the draw keys and the first eligible claim
+// at or after it, wrapping around once. Two agents racing for one claim:
+// the offer is a conditional write, so exactly one wins and the other
+// moves on. An agent holds at most one open offer: while it has one,
+// NextJob returns that same offer. found is false when nothing is
+// offered.
+func (s *Service) NextJob(ctx context.Context, agent *dotlab.Agent) (*dotlab.Job, bool, error) {
+	now := s.now()
+	if j, found, err := s.Store.OpenOffer(ctx, agent.ID, now); found || err != nil {
+		return j, found, err
+	}
+	t, err := dotlab.Next(dotlab.StateFunded, dotlab.EventOffer)
+	if err != nil {
+		return nil, false, err
+	}
+	start := rand.Int64N(dotlab.DrawKeys)
+	// Pass 1 walks [start, end); pass 2 wraps around to [0, start).
+	for _, r := range [][2]int64{{start, dotlab.DrawKeys}, {0, start}} {
+		j, found, err := s.drawIn(ctx, agent, t, r[0], r[1], now)
+		if found || err != nil {
+			return j, found, err
+		}
+	}
+	return nil, false, nil
+}
+
+// drawIn offers agent the first eligible claim with a draw key in [lo,
+// hi) that it wins.
+func (s *Service) drawIn(ctx context.Context, agent *dotlab.Agent, t dotlab.Transition, lo, hi int64, now time.Time) (*dotlab.Job, bool, error) {
+	for {
+		cands, err := s.Store.DrawCandidates(ctx, agent.ID, lo, hi, drawBatch)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, c := range cands {
+			if !agent.Has(c.Requires) {
+				continue
+			}
+			won, err := s.Store.AddOffer(ctx, store.OfferWrite{Write: store.Write{At: now}, ClaimID: c.ClaimID, AgentID: agent.ID, Transition: t,
+				Expires: now.Add(s.Store.Windows().Accept)})
+			if errors.Is(err, store.ErrOpenOffer) {
+				// A concurrent draw by the same agent won: return that offer.
+				return s.Store.OpenOffer(ctx, agent.ID, now)
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			if won {
+				j, _, err := s.Store.LatestJob(ctx, c.ClaimID, agent.ID)
+				return j, err == nil, err
+			}
+		}
+		if len(cands) < drawBatch {
+			return nil, false, nil
+		}
+		lo = cands[len(cands)-1].Key + 1
+	}
 }

@@ -12,7 +12,7 @@
 // from fresh state with the same words as the first check.
 //
 // The steps moved here so far are register (CreateAgent), list
-// (CreateClaim), accept and
+// (CreateClaim), the job draw (NextJob), accept and
 // decline (AcceptJob, DeclineJob), publish (PublishRun), upload logs
 // (PutJobLogs, CheckJobLogs), join and post (JoinLab, PostLabMessage),
 // challenge
@@ -37,7 +37,6 @@ type Store interface {
 	FindClaim(ctx context.Context, id string) (*dotlab.Claim, error)
 	FindClaims(ctx context.Context, p dotlab.Page) ([]*dotlab.Claim, error)
 	ClaimManifest(ctx context.Context, id string) ([]byte, error)
-	NextJob(ctx context.Context, agent *dotlab.Agent) (job *dotlab.Job, found bool, err error)
 	LabMembers(ctx context.Context, claimID string) ([]dotlab.LabMember, error)
 	LabMessages(ctx context.Context, claimID string, after int64, limit int) ([]dotlab.LabMessage, error)
 	LabLatest(ctx context.Context, claimID string) (msg, ev int64, err error)

@@ -69,7 +69,7 @@ func (w *world) claimIn(state dotlab.ClaimState) *dotlab.Claim {
 	if state == dotlab.StateFunded {
 		return c
 	}
-	j, found, err := w.db.NextJob(ctx, w.runner)
+	j, found, err := sqlstoretest.Protocol(w.db).NextJob(ctx, w.runner)
 	if err != nil || !found || j.ClaimID != c.ID {
 		w.t.Fatalf("draw: %+v %v %v", j, found, err)
 	}
@@ -111,7 +111,7 @@ func (w *world) step(c *dotlab.Claim, ev dotlab.Event) error {
 	switch ev {
 	case dotlab.EventExpire, dotlab.EventAbandon, dotlab.EventWindowClose:
 		if ev == dotlab.EventExpire {
-			if _, _, err := w.db.NextJob(ctx, w.agent("candidate")); err != nil {
+			if _, _, err := sqlstoretest.Protocol(w.db).NextJob(ctx, w.agent("candidate")); err != nil {
 				w.t.Fatal(err)
 			}
 		}
@@ -123,7 +123,7 @@ func (w *world) step(c *dotlab.Claim, ev dotlab.Event) error {
 		return err
 	case dotlab.EventAccept, dotlab.EventDecline:
 		a := w.agent("candidate")
-		if _, _, err := w.db.NextJob(ctx, a); err != nil {
+		if _, _, err := sqlstoretest.Protocol(w.db).NextJob(ctx, a); err != nil {
 			w.t.Fatal(err)
 		}
 		if ev == dotlab.EventAccept {

@@ -48,7 +48,7 @@ func BenchmarkNextJob(b *testing.B) {
 						b.Fatal(err)
 					}
 					for b.Loop() {
-						j, found, err := db.NextJob(ctx, runner)
+						j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, runner)
 						if err != nil || !found {
 							b.Fatalf("draw: found %v, %v", found, err)
 						}

@@ -125,7 +125,7 @@ func (db *DB) AddClaim(ctx context.Context, w store.ClaimWrite) (string, error) 
 var errListedMeanwhile = dotlab.Errorf(dotlab.EDUPLICATE, "this manifest was listed while you submitted it: submit it again to learn the claim's id")
 
 // newDrawKey returns a uniform random position in [0, 2^62) for the draw.
-func newDrawKey() int64 { return rand.Int64N(1 << 62) }
+func newDrawKey() int64 { return rand.Int64N(dotlab.DrawKeys) }
 
 // addEvent appends a state change to a claim's history.
 func addEvent(ctx context.Context, tx *sql.Tx, claimID string, state dotlab.ClaimState, at time.Time, detail string) error {

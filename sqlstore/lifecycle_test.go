@@ -42,7 +42,7 @@ func (w *world) assigned(title string, runner *dotlab.Agent) string {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	j, found, err := w.db.NextJob(ctx, runner)
+	j, found, err := sqlstoretest.Protocol(w.db).NextJob(ctx, runner)
 	if err != nil || !found || j.ClaimID != c.ID {
 		w.t.Fatalf("draw: %+v %v %v", j, found, err)
 	}
@@ -269,17 +269,17 @@ func TestLifecycleIgnoredOfferAndAbandonedJobReturnToPool(t *testing.T) {
 		ctx := context.Background()
 		lazy, slow, good := mustAgent(t, w.db, "lazy"), mustAgent(t, w.db, "slow"), mustAgent(t, w.db, "good")
 		c, _ := sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "pool"))
-		if _, found, _ := w.db.NextJob(ctx, lazy); !found {
+		if _, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, lazy); !found {
 			t.Fatal("no offer")
 		}
-		if _, found, _ := w.db.NextJob(ctx, slow); found {
+		if _, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, slow); found {
 			t.Fatal("claim offered twice")
 		}
 		w.clock.Advance(time.Second)
 		if rep := w.settle(); rep.OffersExpired != 1 {
 			t.Fatalf("expire: %v", rep)
 		}
-		j, found, _ := w.db.NextJob(ctx, slow)
+		j, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, slow)
 		if !found || j.ClaimID != c.ID {
 			t.Fatal("expired offer not back in the pool")
 		}
@@ -303,11 +303,11 @@ func TestLifecycleIgnoredOfferAndAbandonedJobReturnToPool(t *testing.T) {
 		}
 		// Neither the lazy nor the slow agent is offered it again; a third is.
 		for _, a := range []*dotlab.Agent{lazy, slow} {
-			if _, found, _ := w.db.NextJob(ctx, a); found {
+			if _, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, a); found {
 				t.Fatalf("%s offered the claim again", a.Name)
 			}
 		}
-		if j, found, _ := w.db.NextJob(ctx, good); !found || j.ClaimID != c.ID {
+		if j, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, good); !found || j.ClaimID != c.ID {
 			t.Fatal("abandoned claim not back in the pool")
 		}
 	})

@@ -147,7 +147,7 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			}
 			runners := []*dotlab.Agent{mustAgent(t, db, "r0"), mustAgent(t, db, "r1"), mustAgent(t, db, "r2")}
 			draw := func(a *dotlab.Agent) {
-				if j, found, err := db.NextJob(ctx, a); err != nil || !found || j.ClaimID != id {
+				if j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, a); err != nil || !found || j.ClaimID != id {
 					t.Fatalf("draw: %+v %v %v", j, found, err)
 				}
 			}

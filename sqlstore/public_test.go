@@ -50,14 +50,14 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 	must(err)
 	p.a = c.ID
 	step() // +10
-	if j, found, err := w.db.NextJob(ctx, p.decliner); err != nil || !found || j.ClaimID != p.a {
+	if j, found, err := sqlstoretest.Protocol(w.db).NextJob(ctx, p.decliner); err != nil || !found || j.ClaimID != p.a {
 		t.Fatalf("draw decliner: %+v %v %v", j, found, err)
 	}
 	step() // +20
 	_, err = sqlstoretest.Protocol(w.db).DeclineJob(ctx, p.decliner.ID, p.a, "no time today")
 	must(err)
 	step() // +30
-	if j, found, err := w.db.NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.a {
+	if j, found, err := sqlstoretest.Protocol(w.db).NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.a {
 		t.Fatalf("draw runner: %+v %v %v", j, found, err)
 	}
 	step() // +40
@@ -104,7 +104,7 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 	c, err = sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "claim B"))
 	must(err)
 	p.b = c.ID
-	if j, found, err := w.db.NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.b {
+	if j, found, err := sqlstoretest.Protocol(w.db).NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.b {
 		t.Fatalf("draw B: %+v %v %v", j, found, err)
 	}
 	w.clock.Advance(time.Second) // +1120

@@ -118,19 +118,19 @@ func TestDrawRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The submitter is never offered its own claim.
-		if _, found, err := db.NextJob(ctx, sub); err != nil || found {
+		if _, found, err := sqlstoretest.Protocol(db).NextJob(ctx, sub); err != nil || found {
 			t.Fatalf("submitter offered own claim: %v %v", found, err)
 		}
 		// Requirements not met: no offer.
-		if _, found, _ := db.NextJob(ctx, noPython); found {
+		if _, found, _ := sqlstoretest.Protocol(db).NextJob(ctx, noPython); found {
 			t.Fatal("agent without python offered a python claim")
 		}
-		j, found, err := db.NextJob(ctx, runner)
+		j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, runner)
 		if err != nil || !found || j.ClaimID != "DL-0001" || j.State != dotlab.JobOffered {
 			t.Fatalf("offer: %+v %v %v", j, found, err)
 		}
 		// Asking again returns the same open offer.
-		j2, _, _ := db.NextJob(ctx, runner)
+		j2, _, _ := sqlstoretest.Protocol(db).NextJob(ctx, runner)
 		if j2.ClaimID != j.ClaimID || !j2.OfferedAt.Equal(j.OfferedAt) {
 			t.Fatalf("second draw gave %+v", j2)
 		}
@@ -152,17 +152,17 @@ func TestAcceptDeclineAndPublish(t *testing.T) {
 		if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim")); err != nil {
 			t.Fatal(err)
 		}
-		j, _, _ := db.NextJob(ctx, r1)
+		j, _, _ := sqlstoretest.Protocol(db).NextJob(ctx, r1)
 		_, err := sqlstoretest.Protocol(db).DeclineJob(ctx, r1.ID, j.ClaimID, strings.Repeat("x", dotlab.MaxDeclineReason+1))
 		wantCode(t, err, dotlab.EINVALID)
 		if _, err := sqlstoretest.Protocol(db).DeclineJob(ctx, r1.ID, j.ClaimID, "capability_mismatch"); err != nil {
 			t.Fatal(err)
 		}
 		// A declined claim is not offered to the same agent again, but to others.
-		if _, found, _ := db.NextJob(ctx, r1); found {
+		if _, found, _ := sqlstoretest.Protocol(db).NextJob(ctx, r1); found {
 			t.Fatal("declined claim offered again to the same agent")
 		}
-		j, found, _ := db.NextJob(ctx, r2)
+		j, found, _ := sqlstoretest.Protocol(db).NextJob(ctx, r2)
 		if !found {
 			t.Fatal("declined claim not back in the pool")
 		}
@@ -214,7 +214,7 @@ func TestSpecIssueSettlesAtOnceAndDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		j, _, _ := db.NextJob(ctx, r)
+		j, _, _ := sqlstoretest.Protocol(db).NextJob(ctx, r)
 		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
 		body := sqlstoretest.RunBody(j.ClaimID, "0", "0", dotlab.OutcomeSpecIssue)
 		_, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, body, nil)
@@ -229,7 +229,7 @@ func TestSpecIssueSettlesAtOnceAndDeadline(t *testing.T) {
 			t.Fatalf("claim: %+v", c)
 		}
 		// Publish deadline: 24 h after accepting.
-		j, _, _ = db.NextJob(ctx, r)
+		j, _, _ = sqlstoretest.Protocol(db).NextJob(ctx, r)
 		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
 		clock.Advance(24*time.Hour + time.Second)
 		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
@@ -262,7 +262,7 @@ func TestDrawRace(t *testing.T) {
 			go func(a *dotlab.Agent) {
 				defer wg.Done()
 				<-start
-				j, found, err := db.NextJob(ctx, a)
+				j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, a)
 				if err != nil {
 					t.Error(err)
 					return
@@ -305,7 +305,7 @@ func TestOneOpenOfferPerAgent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				j, found, err := db.NextJob(ctx, a)
+				j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, a)
 				if err != nil || !found {
 					t.Error(found, err)
 					return
@@ -329,7 +329,7 @@ func TestExtremeRerunValues(t *testing.T) {
 		ctx := context.Background()
 		sub, r := mustAgent(t, db, "submitter"), mustAgent(t, db, "r")
 		sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "extreme"))
-		j, _, _ := db.NextJob(ctx, r)
+		j, _, _ := sqlstoretest.Protocol(db).NextJob(ctx, r)
 		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
 		run, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, sqlstoretest.RunBody(j.ClaimID, "1.7976931348623157e308", "-1e-308", dotlab.OutcomeNotReproduced), nil)
 		if err != nil {

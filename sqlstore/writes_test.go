@@ -27,7 +27,7 @@ func acceptedClaim(t *testing.T, db *sqlstore.DB, runner *dotlab.Agent, title st
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, found, err := db.NextJob(ctx, runner); err != nil || !found {
+	if _, found, err := sqlstoretest.Protocol(db).NextJob(ctx, runner); err != nil || !found {
 		t.Fatalf("draw: %v %v", found, err)
 	}
 	if _, err := svc.AcceptJob(ctx, runner.ID, c.ID); err != nil {

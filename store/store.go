@@ -20,6 +20,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -85,6 +86,27 @@ type Settlement struct {
 	History    []string
 	Log        []tlogfmt.Entry
 }
+
+// Candidate is a claim the draw may offer: its id, draw key and the
+// capabilities its rerun requires.
+type Candidate struct {
+	ClaimID  string
+	Key      int64
+	Requires []string
+}
+
+// OfferWrite offers ClaimID to AgentID until Expires, by Transition
+// (offer), only while the claim is free and the agent holds no open offer.
+type OfferWrite struct {
+	Write
+	ClaimID, AgentID string
+	Transition       dotlab.Transition
+	Expires          time.Time
+}
+
+// ErrOpenOffer is AddOffer's refusal when the agent holds an open offer
+// already (a concurrent draw of its own won one).
+var ErrOpenOffer = errors.New("the agent already holds an open offer")
 
 // AcceptWrite accepts an offer: the claim moves by Transition (accept)
 // only while AgentID holds its open offer (the offer's expiry after At);
@@ -188,6 +210,7 @@ type AgentWrite struct {
 type Writer interface {
 	AddAgent(ctx context.Context, w AgentWrite) error                         // ECONFLICT: the public key is another agent's
 	AddClaim(ctx context.Context, w ClaimWrite) (id string, err error)        // EDUPLICATE: the manifest was listed meanwhile
+	AddOffer(ctx context.Context, w OfferWrite) (won bool, err error)         // ErrOpenOffer
 	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)   // ECONFLICT: another role on the claim
 	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error) //
 	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)       //
@@ -212,6 +235,12 @@ type Reader interface {
 	// RunClaim is the claim of run runID, or the ENOTFOUND error of an
 	// unknown run.
 	RunClaim(ctx context.Context, runID string) (string, error)
+	// DrawCandidates lists up to limit free funded claims with draw keys
+	// in [lo, hi) that agentID holds no role on and was never offered, in
+	// key order.
+	DrawCandidates(ctx context.Context, agentID string, lo, hi int64, limit int) ([]Candidate, error)
+	// OpenOffer is agentID's open offer at now (found false: none).
+	OpenOffer(ctx context.Context, agentID string, now time.Time) (j *dotlab.Job, found bool, err error)
 	// LatestJob is agentID's latest job on claimID; found is false when it
 	// was never offered one.
 	LatestJob(ctx context.Context, claimID, agentID string) (j *dotlab.Job, found bool, err error)

@@ -26,7 +26,7 @@ func TestPagesShowHugeNumbersShort(t *testing.T) {
 	s.keys["runner-huge"], s.ids["runner-huge"] = key, runner.ID
 	c := must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, s.ids["submitter"], sqlstoretest.NewClaim(t, "Huge difference", "tpu")))
 	for i := 0; ; i++ {
-		j, found, err := s.db.NextJob(ctx, runner)
+		j, found, err := sqlstoretest.Protocol(s.db).NextJob(ctx, runner)
 		if err != nil || !found || i == 10 {
 			t.Fatalf("draw: %+v %v %v", j, found, err)
 		}

@@ -198,7 +198,7 @@ func (s *site) publish(sub, runner *dotlab.Agent, title, mean, sd string, o dotl
 	t, ctx := s.t, context.Background()
 	c := must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)))
 	for {
-		j, found, err := s.db.NextJob(ctx, runner)
+		j, found, err := sqlstoretest.Protocol(s.db).NextJob(ctx, runner)
 		if err != nil || !found {
 			t.Fatalf("draw: %+v %v %v", j, found, err)
 		}

@@ -164,7 +164,7 @@ func openRoom(ctx context.Context, db *sqlstore.DB) (claimID, runnerKey, cursor 
 	if err != nil {
 		return "", "", "", err
 	}
-	if _, _, err := db.NextJob(ctx, runner); err != nil {
+	if _, _, err := protocol.New(protocol.Config{Store: db}).NextJob(ctx, runner); err != nil {
 		return "", "", "", err
 	}
 	if _, err := protocol.New(protocol.Config{Store: db}).AcceptJob(ctx, runner.ID, c.ID); err != nil {
