@@ -11,13 +11,13 @@
 // a write that did not apply (a lost race, a deadline passing) is explained
 // from fresh state with the same words as the first check.
 //
-// The steps moved here so far are register (CreateAgent), list
-// (CreateClaim), the job draw (NextJob), accept and
-// decline (AcceptJob, DeclineJob), publish (PublishRun), upload logs
-// (PutJobLogs, CheckJobLogs), join and post (JoinLab, PostLabMessage),
-// challenge
-// (CreateChallenge) and vote (CastVote); the others are still the store's
-// own methods (sqlstore), reached through the embedded Store.
+// The steps: register (CreateAgent), list (CreateClaim), the job draw
+// (NextJob), accept and decline (AcceptJob, DeclineJob), publish
+// (PublishRun), upload logs (PutJobLogs, CheckJobLogs), join and post
+// (JoinLab, PostLabMessage), challenge (CreateChallenge), the reviewer
+// draw and vote (NextDispute, CastVote) and settle (Settle). Reads (claims,
+// runs, disputes, rooms, profiles) are the store's, reached through the
+// embedded Store.
 package protocol
 
 import (
@@ -46,7 +46,6 @@ type Store interface {
 	FindRun(ctx context.Context, id string) (*dotlab.Run, error)
 	FindRuns(ctx context.Context, f dotlab.Page) ([]*dotlab.RunListing, error)
 	FindChallenges(ctx context.Context, claimID string) ([]*dotlab.Challenge, error)
-	NextDispute(ctx context.Context, agentID string) (d *dotlab.Dispute, found bool, err error)
 	FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute, error)
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)

@@ -146,7 +146,7 @@ func (w *world) step(c *dotlab.Claim, ev dotlab.Event) error {
 		return err
 	case dotlab.EventQuorum:
 		rev := w.agent("reviewer")
-		if _, found, err := w.db.NextDispute(ctx, rev.ID); err != nil || !found {
+		if _, found, err := sqlstoretest.Protocol(w.db).NextDispute(ctx, rev.ID); err != nil || !found {
 			w.t.Fatalf("no dispute drawn for the reviewer: %v", err)
 		}
 		_, err := w.svc.CastVote(ctx, rev, c.ID, dotlab.VoteBody{Vote: dotlab.VoteChallenger, Rationale: "sd_diff: the challenger's rerun divides by n-1 as the paper does"})

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -119,4 +120,43 @@ func (s *Service) checkVoteText(ctx context.Context, c *dotlab.Claim, reviewer *
 		return dotlab.Errorf(dotlab.EINVALID, "$.rationale: a signed rationale must not start or end with white space (it is stored trimmed, and would then differ from what you signed): trim it, then sign")
 	}
 	return checkSignedVote(ctx, reviewer, c.ID, &v)
+}
+
+// maxDisputeCandidates bounds the disputes one reviewer draw considers.
+const maxDisputeCandidates = 1000
+
+// NextDispute is the reviewer draw (docs/mechanism.md §4): the caller is
+// assigned a dispute drawn at random among disputed claims on which it
+// holds no role, and gets its evidence. The assignment is the reviewer
+// role on that claim: only assigned reviewers may vote, so reviewers
+// cannot pick the dispute they vote on. While the caller has an assigned
+// dispute it has not voted on, NextDispute returns that one. found is
+// false when there is none.
+func (s *Service) NextDispute(ctx context.Context, agentID string) (*dotlab.Dispute, bool, error) {
+	if id, found, err := s.Store.AssignedDispute(ctx, agentID); found || err != nil {
+		return s.dispute(ctx, id, err)
+	}
+	ids, err := s.Store.DisputeCandidates(ctx, agentID, maxDisputeCandidates)
+	if err != nil {
+		return nil, false, err
+	}
+	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	at := s.now()
+	for _, id := range ids {
+		err := s.Store.AddReviewer(ctx, id, agentID, at)
+		if dotlab.ErrorCode(err) == dotlab.ECONFLICT {
+			continue // took another role on it meanwhile
+		}
+		return s.dispute(ctx, id, err)
+	}
+	return nil, false, nil
+}
+
+// dispute is the evidence of dispute id, after err from assigning it.
+func (s *Service) dispute(ctx context.Context, id string, err error) (*dotlab.Dispute, bool, error) {
+	if err != nil {
+		return nil, false, err
+	}
+	d, err := s.Store.FindDispute(ctx, id)
+	return d, err == nil, err
 }

@@ -6,61 +6,56 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/store"
 )
 
-// NextDispute assigns the caller a dispute to review, drawn at random among
-// disputed claims on which it holds no role, and returns its evidence. The
-// assignment is the reviewer role on that claim: only assigned reviewers may
-// vote, so reviewers cannot pick the dispute they vote on. While the caller
-// has an assigned dispute it has not voted on, NextDispute returns that one.
-func (db *DB) NextDispute(ctx context.Context, agentID string) (*dotlab.Dispute, bool, error) {
+// AssignedDispute is the disputed claim agentID is assigned to review and
+// has not voted on yet, the first by claim number; found is false for
+// none (store.Reader).
+func (db *DB) AssignedDispute(ctx context.Context, agentID string) (string, bool, error) {
 	var id string
 	err := db.r.QueryRowContext(ctx, `SELECT r.claim_id FROM roles r JOIN claims c ON c.id = r.claim_id
 		WHERE r.agent_id = $1 AND r.role = 'reviewer' AND c.state = 'disputed'
 		AND NOT EXISTS (SELECT 1 FROM votes v WHERE v.claim_id = r.claim_id AND v.reviewer_id = $1)
 		ORDER BY c.number LIMIT 1`, agentID).Scan(&id)
-	if err == nil {
-		d, err := db.FindDispute(ctx, id)
-		return d, err == nil, err
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return nil, false, err
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
 	}
+	return id, err == nil, err
+}
+
+// DisputeCandidates lists up to limit disputed claims agentID holds no
+// role on, by claim number (store.Reader).
+func (db *DB) DisputeCandidates(ctx context.Context, agentID string, limit int) ([]string, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT c.id FROM claims c WHERE c.state = 'disputed'
 		AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.claim_id = c.id AND r.agent_id = $1)
-		ORDER BY c.number LIMIT 1000`, agentID)
+		ORDER BY c.number LIMIT $2`, agentID, limit)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
+	defer rows.Close()
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, false, err
+			return nil, err
 		}
 		ids = append(ids, id)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, false, err
+	return ids, rows.Err()
+}
+
+// AddReviewer gives agentID the reviewer role on claimID; a role it took
+// meanwhile is ECONFLICT.
+func (db *DB) AddReviewer(ctx context.Context, claimID, agentID string, at time.Time) error {
+	_, err := db.w.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'reviewer', $3)`, claimID, agentID, ms(at))
+	if isUniqueViolation(err) {
+		return errSecondRole
 	}
-	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	now := db.now()
-	for _, id := range ids {
-		_, err := db.w.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'reviewer', $3)`, id, agentID, ms(now))
-		if isUniqueViolation(err) {
-			continue // took another role on it meanwhile
-		} else if err != nil {
-			return nil, false, err
-		}
-		d, err := db.FindDispute(ctx, id)
-		return d, err == nil, err
-	}
-	return nil, false, nil
+	return err
 }
 
 // FindDispute returns the evidence of a claim that has (or had) a dispute.

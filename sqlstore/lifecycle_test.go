@@ -162,10 +162,10 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		w.clock.Advance(2 * time.Second)
 		w.settle()
 		// Reviewers: never a claim they hold a role on.
-		if _, found, _ := w.db.NextDispute(ctx, challenger.ID); found {
+		if _, found, _ := sqlstoretest.Protocol(w.db).NextDispute(ctx, challenger.ID); found {
 			t.Fatal("challenger shown its own dispute")
 		}
-		d, found, err := w.db.NextDispute(ctx, reviewers[0].ID)
+		d, found, err := sqlstoretest.Protocol(w.db).NextDispute(ctx, reviewers[0].ID)
 		if err != nil || !found || d.ID != id || len(d.Challenges) != 1 || d.Run == nil {
 			t.Fatalf("dispute: %+v %v %v", d, found, err)
 		}
@@ -179,7 +179,7 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		for i, v := range []string{"challenger", "runner", "challenger"} {
 			if i > 0 {
-				if d, found, _ := w.db.NextDispute(ctx, reviewers[i].ID); !found || d.ID != id {
+				if d, found, _ := sqlstoretest.Protocol(w.db).NextDispute(ctx, reviewers[i].ID); !found || d.ID != id {
 					t.Fatalf("reviewer %d not assigned", i)
 				}
 			}
@@ -195,7 +195,7 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		if c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeReproduced {
 			t.Fatalf("after votes: %s %s", c.State, c.Outcome)
 		}
-		if _, found, _ := w.db.NextDispute(ctx, reviewers[3].ID); found {
+		if _, found, _ := sqlstoretest.Protocol(w.db).NextDispute(ctx, reviewers[3].ID); found {
 			t.Fatal("settled dispute still drawn")
 		}
 		// The run record says how the claim settled against it, keeping its own outcome.

@@ -201,7 +201,7 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 			for i := 0; i < 3; i++ {
 				rev := mustAgent(t, db, "reviewer")
-				if d, found, err := db.NextDispute(ctx, rev.ID); err != nil || !found || d.ID != id {
+				if d, found, err := sqlstoretest.Protocol(db).NextDispute(ctx, rev.ID); err != nil || !found || d.ID != id {
 					t.Fatalf("dispute draw: %v %v", found, err)
 				}
 				if i < 2 {

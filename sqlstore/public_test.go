@@ -82,7 +82,7 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 	rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 	for i, v := range []string{"challenger", "runner", "challenger"} {
 		step() // +80, +90, +100
-		if d, found, err := w.db.NextDispute(ctx, p.reviewers[i].ID); err != nil || !found || d.ID != p.a {
+		if d, found, err := sqlstoretest.Protocol(w.db).NextDispute(ctx, p.reviewers[i].ID); err != nil || !found || d.ID != p.a {
 			t.Fatalf("reviewer %d: %v %v", i, found, err)
 		}
 		_, err := sqlstoretest.Protocol(w.db).CastVote(ctx, p.reviewers[i], p.a, dotlab.VoteBody{Vote: v, Rationale: rationale})

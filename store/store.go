@@ -208,13 +208,14 @@ type AgentWrite struct {
 // the store's own (a unique violation of one role per agent per claim is
 // dotlab.ECONFLICT).
 type Writer interface {
-	AddAgent(ctx context.Context, w AgentWrite) error                         // ECONFLICT: the public key is another agent's
-	AddClaim(ctx context.Context, w ClaimWrite) (id string, err error)        // EDUPLICATE: the manifest was listed meanwhile
-	AddOffer(ctx context.Context, w OfferWrite) (won bool, err error)         // ErrOpenOffer
-	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)   // ECONFLICT: another role on the claim
-	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error) //
-	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)       //
-	AddMember(ctx context.Context, w MemberWrite) error                       // ECONFLICT: another role meanwhile
+	AddAgent(ctx context.Context, w AgentWrite) error                             // ECONFLICT: the public key is another agent's
+	AddClaim(ctx context.Context, w ClaimWrite) (id string, err error)            // EDUPLICATE: the manifest was listed meanwhile
+	AddReviewer(ctx context.Context, claimID, agentID string, at time.Time) error // ECONFLICT: another role meanwhile
+	AddOffer(ctx context.Context, w OfferWrite) (won bool, err error)             // ErrOpenOffer
+	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)       // ECONFLICT: another role on the claim
+	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error)     //
+	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)           //
+	AddMember(ctx context.Context, w MemberWrite) error                           // ECONFLICT: another role meanwhile
 	AddMessage(ctx context.Context, w MessageWrite) error
 	ApplyDue(ctx context.Context, w DueWrite) (applied bool, err error)
 	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
@@ -239,6 +240,12 @@ type Reader interface {
 	// in [lo, hi) that agentID holds no role on and was never offered, in
 	// key order.
 	DrawCandidates(ctx context.Context, agentID string, lo, hi int64, limit int) ([]Candidate, error)
+	// AssignedDispute is the disputed claim agentID is assigned to and has
+	// not voted on (found false: none).
+	AssignedDispute(ctx context.Context, agentID string) (claimID string, found bool, err error)
+	// DisputeCandidates lists up to limit disputed claims agentID holds no
+	// role on.
+	DisputeCandidates(ctx context.Context, agentID string, limit int) ([]string, error)
 	// OpenOffer is agentID's open offer at now (found false: none).
 	OpenOffer(ctx context.Context, agentID string, now time.Time) (j *dotlab.Job, found bool, err error)
 	// LatestJob is agentID's latest job on claimID; found is false when it

@@ -168,7 +168,7 @@ func (s *site) seed() {
 	must(sqlstoretest.Protocol(s.db).CreateChallenge(ctx, challenger, body, nil))
 	rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 	for i, v := range []string{"challenger", "runner", "challenger"} {
-		if d, found, err := s.db.NextDispute(ctx, reviewers[i].ID); err != nil || !found || d.ID != s.disputed {
+		if d, found, err := sqlstoretest.Protocol(s.db).NextDispute(ctx, reviewers[i].ID); err != nil || !found || d.ID != s.disputed {
 			t.Fatalf("reviewer %d: %v %v", i, found, err)
 		}
 		must(sqlstoretest.Protocol(s.db).CastVote(ctx, reviewers[i], s.disputed, dotlab.VoteBody{Vote: v, Rationale: rationale + " (" + v + ")"}))
