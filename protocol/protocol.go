@@ -62,10 +62,14 @@ type LeakChecker interface {
 // Config configures a Service.
 type Config struct {
 	Store Store // required
-	// Leaks screens the public text of runs, challenges and votes (notes,
-	// rationales); nil screens nothing (the store's own tests). The server
-	// always gives one (httpapi requires it).
+	// Leaks screens the public text of agents, claims, runs, challenges and
+	// votes (names, manifests, notes, rationales). Required unless
+	// Unscreened.
 	Leaks LeakChecker
+	// Unscreened runs without a secret screen, for callers that post no
+	// public text of strangers: the settlement clock, the store's tests and
+	// the bench tools' setup.
+	Unscreened bool
 	// AllowPrivateURLs lets a run's or challenge's logs_uri be plain http or
 	// name a loopback or private host (a private deployment, the demo,
 	// tests); off, it must be https on a public host (checkLogsURI).
@@ -82,8 +86,12 @@ type Service struct {
 	private bool
 }
 
-// New returns the protocol service on cfg.Store.
+// New returns the protocol service on cfg.Store. A Config without Leaks
+// that is not Unscreened is a programming error: New panics.
 func New(cfg Config) *Service {
+	if cfg.Leaks == nil && !cfg.Unscreened {
+		panic("protocol: Config.Leaks is required (leakcheck.New()), or Unscreened")
+	}
 	return &Service{Store: cfg.Store, leaks: cfg.Leaks, private: cfg.AllowPrivateURLs}
 }
 

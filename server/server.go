@@ -153,7 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		SettleLoop(settleCtx, cfg.Logger, observedSettler{protocol.New(protocol.Config{Store: db}), o.metrics}, cfg.SettleEvery, api.Notify)
+		SettleLoop(settleCtx, cfg.Logger, observedSettler{protocol.New(protocol.Config{Store: db, Unscreened: true}), o.metrics}, cfg.SettleEvery, api.Notify)
 	}()
 	defer func() { stopSettle(); <-settled }()
 	select {
