@@ -29,8 +29,8 @@ import (
 )
 
 // Store is the persistence the protocol runs on (sqlstore.DB implements
-// it): the domain's reads, the steps not yet moved here, and the
-// conditional writes and reads of package store.
+// it): the domain's reads, which the service passes through, and the
+// conditional writes and decision reads of package store.
 type Store interface {
 	AuthenticateAgent(ctx context.Context, apiKey string) (*dotlab.Agent, error)
 	FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, error)
@@ -79,7 +79,8 @@ type Config struct {
 var _ dotlab.AgentService = (*Service)(nil)
 
 // Service runs the protocol's steps on a Store. Methods not defined here
-// are the Store's (reads, and the steps not moved yet).
+// are the Store's reads (and, promoted with them, its writes: the edges
+// call the steps through their own narrower interfaces).
 type Service struct {
 	Store
 	leaks   LeakChecker
