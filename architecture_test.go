@@ -97,15 +97,24 @@ func TestRootPackageIsStandardLibraryOnly(t *testing.T) {
 	}
 }
 
-// TestNothingImportsCmd: commands only wire; no package depends on them.
+// TestNothingImportsCmd: commands only wire; no package depends on them
+// but the command itself on its own helpers (cmd/dotlab/internal/...).
 func TestNothingImportsCmd(t *testing.T) {
 	for name, p := range listPackages(t) {
 		for _, imp := range p.Imports {
-			if strings.HasPrefix(imp, module+"/cmd/") {
+			if strings.HasPrefix(imp, module+"/cmd/") && !strings.HasPrefix(name+"/", commandOf(imp)+"/") {
 				t.Errorf("%s imports %s", name, imp)
 			}
 		}
 	}
+}
+
+// commandOf is the command a cmd/ package belongs to: cmd/dotlab for
+// cmd/dotlab/internal/cli.
+func commandOf(path string) string {
+	rest := strings.TrimPrefix(path, module+"/cmd/")
+	name, _, _ := strings.Cut(rest, "/")
+	return module + "/cmd/" + name
 }
 
 // agentCommandFiles are the cmd/dotlab files of commands an agent runs:
@@ -154,7 +163,7 @@ func TestFunctionsAreShort(t *testing.T) {
 				t.Fatal(err)
 			}
 			if ast.IsGenerated(f) {
-				continue // generated code (internal/oapiclient/client.gen.go) is not ours to shorten
+				continue // generated code (internal/testing/oapiclient/client.gen.go) is not ours to shorten
 			}
 			rel, _ := filepath.Rel(mustGetwd(t), path)
 			for _, d := range f.Decls {
@@ -219,6 +228,11 @@ func TestCmdOnlyWires(t *testing.T) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if gen, err := parser.ParseFile(token.NewFileSet(), f, data, parser.ParseComments|parser.PackageClauseOnly); err != nil {
+			t.Fatal(err)
+		} else if ast.IsGenerated(gen) {
+			continue // generated code is excluded by its header, as in TestFunctionsAreShort
 		}
 		total += bytes.Count(data, []byte("\n"))
 	}
@@ -303,6 +317,109 @@ func TestStoreImportsNoScreens(t *testing.T) {
 				if imp == b {
 					t.Errorf("%s imports %s", name, imp)
 				}
+			}
+		}
+	}
+}
+
+// testKits is the folder of the packages only tests use: fixtures, the
+// in-process and process servers, the generated API client and the other
+// test kits (a house that shows its rooms: production code never lives
+// there, and nothing test-only lives elsewhere).
+const testKits = module + "/internal/testing/"
+
+// TestTestKitsLiveTogether: every package that tests import but no
+// program (a main package: dotlab, the bench tools) reaches through
+// non-test imports lives under testKits, and the product (cmd/) reaches
+// nothing under testKits.
+func TestTestKitsLiveTogether(t *testing.T) {
+	pkgs := listPackagesWithTests(t)
+	byProgram, byProduct := map[string]bool{}, map[string]bool{}
+	testImported := map[string]bool{}
+	for name, p := range pkgs {
+		if p.Name == "main" {
+			reach(pkgs, name, byProgram)
+			if strings.HasPrefix(name, module+"/cmd/") {
+				reach(pkgs, name, byProduct)
+			}
+		}
+		for _, imp := range append(p.TestImports, p.XTestImports...) {
+			testImported[imp] = true
+		}
+	}
+	for name, p := range pkgs {
+		kit := strings.HasPrefix(name, testKits)
+		switch {
+		case p.Name == "main":
+		case kit && byProduct[name]:
+			t.Errorf("%s is a test kit, but the command imports it", name)
+		case !kit && testImported[name] && !byProgram[name]:
+			t.Errorf("%s is imported only by tests: move it under %s", name, testKits)
+		}
+	}
+}
+
+// reach marks p and every module package it imports, transitively, in seen.
+func reach(pkgs map[string]testedPackage, p string, seen map[string]bool) {
+	if seen[p] {
+		return
+	}
+	seen[p] = true
+	for _, imp := range pkgs[p].Imports {
+		if _, ok := pkgs[imp]; ok {
+			reach(pkgs, imp, seen)
+		}
+	}
+}
+
+type testedPackage struct {
+	ImportPath, Name          string
+	Imports                   []string
+	TestImports, XTestImports []string
+}
+
+// listPackagesWithTests is `go list -json ./...` with the imports of each
+// package's tests.
+func listPackagesWithTests(t *testing.T) map[string]testedPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Name,Imports,TestImports,XTestImports", "./...")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, errOut.String())
+	}
+	pkgs := map[string]testedPackage{}
+	dec := json.NewDecoder(&out)
+	for {
+		var p testedPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	return pkgs
+}
+
+// TestGeneratedCodeIsMarked: a generated file says so in the standard
+// header (ast.IsGenerated), which is what excludes it from the size rules
+// (TestFunctionsAreShort, TestCmdOnlyWires), never its path; every
+// generated file lives with the test kits.
+func TestGeneratedCodeIsMarked(t *testing.T) {
+	for _, p := range listPackages(t) {
+		for _, name := range p.GoFiles {
+			path := filepath.Join(p.Dir, name)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments|parser.PackageClauseOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gen := ast.IsGenerated(f)
+			if strings.Contains(name, ".gen.") && !gen {
+				t.Errorf("%s is named generated but has no \"Code generated … DO NOT EDIT.\" header", path)
+			}
+			if gen && !strings.HasPrefix(p.ImportPath, testKits) {
+				t.Errorf("%s is generated but lives outside %s", path, testKits)
 			}
 		}
 	}

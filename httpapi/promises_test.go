@@ -16,8 +16,8 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
-	"github.com/dotlab/dotlab/internal/skilltext"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/skilltext"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // published lists a claim, has runnerKey accept it and publish a
@@ -451,7 +451,7 @@ func skillManifest(title string) string {
 }
 
 // The literal example bodies of agent-skill-dotlab.txt, as printed
-// (internal/skilltext): only the <placeholders> (and the "a | b" lists of
+// (internal/testing/skilltext): only the <placeholders> (and the "a | b" lists of
 // choices) are filled in.
 const (
 	skillRegister = skilltext.Register

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/internal/servertest"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/protocol"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // TestCheapChecksComeFirst: a step refuses on who, role and state before

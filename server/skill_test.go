@@ -24,7 +24,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/dotlab/dotlab/internal/servertest"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
 	"io"
 	"math/big"
 	"net/http"
@@ -36,13 +36,13 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
-	"github.com/dotlab/dotlab/internal/skilltext"
+	"github.com/dotlab/dotlab/internal/testing/skilltext"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/server"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // The skill's literal bodies (agent-skill-dotlab.txt), verbatim
-// (internal/skilltext).
+// (internal/testing/skilltext).
 const (
 	skillRegister         = skilltext.Register
 	skillAuth             = skilltext.Auth

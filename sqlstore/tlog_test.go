@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/tlogfmt"
 	"golang.org/x/mod/sumdb/tlog"
 )

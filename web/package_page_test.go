@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/manifest"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // packageManifest is a replication package as published: no datasets (the

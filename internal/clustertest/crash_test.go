@@ -3,7 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,9 +15,9 @@ import (
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/internal/cluster"
-	"github.com/dotlab/dotlab/internal/tlogcheck"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/tlogcheck"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 const (

@@ -1,5 +1,5 @@
 // Package oapidoc reads spec/openapi.yaml for the tests that hold the
-// document to the server (spec/openapi_test.go, internal/oapiclient): its
+// document to the server (spec/openapi_test.go, internal/testing/oapiclient): its
 // operations, its schemas and the validation of JSON bodies against them
 // (JSON Schema 2020-12, the dialect of OpenAPI 3.1). Only tests import it.
 package oapidoc

@@ -9,7 +9,7 @@
 // After changing spec/openapi.yaml, regenerate it (the go:generate line
 // pins the generator's version; the module proxy serves it):
 //
-//	go generate ./internal/oapiclient
+//	go generate ./internal/testing/oapiclient
 package oapiclient
 
-//go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.yaml -o client.gen.go ../../spec/openapi.yaml
+//go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.yaml -o client.gen.go ../../../spec/openapi.yaml

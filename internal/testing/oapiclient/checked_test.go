@@ -3,7 +3,7 @@ package oapiclient_test
 import (
 	"bytes"
 	"context"
-	"github.com/dotlab/dotlab/internal/servertest"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
 	"io"
 	"net/http"
 	"strings"
@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/internal/oapiclient"
-	"github.com/dotlab/dotlab/internal/oapidoc"
+	"github.com/dotlab/dotlab/internal/testing/oapiclient"
+	"github.com/dotlab/dotlab/internal/testing/oapidoc"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/server"
 	"github.com/dotlab/dotlab/spec"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // checkedDoer sends the generated client's requests and holds every answer

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dotlab/dotlab/internal/oapiclient"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/oapiclient"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // tPaired is the ten-significant-digit target and rerun value: narrowed to

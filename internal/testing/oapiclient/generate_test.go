@@ -29,7 +29,7 @@ func generateArgs(t *testing.T) []string {
 // TestGeneratedClientUpToDate regenerates the client from the published
 // spec/openapi.yaml with the pinned oapi-codegen (go run through the module
 // proxy) and fails when client.gen.go differs: run go generate
-// ./internal/oapiclient after changing the document. Outside CI a machine
+// ./internal/testing/oapiclient after changing the document. Outside CI a machine
 // that cannot fetch the generator skips.
 func TestGeneratedClientUpToDate(t *testing.T) {
 	args := generateArgs(t)
@@ -61,6 +61,6 @@ func TestGeneratedClientUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, committed) {
-		t.Fatal("internal/oapiclient/client.gen.go is not what oapi-codegen generates from spec/openapi.yaml: run go generate ./internal/oapiclient")
+		t.Fatal("internal/testing/oapiclient/client.gen.go is not what oapi-codegen generates from spec/openapi.yaml: run go generate ./internal/testing/oapiclient")
 	}
 }

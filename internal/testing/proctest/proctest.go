@@ -6,7 +6,7 @@
 // share these helpers (docs/deploy.md).
 //
 // A missing tool (go, haproxy) skips the test outside CI and fails it under
-// CI=true, as the project's other tests do (internal/testfix.Need).
+// CI=true, as the project's other tests do (internal/testing/testfix.Need).
 package proctest
 
 import (
@@ -29,7 +29,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 )
 
 var (

@@ -33,7 +33,7 @@ func TestReadManifestFileBounded(t *testing.T) {
 		t.Fatalf("too large: %v", err)
 	}
 	var stderr strings.Builder
-	if _, _, err := LoadManifest(&stderr, "../../manifest/testdata/valid.json", ""); err != nil {
+	if _, _, err := LoadManifest(&stderr, "../../../../manifest/testdata/valid.json", ""); err != nil {
 		t.Fatalf("valid manifest: %v %s", err, stderr.String())
 	}
 }

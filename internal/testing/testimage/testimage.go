@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab/imagestore"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 )
 
 // Busybox builds testfix.BusyboxRootfs into store under ref and unpacks it.
