@@ -36,23 +36,29 @@ type listedPackage struct {
 }
 
 func listPackages(t *testing.T) map[string]listedPackage {
+	return goList(t, "-json", func(p listedPackage) string { return p.ImportPath })
+}
+
+// goList decodes `go list <format> ./...` (a -json flag) into one P per
+// package, by the import path path gives.
+func goList[P any](t *testing.T, format string, path func(P) string) map[string]P {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json", "./...")
+	cmd := exec.Command("go", "list", format, "./...")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("go list: %v\n%s", err, errOut.String())
 	}
-	pkgs := map[string]listedPackage{}
+	pkgs := map[string]P{}
 	dec := json.NewDecoder(&out)
 	for {
-		var p listedPackage
+		var p P
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		pkgs[p.ImportPath] = p
+		pkgs[path(p)] = p
 	}
 	return pkgs
 }
@@ -381,25 +387,7 @@ type testedPackage struct {
 // listPackagesWithTests is `go list -json ./...` with the imports of each
 // package's tests.
 func listPackagesWithTests(t *testing.T) map[string]testedPackage {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Name,Imports,TestImports,XTestImports", "./...")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go list: %v\n%s", err, errOut.String())
-	}
-	pkgs := map[string]testedPackage{}
-	dec := json.NewDecoder(&out)
-	for {
-		var p testedPackage
-		if err := dec.Decode(&p); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		pkgs[p.ImportPath] = p
-	}
-	return pkgs
+	return goList(t, "-json=ImportPath,Name,Imports,TestImports,XTestImports", func(p testedPackage) string { return p.ImportPath })
 }
 
 // TestGeneratedCodeIsMarked: a generated file says so in the standard
