@@ -18,8 +18,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/imagestore"
-	"github.com/dotlab/dotlab/internal/testfix"
-	"github.com/dotlab/dotlab/internal/testimage"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testimage"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
 	git "github.com/go-git/go-git/v5"
