@@ -101,8 +101,8 @@ func CheckDisagreementNotes(notes string, diffs []Difference) error {
 			continue
 		}
 		if !MentionsName(notes, d.Name) {
-			p.Add("$.notes", "name the comparison %q and say by how much it differs: your rerun %s is %s tolerance, the run's value is %s it (GET /api/v1/runs/{run_id} shows the run's values, now that you have your own)",
-				d.Name, d.Challenger, within(d.ChallengerMatch), within(d.RunnerMatch))
+			p.Add("$.notes", "name the comparison %q and say by how much it differs: your rerun %s is %s tolerance, the run's value is %s it (%s shows the run's values, now that you have your own)",
+				d.Name, d.Challenger, within(d.ChallengerMatch), within(d.RunnerMatch), Go(StepRun, "{run_id}"))
 			continue
 		}
 		named = true
@@ -113,10 +113,11 @@ func CheckDisagreementNotes(notes string, diffs []Difference) error {
 	return p.Err()
 }
 
-// ChallengeService posts challenges and handles disputes.
+// ChallengeService posts challenges and handles disputes (package protocol
+// implements it).
 type ChallengeService interface {
 	// CreateChallenge records a challenge on a run in its challenge window.
-	CreateChallenge(ctx context.Context, agentID string, body *ChallengeBody, raw []byte) (*Challenge, error)
+	CreateChallenge(ctx context.Context, challenger *Agent, body *ChallengeBody, raw []byte) (*Challenge, error)
 	// FindChallenges lists a claim's challenges in order.
 	FindChallenges(ctx context.Context, claimID string) ([]*Challenge, error)
 	// NextDispute returns a disputed claim the caller holds no role on;
@@ -125,7 +126,7 @@ type ChallengeService interface {
 	// FindDispute returns a dispute by claim id.
 	FindDispute(ctx context.Context, claimID string) (*Dispute, error)
 	// CastVote records a reviewer's vote; the quorum's majority settles the claim.
-	CastVote(ctx context.Context, agentID, claimID string, v VoteBody) (*Dispute, error)
+	CastVote(ctx context.Context, reviewer *Agent, claimID string, v VoteBody) (*Dispute, error)
 }
 
 // within is "within" or "outside", for a comparison's match.

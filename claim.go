@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -85,12 +86,60 @@ type NewClaim struct {
 	Field        string
 }
 
-// ClaimFilter selects claims for listing. Limit is 1-200 (default 50);
-// After is the last claim id of the previous page.
-type ClaimFilter struct {
+// Page is one page of a listing in claim order (claims, runs;
+// docs/protocol.md §10): State, when set, keeps only claims in that state;
+// After is the last claim id of the previous page; Limit is 1-200
+// (0: DefaultPageLimit).
+type Page struct {
 	State ClaimState
 	After string
 	Limit int
+}
+
+// DefaultPageLimit and MaxPageLimit bound a page.
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 200
+)
+
+// Check returns p with its default limit and the claim number After names
+// (0 for the first page), or EINVALID naming the query parameter: limit,
+// stateParam (the listing's name for State: "state", "status") or after.
+func (p Page) Check(stateParam string) (Page, int64, error) {
+	if p.Limit <= 0 {
+		p.Limit = DefaultPageLimit
+	}
+	if p.Limit > MaxPageLimit {
+		return p, 0, Errorf(EINVALID, "limit: at most %d per page", MaxPageLimit)
+	}
+	if p.State != "" && !p.State.Valid() {
+		return p, 0, Errorf(EINVALID, "%s: %q is not a claim state (one of listed, funded, assigned, running, published, challenge_window, disputed, reviewed, settled)", stateParam, p.State)
+	}
+	if p.After == "" {
+		return p, 0, nil
+	}
+	if !ValidClaimID(p.After) {
+		return p, 0, Errorf(EINVALID, "after: %q is not a claim id like DL-0001", p.After)
+	}
+	return p, ClaimNumber(p.After), nil
+}
+
+// Next is the cursor of the page after one that listed n items, the last
+// with claim id last: "" when the page was not full (the listing's end).
+func (p Page) Next(n int, last string) string {
+	if n < p.Limit || n == 0 {
+		return ""
+	}
+	return last
+}
+
+// ClaimNumber is the number of a valid claim id (DL-0042 → 42).
+func ClaimNumber(id string) int64 {
+	var n int64
+	for _, r := range strings.TrimPrefix(id, "DL-") {
+		n = n*10 + int64(r-'0')
+	}
+	return n
 }
 
 // ClaimService lists and finds claims.
@@ -101,7 +150,7 @@ type ClaimService interface {
 	// FindClaim returns the claim or ENOTFOUND.
 	FindClaim(ctx context.Context, id string) (*Claim, error)
 	// FindClaims returns one page of claims ordered by id.
-	FindClaims(ctx context.Context, f ClaimFilter) ([]*Claim, error)
+	FindClaims(ctx context.Context, p Page) ([]*Claim, error)
 	// ClaimManifest returns the manifest bytes exactly as submitted, or ENOTFOUND.
 	ClaimManifest(ctx context.Context, id string) ([]byte, error)
 }

@@ -91,7 +91,7 @@ func Decide(targets []Target, rerun map[string]Decimal) ([]Comparison, Outcome, 
 		}
 		c, err := Compare(t, v)
 		if err != nil {
-			probs = append(probs, ErrorDetail(err)...)
+			probs = append(probs, ErrorLines(err)...)
 			continue
 		}
 		all = all && c.Match

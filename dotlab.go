@@ -15,7 +15,12 @@
 // docs/manifest-spec.md (the manifest and the exact comparison).
 package dotlab
 
-import "time"
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"strings"
+	"time"
+)
 
 // Version is the protocol version this build implements.
 const Version = "0.1"
@@ -37,3 +42,12 @@ type ClockFunc func() time.Time
 
 // Now calls f.
 func (f ClockFunc) Now() time.Time { return f() }
+
+// NewID returns prefix + 20 random lowercase base32 characters (100 bits
+// from crypto/rand): the ids of runs (run_), challenges (ch_), messages
+// (msg_) and agents (ag_).
+func NewID(prefix string) string {
+	b := make([]byte, 13)
+	rand.Read(b)
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))[:20]
+}

@@ -33,17 +33,17 @@ const (
 // NoClaim is the ENOTFOUND error of an unknown claim id: it names the id
 // kind and where current ids are listed (docs/protocol.md §5).
 func NoClaim(id string) *Error {
-	return Errorf(ENOTFOUND, "no claim %q: claim ids look like DL-0001; GET /api/v1/claims lists the current claims", id)
+	return Errorf(ENOTFOUND, "no claim %q: claim ids look like DL-0001; %s lists the current claims", id, Go(StepListClaims, ""))
 }
 
 // NoAgent is the ENOTFOUND error of an unknown agent id.
 func NoAgent(id string) *Error {
-	return Errorf(ENOTFOUND, "no agent %q: agent ids look like ag_ and 20 characters; GET /api/v1/agents/me gives yours, and claims, runs, challenges and lab rooms name the others", id)
+	return Errorf(ENOTFOUND, "no agent %q: agent ids look like ag_ and 20 characters; %s gives yours, and claims, runs, challenges and lab rooms name the others", id, Go(StepMe, ""))
 }
 
 // NoRun is the ENOTFOUND error of an unknown run id.
 func NoRun(id string) *Error {
-	return Errorf(ENOTFOUND, "no run %q: run ids look like run_…; GET /api/v1/runs lists the runs, and GET /api/v1/claims/{id} gives a claim's run_id", id)
+	return Errorf(ENOTFOUND, "no run %q: run ids look like run_…; %s lists the runs, and %s gives a claim's run_id", id, Go(StepListRuns, ""), Go(StepClaim, "{id}"))
 }
 
 // Error is a domain error: a stable machine-readable Code and a list of
@@ -54,12 +54,13 @@ type Error struct {
 	Detail []string
 }
 
-// Error implements error.
+// Error implements error: the code and the detail lines, the steps they
+// point to in words (Step.Words; the HTTP edge gives routes instead).
 func (e *Error) Error() string {
 	if len(e.Detail) == 0 {
 		return e.Code
 	}
-	return e.Code + ": " + strings.Join(e.Detail, "; ")
+	return e.Code + ": " + stepWordsOf(strings.Join(e.Detail, "; "))
 }
 
 // Errorf returns an *Error with one detail line.
@@ -80,12 +81,25 @@ func ErrorCode(err error) string {
 	return EINTERNAL
 }
 
-// ErrorDetail returns the detail lines of err if it is an *Error; for any
-// other error it returns nil (internal text is never shown to clients).
+// ErrorDetail returns the detail lines of err if it is an *Error, the
+// steps they point to in words (Step.Words); for any other error it
+// returns nil (internal text is never shown to clients).
 func ErrorDetail(err error) []string {
+	lines := ErrorLines(err)
+	for i, l := range lines {
+		lines[i] = stepWordsOf(l)
+	}
+	return lines
+}
+
+// ErrorLines returns a copy of the detail lines of err if it is an *Error,
+// their steps still marked (Step.String), for an error built from another
+// and for a surface that renders steps its own way (the HTTP edge gives
+// routes); nil for any other error.
+func ErrorLines(err error) []string {
 	var e *Error
-	if errors.As(err, &e) {
-		return e.Detail
+	if errors.As(err, &e) && e.Detail != nil {
+		return append([]string(nil), e.Detail...)
 	}
 	return nil
 }

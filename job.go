@@ -58,3 +58,9 @@ type JobService interface {
 	// DeclineJob declines an open offer with a reason.
 	DeclineJob(ctx context.Context, agentID, claimID, reason string) (*Job, error)
 }
+
+// DrawKeys bounds the draw keys of the job draw (docs/mechanism.md §1):
+// each funded claim holds a uniform random key in [0, DrawKeys), re-drawn
+// whenever it returns to the pool, and a draw starts at a uniform random
+// point among them.
+const DrawKeys = 1 << 62

@@ -86,23 +86,23 @@ type LabMember struct {
 // that succeeds for that agent.
 func RoomHint(c *Claim, agentID, held string) string {
 	join := func(role string) string {
-		return fmt.Sprintf(`POST /api/v1/labs/%s/join with {"role":"%s"}`, c.ID, role)
+		return fmt.Sprintf(`%s with {"role":"%s"}`, Go(StepJoin, c.ID), role)
 	}
-	read := fmt.Sprintf("read the room with GET /api/v1/labs/%s/messages", c.ID)
+	read := fmt.Sprintf("read the room with %s", Go(StepRoomMessages, c.ID))
 	switch {
 	case held == "" && c.RunnerID == agentID:
-		return fmt.Sprintf("%[1]s is offered to you and not yet accepted: accept it (POST /api/v1/jobs/%[1]s/accept), then %[2]s; or decline it (POST /api/v1/jobs/%[1]s/decline), then %[3]s",
-			c.ID, join(RoleRunner), join(RoleCollaborator))
+		return fmt.Sprintf("%[1]s is offered to you and not yet accepted: accept it (%[4]s), then %[2]s; or decline it (%[5]s), then %[3]s",
+			c.ID, join(RoleRunner), join(RoleCollaborator), Go(StepAccept, c.ID), Go(StepDecline, c.ID))
 	case held == "":
 		return "join as collaborator first: " + join(RoleCollaborator)
 	case held == RoleRunner && c.RunnerID == agentID:
 		return "you are its assigned runner: " + join(RoleRunner)
 	case held == RoleRunner:
-		return fmt.Sprintf("your job on %s ended (its publish deadline passed) and you keep the runner role, so you cannot rejoin its room: %s, and take another job with GET /api/v1/jobs/next", c.ID, read)
+		return fmt.Sprintf("your job on %s ended (its publish deadline passed) and you keep the runner role, so you cannot rejoin its room: %s, and take another job with %s", c.ID, read, Go(StepDrawJob, ""))
 	case held == RoleSubmitter:
-		return fmt.Sprintf("you submitted %[1]s: post in its room with POST /api/v1/labs/%[1]s/messages (you become a member as its submitter), or %[2]s", c.ID, join(RoleSubmitter))
+		return fmt.Sprintf("you submitted %[1]s: post in its room with %[3]s (you become a member as its submitter), or %[2]s", c.ID, join(RoleSubmitter), Go(StepPost, c.ID))
 	case held == RoleCollaborator:
-		return fmt.Sprintf("you are a collaborator on %[1]s: post with POST /api/v1/labs/%[1]s/messages", c.ID)
+		return fmt.Sprintf("you are a collaborator on %[1]s: post with %[2]s", c.ID, Go(StepPost, c.ID))
 	}
 	return fmt.Sprintf("you are the %s of %s and an agent holds one role per claim, so you cannot join its room: %s", held, c.ID, read)
 }

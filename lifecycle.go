@@ -179,7 +179,7 @@ func next(subject string, from ClaimState, ev Event) (Transition, error) {
 		}
 	}
 	code, format := refusal(from, ev)
-	return Transition{}, Errorf(code, format, subject, from)
+	return Transition{}, Errorf(code, format, subject, from, Go(StepDrawJob, ""), Go(StepClaim, subject), Go(StepOpenRuns, ""), Go(StepDrawDispute, ""))
 }
 
 // refusal is the error code and detail (subject %[1]s, state %[2]s) of an
@@ -189,9 +189,9 @@ func refusal(from ClaimState, ev Event) (code, format string) {
 	case EventList:
 		return ECONFLICT, "%[1]s is listed already (state %[2]s)"
 	case EventOffer:
-		return EWINDOWCLOSED, "%[1]s is not in the pool (state %[2]s): GET /api/v1/jobs/next draws a job"
+		return EWINDOWCLOSED, "%[1]s is not in the pool (state %[2]s): %[3]s draws a job"
 	case EventAccept, EventDecline:
-		return ENOTOFFERED, "%[1]s is not offered to you now (its state is %[2]s): fetch a new job with GET /api/v1/jobs/next"
+		return ENOTOFFERED, "%[1]s is not offered to you now (its state is %[2]s): fetch a new job with %[3]s"
 	case EventExpire:
 		return EWINDOWCLOSED, "%[1]s has no offer to expire (state %[2]s)"
 	case EventJoinRunner:
@@ -200,13 +200,13 @@ func refusal(from ClaimState, ev Event) (code, format string) {
 		return EWINDOWCLOSED, "%[1]s has no job in progress (state %[2]s)"
 	case EventPublish, EventPublishFinal:
 		if from == StateFunded || from == StateListed || from == "" {
-			return ENOTOFFERED, "%[1]s is not assigned to you: only the assigned runner publishes the official run; take a job of your own with GET /api/v1/jobs/next"
+			return ENOTOFFERED, "%[1]s is not assigned to you: only the assigned runner publishes the official run; take a job of your own with %[3]s"
 		}
-		return ECONFLICT, "the run of %[1]s is already published (state %[2]s): GET /api/v1/claims/%[1]s gives its run_url"
+		return ECONFLICT, "the run of %[1]s is already published (state %[2]s): %[4]s gives its run_url"
 	case EventChallengeAgree, EventChallengeDisagree, EventWindowClose:
-		return EWINDOWCLOSED, "%[1]s is not in its challenge window (state %[2]s): GET /api/v1/runs?status=challenge_window lists the runs open to challenge"
+		return EWINDOWCLOSED, "%[1]s is not in its challenge window (state %[2]s): %[5]s lists the runs open to challenge"
 	case EventVote, EventQuorum:
-		return EWINDOWCLOSED, "%[1]s is not disputed (state %[2]s): nothing to vote on; GET /api/v1/disputes/next draws a dispute for you to review"
+		return EWINDOWCLOSED, "%[1]s is not disputed (state %[2]s): nothing to vote on; %[6]s draws a dispute for you to review"
 	}
 	return EINVALID, "%[1]s: unknown event in state %[2]s"
 }

@@ -283,7 +283,7 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	}
 	cs, outcome, err := Decide(m.Targets, rerun)
 	if err != nil {
-		for _, d := range ErrorDetail(err) {
+		for _, d := range ErrorLines(err) {
 			p.Add("$.comparisons", "%s", d)
 		}
 		return nil, p.Err()
@@ -325,7 +325,7 @@ func (b *RunBody) checkForm(p *Problems) {
 		}
 	}
 	if b.LogsSHA256 != "" && !sha256RE.MatchString(b.LogsSHA256) {
-		p.Add("$.logs_sha256", "must be 64 lowercase hex characters: the SHA-256 of the logs.jsonl you upload with PUT /jobs/{id}/logs")
+		p.Add("$.logs_sha256", "must be 64 lowercase hex characters: the SHA-256 of the logs.jsonl you upload with %s", Go(StepUploadLogs, "{id}"))
 	}
 	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {
 		p.Add("$.environment.image_digest", "must be sha256:<64 lowercase hex>")
@@ -508,13 +508,6 @@ func SortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// RunFilter selects runs by claim state (e.g. challenge_window).
-type RunFilter struct {
-	Status ClaimState
-	After  string
-	Limit  int
-}
-
 // RunListing is a run as GET /runs lists it (docs/protocol.md §6 "Listing
 // runs"): what a challenger needs to choose a run and rerun its manifest,
 // and none of the runner's values. It has no comparisons, hashes,
@@ -548,9 +541,10 @@ type RunListing struct {
 
 // RunService publishes and finds official runs.
 type RunService interface {
-	// PublishRun records the assigned runner's run after EvaluateRun passes.
-	PublishRun(ctx context.Context, agentID string, body *RunBody, raw []byte) (*Run, error)
+	// PublishRun records the assigned runner's run after EvaluateRun passes
+	// (package protocol implements it).
+	PublishRun(ctx context.Context, runner *Agent, body *RunBody, raw []byte) (*Run, error)
 	FindRun(ctx context.Context, id string) (*Run, error)
 	// FindRuns lists runs without their values (RunListing).
-	FindRuns(ctx context.Context, f RunFilter) ([]*RunListing, error)
+	FindRuns(ctx context.Context, p Page) ([]*RunListing, error)
 }

@@ -51,13 +51,6 @@ type Agent struct {
 	Logf func(format string, args ...any)
 	// Clock names work directories.
 	Clock dotlab.Clock
-	// BeforePublish, when set, is called by RunOnce with the manifest and the
-	// rerun's record after the rerun and the room's finding, just before the
-	// run is published and its logs uploaded; it may alter rec, and what it
-	// leaves there is what gets published. The demo uses it to stage a
-	// misreporting runner (clearly labelled there); real agents leave it nil.
-	BeforePublish func(m *dotlab.Manifest, rec *runner.Record)
-
 	// Key, when set, signs every run, challenge and vote the agent posts
 	// (docs/verification.md "Signed records"); nil posts them unsigned.
 	Key *attest.Key
@@ -200,9 +193,6 @@ func (a *Agent) work(ctx context.Context, id string, m *dotlab.Manifest) error {
 			a.post(ctx, id, "finding", "Outside tolerance: "+strings.Join(lines, "; "), "results.json")
 		}
 	}
-	if a.BeforePublish != nil {
-		a.BeforePublish(m, rec)
-	}
 	_, err = a.Publish(ctx, id, dir, rec)
 	return err
 }
@@ -226,15 +216,8 @@ func (a *Agent) Publish(ctx context.Context, id, dir string, rec *runner.Record)
 	} else {
 		a.logf("%s: no logs to publish: %v", id, err)
 	}
-	key := a.Key
-	a.signRun(ctx, key, &body)
-	run, err := a.Client.PublishRun(ctx, &body)
-	if refusedSignature(err) {
-		a.logf("%s: the server refused this agent's signature (%v); publishing unsigned", id, err)
-		key = nil
-		a.signRun(ctx, key, &body)
-		run, err = a.Client.PublishRun(ctx, &body)
-	}
+	run, key, err := postSigned(a, "publishing", id, func(k *attest.Key) { a.signRun(ctx, k, &body) },
+		func() (*dotlab.Run, error) { return a.Client.PublishRun(ctx, &body) })
 	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
 		// The notes and output file names come from the analysis, which a
 		// claim controls: if they are what the server refuses (a token-like
@@ -372,15 +355,8 @@ func (a *Agent) PostChallenge(ctx context.Context, claimID, runID, dir string, r
 	if !agrees {
 		body.Notes = DisagreementNotes(run, rec)
 	}
-	key := a.Key
-	a.signChallenge(ctx, key, &body)
-	ch, err := a.Client.Challenge(ctx, &body)
-	if refusedSignature(err) {
-		a.logf("%s: the server refused this agent's signature (%v); challenging unsigned", claimID, err)
-		key = nil
-		a.signChallenge(ctx, key, &body)
-		ch, err = a.Client.Challenge(ctx, &body)
-	}
+	ch, key, err := postSigned(a, "challenging", claimID, func(k *attest.Key) { a.signChallenge(ctx, k, &body) },
+		func() (*dotlab.Challenge, error) { return a.Client.Challenge(ctx, &body) })
 	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
 		// As for a run (Publish): the analysis's messages and file names
 		// must not make an honest challenge impossible; the comparisons

@@ -5,11 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,10 +15,10 @@ import (
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/httpapi"
-	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // fakeEngine "reruns" a sqlstoretest manifest: it writes the logs.jsonl a
@@ -143,31 +141,13 @@ func TestChallengeRefusedForAnalysisTextIsRetried(t *testing.T) {
 // logs URL) is http://127.0.0.1, so it takes private URLs.
 func testServer(t *testing.T) *client.Client {
 	t.Helper()
-	leaksOnce.Do(func() { leaks, leaksErr = leakcheck.New() })
-	if leaksErr != nil {
-		t.Fatal(leaksErr)
-	}
-	db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
-	api, err := httpapi.New(httpapi.Config{Store: db, Leaks: leaks, AllowPrivateURLs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api)
-	t.Cleanup(func() { api.Close(); srv.Close() })
+	srv, _ := servertest.API(t, httpapi.Config{Store: sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{}), AllowPrivateURLs: true})
 	c, err := client.New(srv.URL, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
-
-// The secret screen of the test servers, built once (it compiles gitleaks'
-// rules).
-var (
-	leaksOnce sync.Once
-	leaks     *leakcheck.Checker
-	leaksErr  error
-)
 
 // submitterAndRunner registers a submitter and a runner on c (unsigned).
 func submitterAndRunner(t *testing.T, c *client.Client) (sub, run *apiv1.AgentCreated) {

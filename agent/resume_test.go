@@ -14,8 +14,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/runner"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 type brokenEngine struct{}

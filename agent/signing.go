@@ -173,10 +173,27 @@ func (a *Agent) voteBody(ctx context.Context, k *attest.Key, disputeID, vote, ra
 // unsigned rather than lose the vote. Review and `dotlab mcp`'s vote tool
 // vote through it.
 func (a *Agent) CastVote(ctx context.Context, disputeID, vote, rationale string) (*dotlab.Dispute, error) {
-	d, err := a.Client.Vote(ctx, disputeID, a.voteBody(ctx, a.Key, disputeID, vote, rationale))
-	if refusedSignature(err) {
-		a.logf("%s: the server refused this agent's signature (%v); voting unsigned", disputeID, err)
-		d, err = a.Client.Vote(ctx, disputeID, a.voteBody(ctx, nil, disputeID, vote, rationale))
-	}
+	var b dotlab.VoteBody
+	d, _, err := postSigned(a, "voting", disputeID, func(k *attest.Key) { b = a.voteBody(ctx, k, disputeID, vote, rationale) },
+		func() (*dotlab.Dispute, error) { return a.Client.Vote(ctx, disputeID, b) })
 	return d, err
+}
+
+// postSigned posts a record signed with the agent's key: sign(k) sets the
+// body's envelope for key k (none for nil), post sends it. When the server
+// refuses the signature (refusedSignature: the key on file is not the one
+// it holds for this agent), the record goes once more unsigned rather
+// than be lost (docs/verification.md "Signed records"). key is what the
+// record went out signed with (nil: unsigned), for a later resend.
+func postSigned[T any](a *Agent, doing, subject string, sign func(k *attest.Key), post func() (T, error)) (v T, key *attest.Key, err error) {
+	key = a.Key
+	sign(key)
+	v, err = post()
+	if refusedSignature(err) {
+		a.logf("%s: the server refused this agent's signature (%v); %s unsigned", subject, err, doing)
+		key = nil
+		sign(key)
+		v, err = post()
+	}
+	return v, key, err
 }

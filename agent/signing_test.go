@@ -10,7 +10,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // TestRegisterStoresKeyAndAgentSigns: `dotlab agent register`'s Register

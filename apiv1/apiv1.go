@@ -78,12 +78,18 @@ type ClaimView struct {
 // NewClaimView returns c with its links: the manifest as submitted, the
 // lab room's page and, once published, the official run.
 func NewClaimView(c *dotlab.Claim) ClaimView {
-	v := ClaimView{Claim: c, ManifestURL: "/api/v1/claims/" + c.ID + "/manifest", LabURL: "/labs/" + c.ID}
+	v := ClaimView{Claim: c, ManifestURL: ManifestURL(c.ID), LabURL: "/labs/" + c.ID}
 	if c.RunID != "" {
-		v.RunURL = "/api/v1/runs/" + c.RunID
+		v.RunURL = RunURL(c.RunID)
 	}
 	return v
 }
+
+// ManifestURL is the API path of claim claimID's manifest as submitted.
+func ManifestURL(claimID string) string { return "/api/v1/claims/" + claimID + "/manifest" }
+
+// RunURL is the API path of run runID.
+func RunURL(runID string) string { return "/api/v1/runs/" + runID }
 
 // ClaimPage is GET /claims: one page and the cursor of the next (empty at
 // the end). Listings leave each claim's manifest out.

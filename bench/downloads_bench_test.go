@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab/imagestore"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/sandbox"
 )
 
@@ -34,6 +34,11 @@ func TestMain(m *testing.M) {
 func BenchmarkDownloadFreeRun(b *testing.B) {
 	s := prepare(b)
 	rt := sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}
+	// As the runner does before its first run (runner.Rerun): the version is
+	// probed once and remembered in rt, not in every timed Run.
+	if _, err := rt.CheckVersion(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	code, data := b.TempDir(), b.TempDir()
 	spec := sandbox.Spec{Rootfs: s.rootfs, CodeDir: code, DataDir: data, Args: []string{"true"}, ImageEnv: []string{imagestore.DefaultPath}}
 	file := filepath.Join(b.TempDir(), "blob")
@@ -93,6 +98,11 @@ func BenchmarkDownloadFreeRun(b *testing.B) {
 func BenchmarkDownload100MB(b *testing.B) {
 	s := prepare(b)
 	rt := sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}
+	// As the runner does before its first run (runner.Rerun): the version is
+	// probed once and remembered in rt, not in every timed Run.
+	if _, err := rt.CheckVersion(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	code, data := b.TempDir(), b.TempDir()
 	big := make([]byte, 100<<20)
 	rand.Read(big)

@@ -11,8 +11,8 @@ import (
 	"github.com/dotlab/dotlab/imagebuild"
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/netpolicy"
-	"github.com/dotlab/dotlab/internal/testfix"
-	"github.com/dotlab/dotlab/internal/testimage"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testimage"
 )
 
 // BenchmarkAptLayer adds one Debian package (apt.txt: python3-sklearn, from

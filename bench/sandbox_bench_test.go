@@ -18,8 +18,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/imagestore"
-	"github.com/dotlab/dotlab/internal/testfix"
-	"github.com/dotlab/dotlab/internal/testimage"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testimage"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
 	git "github.com/go-git/go-git/v5"
@@ -112,6 +112,11 @@ func runCmd(b *testing.B, name string, args ...string) {
 func BenchmarkTrue(b *testing.B) {
 	s := prepare(b)
 	rt := sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}
+	// As the runner does before its first run (runner.Rerun): the version is
+	// probed once and remembered in rt, not in every timed Run.
+	if _, err := rt.CheckVersion(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	code, data := b.TempDir(), b.TempDir()
 	spec := sandbox.Spec{Rootfs: s.rootfs, CodeDir: code, DataDir: data, Args: []string{"true"}, ImageEnv: []string{imagestore.DefaultPath}}
 

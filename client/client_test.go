@@ -12,9 +12,9 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
-	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // recordSleeps makes c record its waits instead of sleeping.
@@ -80,14 +80,7 @@ func TestRetries(t *testing.T) {
 }
 
 func TestAgainstRealServer(t *testing.T) {
-	db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
-	lc, err := leakcheck.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, _ := httpapi.New(httpapi.Config{Store: db, Leaks: lc})
-	srv := httptest.NewServer(api)
-	defer func() { api.Close(); srv.Close() }()
+	srv, _ := servertest.API(t, httpapi.Config{Store: sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})})
 	ctx := context.Background()
 	c, _ := New(srv.URL+"/api/v1/", "")
 	sub, err := c.Register(ctx, dotlab.NewAgent{Name: "s", Operator: "o"})

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"context"
 	"strconv"
 	"sync"
 
@@ -9,26 +10,40 @@ import (
 	"github.com/dotlab/dotlab/runner"
 )
 
-// stageDispute sets a's agent.Agent.BeforePublish hook for the
-// DEMONSTRATION of the dispute mechanism: the runner misreports one value of
-// the first reproduced or not_reproduced run it gets, flipping its outcome.
-// The challenger's independent rerun disagrees, and three reviewers decide
-// by rerunning (docs/mechanism.md §4). Real runners never do this. The
+// stageDispute wraps a's rerun engine for the DEMONSTRATION of the
+// dispute mechanism: the runner misreports one value of the first
+// reproduced or not_reproduced run it gets, flipping its outcome. The
+// challenger's independent rerun disagrees, and three reviewers decide by
+// rerunning (docs/mechanism.md §4). Real runners never do this. The
 // returned channel is closed once the misreport is staged.
 func (s *session) stageDispute(a *agent.Agent) <-chan struct{} {
-	staged := make(chan struct{})
-	var once sync.Once
-	a.BeforePublish = func(m *dotlab.Manifest, rec *runner.Record) {
-		if !rec.Body.Outcome.Compared() {
-			return
-		}
-		once.Do(func() {
-			misreport(m, rec)
-			s.logf("%-14s DEMONSTRATION: misreports %s to stage a dispute (outcome now %s)", "runner-ada", rec.Body.Comparisons[0].Name, rec.Body.Outcome)
-			close(staged)
-		})
+	m := &misreporter{Engine: a.Engine, staged: make(chan struct{}), logf: s.logf}
+	a.Engine = m
+	return m.staged
+}
+
+// misreporter is an agent.Engine that misreports its first compared rerun
+// (misreport), for the demonstration only.
+type misreporter struct {
+	agent.Engine
+	once   sync.Once
+	staged chan struct{}
+	logf   func(format string, args ...any)
+}
+
+// Rerun reruns m with the wrapped engine, then misreports the first
+// compared record.
+func (e *misreporter) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (*runner.Record, error) {
+	rec, err := e.Engine.Rerun(ctx, m, outDir)
+	if err != nil || !rec.Body.Outcome.Compared() {
+		return rec, err
 	}
-	return staged
+	e.once.Do(func() {
+		misreport(m, rec)
+		e.logf("%-14s DEMONSTRATION: misreports %s to stage a dispute (outcome now %s)", "runner-ada", rec.Body.Comparisons[0].Name, rec.Body.Outcome)
+		close(e.staged)
+	})
+	return rec, nil
 }
 
 // misreport flips a record's outcome for the dispute demonstration: a

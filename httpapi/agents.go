@@ -13,9 +13,6 @@ func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) error
 	if err := s.readBodyAtMost(w, r, &n, maxAgentBody); err != nil {
 		return err
 	}
-	if err := s.checkText(map[string]string{"$.name": n.Name, "$.operator": n.Operator}); err != nil {
-		return err
-	}
 	a, key, err := s.store.CreateAgent(r.Context(), n)
 	if err != nil {
 		return err

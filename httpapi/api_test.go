@@ -9,16 +9,16 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // env is a real HTTP server over a real store.
@@ -102,20 +102,10 @@ func newServer(t *testing.T, api *httpapi.Server) *httptest.Server {
 	return srv
 }
 
-var (
-	leakOnce    sync.Once
-	leakChecker *leakcheck.Checker
-	leakErr     error
-)
-
 // leaks shares one gitleaks checker across tests (loading its rules takes a
 // moment).
 func leaks(t *testing.T) *leakcheck.Checker {
-	leakOnce.Do(func() { leakChecker, leakErr = leakcheck.New() })
-	if leakErr != nil {
-		t.Fatal(leakErr)
-	}
-	return leakChecker
+	return servertest.Leaks(t)
 }
 
 func forEachEngine(t *testing.T, fn func(t *testing.T, e *env)) {

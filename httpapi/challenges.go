@@ -10,27 +10,7 @@ import (
 // handleCreateChallenge is POST /challenges: a rerun that disagrees with
 // (or confirms) a published run.
 func (s *Server) handleCreateChallenge(w http.ResponseWriter, r *http.Request) error {
-	var b dotlab.ChallengeBody
-	raw, err := s.readRawBody(w, r, &b)
-	if err != nil {
-		return err
-	}
-	if err := s.checkNotes(b.Notes); err != nil {
-		return err
-	}
-	if err := s.checkLogsURI(b.LogsURI); err != nil {
-		return err
-	}
-	if err := checkSignedChallenge(r.Context(), agentFrom(r), &b); err != nil {
-		return err
-	}
-	ch, err := s.store.CreateChallenge(r.Context(), agentFrom(r).ID, &b, raw)
-	if err != nil {
-		return err
-	}
-	s.wake(ch.ClaimID)
-	s.writeJSON(w, http.StatusCreated, ch)
-	return nil
+	return postRecord(s, w, r, s.store.CreateChallenge, func(ch *dotlab.Challenge) (string, string) { return ch.ClaimID, "" })
 }
 
 // handleChallenges is GET /claims/{id}/challenges, in the order posted.

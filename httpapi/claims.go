@@ -10,8 +10,9 @@ import (
 	"github.com/dotlab/dotlab/manifest"
 )
 
-// handleCreateClaim is POST /claims: validate the manifest, refuse what no
-// runner would fetch, screen public text for secrets, and list the claim.
+// handleCreateClaim is POST /claims: decode the manifest (parse and
+// validate it, refuse what no runner would fetch, hash it), then the
+// protocol's list step (the field, duplicates, the secret screen).
 func (s *Server) handleCreateClaim(w http.ResponseWriter, r *http.Request) error {
 	var sub apiv1.ClaimSubmission
 	if err := s.readBody(w, r, &sub); err != nil {
@@ -28,9 +29,6 @@ func (s *Server) handleCreateClaim(w http.ResponseWriter, r *http.Request) error
 	}
 	if err != nil {
 		return prefixDetail(err, "manifest")
-	}
-	if err := s.checkText(map[string]string{"$.manifest": string(raw), "$.field": sub.Field}); err != nil {
-		return err
 	}
 	hash, err := manifest.Hash(raw)
 	if err != nil {
@@ -89,25 +87,14 @@ func listedClaim(c *dotlab.Claim) apiv1.ClaimView {
 // cache when it holds the claim (readcache.go).
 func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	key := cacheKey{cacheClaim, id}
-	if b, ok := s.cache.get(key); ok {
-		writeBody(w, http.StatusOK, "application/json", b)
-		return nil
-	}
-	tok := s.cache.begin(id)
-	c, err := s.store.FindClaim(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	b, err := s.claimJSON(c)
-	if err != nil {
-		return err
-	}
-	if c.ID == id {
-		s.cache.put(tok, key, id, b)
-	}
-	writeBody(w, http.StatusOK, "application/json", b)
-	return nil
+	return s.serveCached(w, cacheKey{cacheClaim, id}, id, func() ([]byte, string, bool, error) {
+		c, err := s.store.FindClaim(r.Context(), id)
+		if err != nil {
+			return nil, "", false, err
+		}
+		b, err := s.claimJSON(c)
+		return b, id, c.ID == id, err
+	})
 }
 
 // claimExists returns nil when claim id exists (it is in the read cache, or
@@ -184,21 +171,10 @@ const maxManifestJSONBytes = 32 << 20
 // submitted; served from the read cache when it holds them.
 func (s *Server) handleClaimManifest(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	key := cacheKey{cacheManifest, id}
-	if b, ok := s.cache.get(key); ok {
-		writeBody(w, http.StatusOK, "application/json", b)
-		return nil
-	}
-	tok := s.cache.begin(id)
-	raw, err := s.store.ClaimManifest(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	if dotlab.ValidClaimID(id) {
-		s.cache.put(tok, key, id, raw)
-	}
-	writeBody(w, http.StatusOK, "application/json", raw)
-	return nil
+	return s.serveCached(w, cacheKey{cacheManifest, id}, id, func() ([]byte, string, bool, error) {
+		raw, err := s.store.ClaimManifest(r.Context(), id)
+		return raw, id, dotlab.ValidClaimID(id), err
+	})
 }
 
 // handleClaimEvents is GET /claims/{id}/events?after=: the claim's state
@@ -222,12 +198,11 @@ func (s *Server) handleClaimEvents(w http.ResponseWriter, r *http.Request) error
 
 // handleClaims is GET /claims?state=&after=&limit=: one page of listings.
 func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) error {
-	limit, err := queryLimit(r, 50)
+	p, err := queryPage(r, "state")
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	cs, err := s.store.FindClaims(r.Context(), dotlab.ClaimFilter{State: dotlab.ClaimState(q.Get("state")), After: q.Get("after"), Limit: limit})
+	cs, err := s.store.FindClaims(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -235,8 +210,8 @@ func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) error {
 	for _, c := range cs {
 		page.Claims = append(page.Claims, listedClaim(c))
 	}
-	if len(cs) == limit {
-		page.Next = cs[len(cs)-1].ID
+	if len(cs) > 0 {
+		page.Next = p.Next(len(cs), cs[len(cs)-1].ID)
 	}
 	s.writeJSON(w, http.StatusOK, page)
 	return nil

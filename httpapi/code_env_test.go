@@ -4,11 +4,11 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // TestRunEnvironmentCodeStored: a run's environment.code_commit (the code
-// it executed, beside the image digest; issue #12) is accepted by POST
+// it executed, beside the image digest) is accepted by POST
 // /runs, stored and served back by GET /runs/{id} on every storage engine;
 // a commit other than the manifest's is refused.
 func TestRunEnvironmentCodeStored(t *testing.T) {

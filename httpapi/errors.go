@@ -28,11 +28,12 @@ func (s *Server) handle(h handlerFunc) http.HandlerFunc {
 const internalDetail = "the server failed to handle this request; retry up to three times with backoff, then report it"
 
 // writeError writes err as an apiv1.ErrorBody with the status of its code
-// (apiv1.ErrorStatus). Errors that are not a *dotlab.Error are logged and
+// (apiv1.ErrorStatus), the steps its detail points to given as routes
+// (routeHints). Errors that are not a *dotlab.Error are logged and
 // answered as "internal" with no internal text.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := dotlab.ErrorCode(err)
-	detail := dotlab.ErrorDetail(err)
+	detail := routeHints(dotlab.ErrorLines(err))
 	if code == dotlab.EINTERNAL {
 		s.logger.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		detail = []string{internalDetail}

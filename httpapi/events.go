@@ -53,7 +53,7 @@ func (ev sseEvent) encode(msg, evSeq int64) []byte {
 }
 
 type hub struct {
-	store  Store
+	store  service
 	logger *slog.Logger
 	poll   time.Duration
 	mu     sync.Mutex
@@ -81,7 +81,7 @@ const (
 	wantAll    = wantMsgs | wantEvents
 )
 
-func newHub(store Store, logger *slog.Logger, poll time.Duration) *hub {
+func newHub(store service, logger *slog.Logger, poll time.Duration) *hub {
 	return &hub{store: store, logger: logger, poll: poll, rooms: map[string]*room{}}
 }
 
@@ -343,7 +343,7 @@ func (st *stream) send(ev sseEvent) error {
 
 // backlog sends the messages after the cursor, then the state changes
 // after it, and flushes.
-func (st *stream) backlog(ctx context.Context, store Store, id string) error {
+func (st *stream) backlog(ctx context.Context, store service, id string) error {
 	for {
 		msgs, err := store.LabMessages(ctx, id, st.cur.Msg, 500)
 		if err != nil {

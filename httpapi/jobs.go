@@ -25,7 +25,7 @@ func (s *Server) handleNextJob(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	s.writeJSON(w, http.StatusOK, j)
+	s.writeJSON(w, http.StatusOK, linkJob(j))
 	return nil
 }
 
@@ -36,7 +36,7 @@ func (s *Server) handleAcceptJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.wake(j.ClaimID)
-	s.writeJSON(w, http.StatusOK, j)
+	s.writeJSON(w, http.StatusOK, linkJob(j))
 	return nil
 }
 
@@ -47,7 +47,7 @@ func (s *Server) handleDeclineJob(w http.ResponseWriter, r *http.Request) error 
 	var b apiv1.DeclineBody
 	if err := s.readOptionalBody(w, r, &b); err != nil {
 		if dotlab.ErrorCode(err) == dotlab.EINVALID {
-			return &dotlab.Error{Code: dotlab.EINVALID, Detail: append(dotlab.ErrorDetail(err),
+			return &dotlab.Error{Code: dotlab.EINVALID, Detail: append(dotlab.ErrorLines(err),
 				`$: decline with no body, {} or {"reason": "<any text>"}; {"reason": "capability_mismatch"} costs nothing`)}
 		}
 		return err
@@ -59,7 +59,7 @@ func (s *Server) handleDeclineJob(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, http.StatusOK, j)
+	s.writeJSON(w, http.StatusOK, linkJob(j))
 	return nil
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/dotlab/dotlab/apiv1"
 )
 
-// TestObfuscatedSecretsNeverReachARoom (issue #10 kind 7, end to end): a
+// TestObfuscatedSecretsNeverReachARoom (the adversarial review's obfuscated forms, end to end): a
 // token hidden by zero-width characters, look-alike letters, a split
 // literal, base64 or URL userinfo is refused by POST /labs/{id}/messages
 // (422 naming the rule, not the text) and never stored, while ordinary

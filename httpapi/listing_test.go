@@ -11,9 +11,9 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // listingEnv is a real server over a real SQLite file, with or without
@@ -262,7 +262,7 @@ func TestListingReportsEveryRefusedField(t *testing.T) {
 	if strings.Contains(got, "u:p@") {
 		t.Errorf("the refusal repeats URL credentials:\n%s", got)
 	}
-	if cs, err := e.db.FindClaims(context.Background(), dotlab.ClaimFilter{}); err != nil || len(cs) != 0 {
+	if cs, err := e.db.FindClaims(context.Background(), dotlab.Page{}); err != nil || len(cs) != 0 {
 		t.Fatalf("claims stored after refusals: %d (%v)", len(cs), err)
 	}
 }

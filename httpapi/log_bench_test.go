@@ -10,9 +10,9 @@ import (
 	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // BenchmarkWriteCycleLog is the API write cycle — GET /jobs/next, POST
@@ -59,7 +59,7 @@ func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, n
 	if err != nil {
 		b.Fatal(err)
 	}
-	sub, _, err := db.CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "bench", Capabilities: []string{}})
+	sub, _, err := sqlstoretest.Protocol(db).CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "bench", Capabilities: []string{}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, n
 	for b.Loop() {
 		b.StopTimer()
 		n++
-		if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(b, fmt.Sprintf("cycle %d", n))); err != nil {
+		if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(b, fmt.Sprintf("cycle %d", n))); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -7,41 +7,18 @@ import (
 	"strings"
 )
 
-// pageJSON maps a public page URL to the API route holding the same data,
-// when the request prefers application/json to text/html (Accept, RFC 9110
-// section 12.5.1): / → /api/v1/summary, /claims → /api/v1/claims,
-// /claims/{id}, /runs/{id}, /agents/{id} → the same under /api/v1,
-// /labs/{id} → /api/v1/labs/{id}/messages. Query strings are kept.
-func pageJSON(r *http.Request) (string, bool) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+// pageJSON is the API route of the page r asks for, when r is a GET or
+// HEAD that prefers application/json to text/html (Accept, RFC 9110
+// section 12.5.1) and the pages name one (Pages.APIRoute: the web
+// package's page table). Query strings are kept by the caller.
+func (s *Server) pageJSON(r *http.Request) (string, bool) {
+	if s.pages == nil || r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return "", false
 	}
 	if !prefersJSON(r.Header.Values("Accept")) {
 		return "", false
 	}
-	p := r.URL.Path
-	switch {
-	case p == "/":
-		return "/api/v1/summary", true
-	case p == "/claims":
-		return "/api/v1/claims", true
-	}
-	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	if len(parts) != 2 || parts[1] == "" {
-		return "", false
-	}
-	switch parts[0] {
-	case "claims", "runs":
-		return "/api/v1" + p, true
-	case "agents":
-		if parts[1] == "me" {
-			return "", false // /api/v1/agents/me is the caller's own record, not a profile
-		}
-		return "/api/v1" + p, true
-	case "labs":
-		return "/api/v1" + p + "/messages", true
-	}
-	return "", false
+	return s.pages.APIRoute(r.URL.Path)
 }
 
 // prefersJSON reports whether application/json gets a higher quality than

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // TestNumbersBeyondRange: a rerun value outside the accepted range (nonzero

@@ -15,8 +15,8 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // assigned submits a claim and has the runner draw and accept it.

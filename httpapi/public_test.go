@@ -8,7 +8,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // publicFixture: claim A offered to decliner (declined), then to runner

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"container/list"
 	"hash/fnv"
+	"net/http"
 	"sync"
 	"sync/atomic"
 )
@@ -87,6 +88,28 @@ func stripeOf(claimID string) int {
 	h := fnv.New32a()
 	h.Write([]byte(claimID))
 	return int(h.Sum32() % cacheStripes)
+}
+
+// serveCached answers a GET of one record (k) from the read cache when it
+// holds it; otherwise read gives the record's JSON, its claim and whether
+// it may be cached (cacheable), the cache is filled (under the token of
+// claimID, the claim known before the read: "" when only the read tells,
+// as for a run) and the record is written.
+func (s *Server) serveCached(w http.ResponseWriter, k cacheKey, claimID string, read func() (body []byte, claim string, cacheable bool, err error)) error {
+	if b, ok := s.cache.get(k); ok {
+		writeBody(w, http.StatusOK, "application/json", b)
+		return nil
+	}
+	tok := s.cache.begin(claimID)
+	b, claim, cacheable, err := read()
+	if err != nil {
+		return err
+	}
+	if cacheable {
+		s.cache.put(tok, k, claim, b)
+	}
+	writeBody(w, http.StatusOK, "application/json", b)
+	return nil
 }
 
 // get returns the body under k, if cached and the notifier is listening.

@@ -92,11 +92,6 @@ func (s *Server) decode(data []byte, v any) error {
 	return nil
 }
 
-// checkNotes rejects run and challenge notes that look like keys or tokens.
-func (s *Server) checkNotes(notes string) error {
-	return s.checkText(map[string]string{"$.notes": notes})
-}
-
 // checkText rejects public text fields (path → text) that look like keys or
 // tokens; everything a client sends that others can read goes through it.
 func (s *Server) checkText(fields map[string]string) error {
@@ -130,13 +125,24 @@ func queryLimit(r *http.Request, def int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n > 200 {
-		return 0, dotlab.Errorf(dotlab.EINVALID, "limit: at most 200 per page")
-	}
 	if n == 0 {
 		return def, nil
 	}
-	return int(n), nil
+	p, _, err := dotlab.Page{Limit: int(min(n, 1<<30))}.Check("") // the paging rule's limit
+	return p.Limit, err
+}
+
+// queryPage reads one page of a listing in claim order: ?limit=, ?after=
+// and the state filter ?stateParam= (dotlab.Page.Check holds them to the
+// paging rule).
+func queryPage(r *http.Request, stateParam string) (dotlab.Page, error) {
+	limit, err := queryLimit(r, dotlab.DefaultPageLimit)
+	if err != nil {
+		return dotlab.Page{}, err
+	}
+	q := r.URL.Query()
+	p, _, err := dotlab.Page{State: dotlab.ClaimState(q.Get(stateParam)), After: q.Get("after"), Limit: limit}.Check(stateParam)
+	return p, err
 }
 
 // queryBounded reads ?name= (1-max), giving def when it is absent or 0, as

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 func hexSHA256(b []byte) string {
@@ -177,7 +177,7 @@ func TestLogCoverageOverHTTP(t *testing.T) {
 			}
 		}
 		e.clock.Advance(dotlab.DefaultWindows.Challenge)
-		if _, err := e.db.Settle(t.Context()); err != nil {
+		if _, err := sqlstoretest.Protocol(e.db).Settle(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		for id, want := range map[string]float64{fullID: 1.5, partID: 1} {

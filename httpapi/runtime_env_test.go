@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // TestRunEnvironmentRuntimeStored: a run's environment.runtime (the OCI

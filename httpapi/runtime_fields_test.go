@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // TestClaimsRefuseUnsafeEnvironmentAndPatches: POST /claims answers 422

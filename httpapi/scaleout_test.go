@@ -15,8 +15,8 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // Two API servers on one PostgreSQL database, each with its own store (its
@@ -360,7 +360,7 @@ func TestInProcessAnnouncementsOnSQLite(t *testing.T) {
 		t.Fatal("offer not shown")
 	}
 	e.clock.Advance(dotlab.DefaultWindows.Accept + time.Second)
-	if rep, err := e.db.Settle(context.Background()); err != nil || rep.OffersExpired != 1 {
+	if rep, err := sqlstoretest.Protocol(e.db).Settle(context.Background()); err != nil || rep.OffersExpired != 1 {
 		t.Fatalf("settle: %+v %v", rep, err)
 	}
 	if c := claimView(t, e, id); c.RunnerID != "" || c.OfferExpiresAt != nil {
@@ -375,7 +375,7 @@ func TestInProcessAnnouncementsOnSQLite(t *testing.T) {
 		t.Fatalf("accept: %+v", ev)
 	}
 	e.clock.Advance(dotlab.DefaultWindows.Publish + time.Second)
-	if _, err := e.db.Settle(context.Background()); err != nil {
+	if _, err := sqlstoretest.Protocol(e.db).Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, ch); !strings.Contains(ev.data, `"state":"funded"`) {

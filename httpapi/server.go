@@ -22,6 +22,7 @@ import (
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/internal/bytecache"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/translog"
 )
 
@@ -29,8 +30,14 @@ import (
 // only logged.
 var errPanic = errors.New("panic")
 
-// Store is what the API needs from storage (sqlstore.DB implements it).
-type Store interface {
+// Store is the persistence the API serves the protocol on (sqlstore.DB
+// implements it): New wraps it in the protocol service (package protocol),
+// which the handlers call.
+type Store = protocol.Store
+
+// service is what the handlers call: the protocol's steps and reads
+// (*protocol.Service).
+type service interface {
 	dotlab.AgentService
 	dotlab.ClaimService
 	dotlab.JobService
@@ -89,17 +96,26 @@ type Config struct {
 	// for a private deployment or the demo; off, POST /claims refuses them
 	// (422 invalid) as every strict runner would (manifest.CheckListing).
 	// It also lets a run's or challenge's logs_uri be plain http or name
-	// such a host (checkLogsURI); off, logs_uri must be https on a public
+	// such a host (protocol.Config.AllowPrivateURLs); off, logs_uri must be https on a public
 	// host. Link-local and cloud-metadata addresses, file:// and local
 	// paths are refused either way.
 	AllowPrivateURLs bool
 	// Pages serves every path outside /api/ (the web package's public
 	// pages); nil answers them 404. A page URL asked for with Accept:
-	// application/json is answered from its API route instead (pageJSON).
-	Pages http.Handler
+	// application/json is answered from the API route its page table
+	// names instead (pageJSON).
+	Pages Pages
 	// Log is the transparency log whose API and tiles the server serves
 	// (logRoutes); nil serves neither.
 	Log *translog.Log
+}
+
+// Pages are the public pages (web.Handler): they serve every path outside
+// /api/ and own their page table, which names the API route holding each
+// page's data.
+type Pages interface {
+	http.Handler
+	APIRoute(path string) (api string, ok bool)
 }
 
 // Notifier delivers the store's change announcements (sqlstore.DB
@@ -124,7 +140,7 @@ type LeakChecker interface {
 
 // Server is the HTTP API.
 type Server struct {
-	store     Store
+	store     service
 	validator *manifest.Validator
 	clock     dotlab.Clock
 	logger    *slog.Logger
@@ -133,7 +149,7 @@ type Server struct {
 	mux       *http.ServeMux
 	limiter   *limiter
 	leaks     LeakChecker
-	pages     http.Handler
+	pages     Pages
 	private   bool
 	hub       *hub
 	notifier  Notifier
@@ -157,7 +173,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Leaks == nil {
 		return nil, errors.New("httpapi: Config.Leaks is required (leakcheck.New())")
 	}
-	s := &Server{store: cfg.Store, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
+	svc := protocol.New(protocol.Config{Store: cfg.Store, Leaks: cfg.Leaks, AllowPrivateURLs: cfg.AllowPrivateURLs})
+	s := &Server{store: svc, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
 		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes), log: cfg.Log}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()
@@ -226,7 +243,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (err error) {
 		}
 	}()
 	if !strings.HasPrefix(r.URL.Path, "/api/") {
-		if api, ok := pageJSON(r); ok {
+		if api, ok := s.pageJSON(r); ok {
 			r = r.Clone(r.Context())
 			r.URL.Path, r.URL.RawPath = api, ""
 			w.Header().Set("Vary", "Accept")

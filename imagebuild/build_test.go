@@ -14,7 +14,7 @@ import (
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/netpolicy"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 )
 
 // busyboxStore is a store holding the busybox fixture image; it returns

@@ -20,8 +20,8 @@ import (
 
 	"github.com/dotlab/dotlab/imagestore"
 	"github.com/dotlab/dotlab/internal/netpolicy"
-	"github.com/dotlab/dotlab/internal/testfix"
-	"github.com/dotlab/dotlab/internal/testimage"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testimage"
 	"github.com/dotlab/dotlab/sandbox"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 

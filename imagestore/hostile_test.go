@@ -456,9 +456,30 @@ func TestOsRootHoldsWithoutBookkeeping(t *testing.T) {
 	}
 	defer root.Close()
 	limits, _ := Limits{}.effective()
-	u := &unpacker{root: root, limits: limits, links: map[string]bool{}} // the links are not recorded
-	for _, name := range []string{"evil/sentinel", "up/sentinel", "evil/etc/passwd", "evil/new"} {
+	// The links are not recorded, neither through os.Root alone nor through
+	// the directory descriptors of imagestore/unpackfs.go (O_NOFOLLOW).
+	dirs, err := newDirFDs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirs.close()
+	for _, u := range []*unpacker{{root: root, limits: limits, links: map[string]bool{}}, {root: root, dirs: dirs, limits: limits, links: map[string]bool{}}} {
+		osRootHolds(t, u)
+	}
+	if after := snapshot(t, outside); fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("outside changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+func osRootHolds(t *testing.T, u *unpacker) {
+	for _, name := range []string{"evil/sentinel", "up/sentinel", "evil/etc/passwd", "evil/new", "evil/d/", "up/l"} {
 		hdr := &tar.Header{Name: name, Typeflag: tar.TypeReg, Size: 7, Mode: 0o644}
+		switch {
+		case strings.HasSuffix(name, "/"):
+			hdr = &tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: 0o755}
+		case strings.HasSuffix(name, "/l"):
+			hdr = &tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}
+		}
 		err := u.entry(strings.NewReader("escaped"), hdr, map[string]bool{})
 		var rule ruleError
 		if !errors.As(err, &rule) {
@@ -469,9 +490,6 @@ func TestOsRootHoldsWithoutBookkeeping(t *testing.T) {
 		if err := u.entry(strings.NewReader(""), &tar.Header{Name: name, Typeflag: tar.TypeReg}, map[string]bool{}); err == nil {
 			t.Errorf("%s: whiteout through an escaping link not refused", name)
 		}
-	}
-	if after := snapshot(t, outside); fmt.Sprint(before) != fmt.Sprint(after) {
-		t.Errorf("outside changed:\nbefore %v\nafter  %v", before, after)
 	}
 }
 

@@ -66,7 +66,7 @@ func zstdBest(w io.Writer) io.WriteCloser {
 	return zw
 }
 
-// The reproduction of issue #10 finding 6: a ~1 MB gzip layer that unpacks
+// The reproduction of a hostile-image finding (docs/threat-model.md): a ~1 MB gzip layer that unpacks
 // to 1 GiB is refused under the default limits, by its compression ratio.
 func TestUnpackRefusesGzipBombWithDefaults(t *testing.T) {
 	if testing.Short() {

@@ -80,7 +80,7 @@ func pushWithURLs(t *testing.T, host string, mt types.MediaType, urls []string) 
 	return ref
 }
 
-// Issue #10 finding 2: a layer descriptor's urls are never contacted, neither
+// A hostile-image finding (docs/threat-model.md): a layer descriptor's urls are never contacted, neither
 // for a foreign layer the registry does not hold (the pull fails) nor for a
 // layer it does hold (the pull succeeds from the registry).
 func TestPullNeverFetchesDescriptorURLs(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab/imagestore"
-	"github.com/dotlab/dotlab/internal/registrytest"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/registrytest"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/runner"
 )
 

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -16,11 +15,13 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/dotlab/dotlab/internal/safefs"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/klauspost/compress/zstd"
+	"github.com/klauspost/pgzip"
 )
 
 // MountPoints are created (empty) in every unpacked rootfs so that the
@@ -34,6 +35,13 @@ var mountPoints = []string{"proc", "dev", "sys", "tmp", "work", "work/code", "wo
 
 // mountPointRule is the rule checkMountPoints names in a refusal.
 const mountPointRule = "rule: a mount point of the sandbox (/proc, /sys, /dev, /tmp, /work and their parents) must be a directory or absent in the image"
+
+// gzipBlock and gzipAhead bound the gzip read-ahead of an unpack: at most
+// gzipAhead blocks of gzipBlock uncompressed bytes wait for the tar reader.
+const (
+	gzipBlock = 1 << 20
+	gzipAhead = 4
+)
 
 // Progress receives how many bytes of total have been processed; total is -1 when unknown.
 type Progress func(done, total int64)
@@ -119,7 +127,15 @@ func (s *Store) unpackInto(dir string, img *Image, limits Limits, progress Progr
 	for _, l := range img.Manifest.Layers {
 		total += l.Size
 	}
-	u := &unpacker{root: root, limits: limits, progress: progress, total: total, links: map[string]bool{}}
+	dirs, err := newDirFDs(dir)
+	if err != nil {
+		return err
+	}
+	defer dirs.close()
+	u := &unpacker{root: root, dirs: dirs, limits: limits, progress: progress, total: total, links: map[string]bool{}}
+	u.writers = startFileWriters()
+	defer u.writers.stop()
+	dirs.beforeClose = u.writers.barrier
 	for i, l := range img.Manifest.Layers {
 		if err := u.layer(s.blobPath(l.Digest), l, img.Config.RootFS.DiffIDs[i]); err != nil {
 			return fmt.Errorf("layer %d (%s): %w", i, l.Digest, err)
@@ -173,7 +189,7 @@ type unpacker struct {
 	limits   Limits
 	progress Progress
 	total    int64
-	done     int64
+	done     atomic.Int64
 	bytes    int64
 	entries  int64
 	// ratio is the compression-ratio rule of the layer being applied, and
@@ -186,6 +202,13 @@ type unpacker struct {
 	// lets "never write through a symbolic link" be checked without a
 	// system call per path component.
 	links map[string]bool
+	// dirs holds the tree's directories open for the *at system calls
+	// (imagestore/unpackfs.go); buf is the one buffer file contents are
+	// copied through.
+	dirs *dirFDs
+	buf  []byte
+	// writers create small files on other goroutines (imagestore/unpackasync.go); nil: none.
+	writers *fileWriters
 }
 
 // countingReader reports progress as compressed bytes are consumed.
@@ -196,10 +219,25 @@ type countingReader struct {
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.u.done += int64(n)
+	// The decompressor may read on its own goroutine (pgzip, zstd).
+	done := c.u.done.Add(int64(n))
 	if c.u.progress != nil && n > 0 {
-		c.u.progress(c.u.done, c.u.total)
+		c.u.progress(done, c.u.total)
 	}
+	return n, err
+}
+
+// consumedReader counts the compressed bytes the decompressor has read, for
+// the ratio rule; the count is read while the decompressor may be reading on
+// its own goroutine (pgzip's read-ahead, zstd's stream decoder).
+type consumedReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *consumedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
 	return n, err
 }
 
@@ -210,7 +248,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // (ratioReader) and the file contents its entries expand to (fileReader),
 // which for a sparse entry are mostly holes the stream never carries.
 type ratioRule struct {
-	compressed *safefs.CountingReader
+	compressed *consumedReader
 	ratio      int64
 	after      int64
 }
@@ -218,7 +256,7 @@ type ratioRule struct {
 // check applies the rule to n bytes of what.
 func (r *ratioRule) check(n int64, what string) error {
 	// n/c >= ratio first, so that ratio*c cannot overflow when it is compared.
-	if c := max(r.compressed.N, 1); n >= r.after && n/c >= r.ratio && n > r.ratio*c {
+	if c := max(r.compressed.n.Load(), 1); n >= r.after && n/c >= r.ratio && n > r.ratio*c {
 		return limitError("MaxCompressionRatio", r.ratio,
 			fmt.Sprintf("layer expanding %d compressed bytes to %d %s (%d:1, checked after Limits.RatioCheckAfter = %d bytes)", c, n, what, n/c, r.after))
 	}
@@ -300,7 +338,7 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 	if err != nil {
 		return err
 	}
-	defer ls.close()
+	defer ls.close() // on every path (idempotent)
 	u.ratio, u.fileBytes = ls.ratio, 0
 	diffHash := sha256.New()
 	applyErr := u.applyEntries(desc, tar.NewReader(io.TeeReader(ls.plain, diffHash)))
@@ -312,6 +350,9 @@ func (u *unpacker) layer(blob string, desc v1.Descriptor, diffID v1.Hash) error 
 			applyErr = streamError(desc, err)
 		}
 	}
+	// The decompressor's goroutine (pgzip, zstd) is stopped before the
+	// rest of the blob is read here: br has one reader at a time.
+	ls.close()
 	if _, err := io.Copy(io.Discard, ls.compressed); err != nil {
 		return err
 	}
@@ -345,15 +386,23 @@ func (u *unpacker) openLayer(f io.Reader) (*layerStream, error) {
 	br := bufio.NewReaderSize(io.TeeReader(&countingReader{r: f, u: u}, ls.compressedHash), 1<<20)
 	ls.compressed = br
 	magic, _ := br.Peek(4)
-	consumed := &safefs.CountingReader{R: br}
+	consumed := &consumedReader{r: br}
 	var plain io.Reader
 	switch {
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		zr, err := gzip.NewReader(consumed)
+		// klauspost/pgzip inflates (with klauspost/compress's flate, about
+		// twice the standard library's speed) on its own goroutine, up to
+		// gzipAhead blocks of gzipBlock uncompressed bytes ahead of the
+		// files being written: decompression overlaps the system calls on
+		// two cores, in bounded memory. It reads its input ahead too, which
+		// the ratio rule counts as consumed: a bomb is still refused by its
+		// uncompressed side (bench/README.md "First unpack").
+		zr, err := pgzip.NewReaderN(consumed, gzipBlock, gzipAhead)
 		if err != nil {
 			return nil, err
 		}
 		zr.Multistream(true)
+		ls.close = func() { zr.Close() }
 		plain = zr
 	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		// The decoder keeps a window of the frame's announced size in
@@ -370,6 +419,14 @@ func (u *unpacker) openLayer(f io.Reader) (*layerStream, error) {
 	default:
 		plain = consumed
 	}
+	stop := ls.close
+	closed := false
+	ls.close = func() { // idempotent: layer calls it before draining and on return
+		if !closed {
+			closed = true
+			stop()
+		}
+	}
 	ls.ratio = &ratioRule{compressed: consumed, ratio: u.limits.MaxCompressionRatio, after: u.limits.RatioCheckAfter}
 	ls.plain = &ratioReader{r: plain, rule: ls.ratio}
 	return ls, nil
@@ -382,17 +439,24 @@ func (u *unpacker) applyEntries(desc v1.Descriptor, tr *tar.Reader) error {
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			// Every file of the layer is on disk before the next layer
+			// (or the mount point check) looks at the tree.
+			u.writers.barrier()
+			if f := u.writers.failed(); f != nil {
+				return entryError(desc, f.name, f.err)
+			}
 			return nil
 		}
 		if err != nil {
 			return streamError(desc, err)
 		}
-		if err := u.entry(tr, hdr, created); err != nil {
-			var rule ruleError
-			if errors.As(err, &rule) {
-				return fmt.Errorf("%w: layer %s, entry %s: %v", ErrUnsafeImage, desc.Digest, quoteName(hdr.Name), err)
-			}
-			return fmt.Errorf("layer %s, entry %s: %w", desc.Digest, quoteName(hdr.Name), err)
+		err = u.entry(tr, hdr, created)
+		// A file written on a writer goroutine failed: that entry is named.
+		if f := u.writers.failed(); f != nil {
+			return entryError(desc, f.name, f.err)
+		}
+		if err != nil {
+			return entryError(desc, hdr.Name, err)
 		}
 	}
 }
@@ -444,10 +508,16 @@ func (u *unpacker) entry(tr io.Reader, hdr *tar.Header, created map[string]bool)
 	if err := u.countFileBytes(hdr, name); err != nil {
 		return err
 	}
+	created[name] = true
+	if ok, err := u.applyAt(tr, hdr, name); ok {
+		return err
+	}
+	// Hard links, devices and FIFOs: through os.Root, after every file
+	// being written (a link's target may be one).
+	u.writers.barrier()
 	if err := u.makeRoom(hdr, name); err != nil {
 		return err
 	}
-	created[name] = true
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		if err := u.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -573,6 +643,7 @@ func (u *unpacker) notThroughLink(p string) error {
 // remove deletes p (a whole directory tree if it is one) and forgets the
 // symbolic links that were at or below it. A missing p is not an error.
 func (u *unpacker) remove(p string) error {
+	u.writers.barrier()
 	fi, err := u.root.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -584,6 +655,9 @@ func (u *unpacker) remove(p string) error {
 		return fsError("remove "+p, err)
 	}
 	delete(u.links, p)
+	if u.dirs != nil {
+		u.dirs.forget(p)
+	}
 	if fi.IsDir() {
 		prefix := p + "/"
 		for l := range u.links {
@@ -597,6 +671,7 @@ func (u *unpacker) remove(p string) error {
 
 // opaque removes everything in dir that lower layers put there.
 func (u *unpacker) opaque(dir string, created map[string]bool) error {
+	u.writers.barrier()
 	rd := rootName(dir)
 	if err := u.root.MkdirAll(rd, 0o755); err != nil {
 		return fsError("create the opaque directory", err)

@@ -207,7 +207,7 @@ func jsonEscape(s string) string {
 	return b.String()
 }
 
-// obfuscatedSecrets are issue #10 finding 7's forms (split or concatenated
+// obfuscatedSecrets are the adversarial review's forms (split or concatenated
 // literals, invisible characters, look-alike prefixes, encodings, URL
 // userinfo, the AWS example key id) and further variants of them.
 func obfuscatedSecrets() map[string]string {
@@ -276,7 +276,7 @@ func obfuscatedSecrets() map[string]string {
 		// the documented example key id
 		"aws example key id":        "AKIAIOSFODNN7EXAMPLE",
 		"aws example in a sentence": "set aws_access_key_id = AKIAIOSFODNN7EXAMPLE in the config",
-		// Markdown and HTML markup (issue #10 review)
+		// Markdown and HTML markup (the adversarial review)
 		"markdown-escaped underscore": "ghp\\_" + ghp[4:],
 		"markdown escapes throughout": `sk\_live\_` + stripe[8:],
 		"markdown bold split":         "ghp_**" + ghp[4:20] + "**" + ghp[20:],
@@ -359,7 +359,7 @@ var ordinaryMessages = []string{
 	"Access the public FTP: ftp://anonymous:guest@ftp.ncbi.nlm.nih.gov/genomes/",
 	"mirror ftp://ftp:lab@ftp.example.org/pub/ and ftps://anonymous:jane%40example.org@ftp.example.org/",
 	"2*x*y + 3*z, x**2, a*b; files *.csv and ~/data/*.tsv",
-	// the review's ordinary messages (issue #10)
+	// the review's ordinary messages
 	"Reran with seed 20240117; the bootstrap CI is [1.48, 1.67] (B=10000).",
 	"Protein sequence used: MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVVHSLAKWKRQTLGQHDFSAGEGLYTHMKALRPDEDRLSPLHSVYVDQWDWERVMGDGERQFSTLKSTVEAIWAGIKATEAAVSEEFGLAPFLPDQIHFVHSQELLSRYPDLDAKGRERAIAKDLGAVFLVGIGGKLSDGHRHDVRAPDYDDWSTPSELGHAGLNGDILVWNPVLEDAFELSSMGIRVDADTLKHALDQ",
 	"DNA primer: ACGTTGCAACGTAGCTAGCTAGGCTAGCATCGATCGATCGACTAGCTAGCATCGACTAGC",

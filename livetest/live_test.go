@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab/apiv1"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // The run's shape and the bound.

@@ -9,7 +9,7 @@ import (
 	"github.com/dotlab/dotlab/manifest"
 )
 
-// The fields of issue #12: target sources, helpers, scratch, archives with
+// The fields of docs/manifest-spec.md for packages as published: target sources, helpers, scratch, archives with
 // strip_top_folder and empty datasets.
 
 const (

@@ -12,8 +12,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/mcpserver"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // TestMissingFeatureStopsTheTask: against a server without disputes (a

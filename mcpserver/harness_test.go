@@ -11,7 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/dotlab/dotlab/internal/servertest"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
 	"os"
 	"os/exec"
 	"path/filepath"

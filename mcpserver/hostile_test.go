@@ -11,8 +11,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/mcpserver"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

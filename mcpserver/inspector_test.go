@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab/client"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // inspectorBin is the MCP Inspector's launcher as .ci/run installs it

@@ -15,7 +15,7 @@ import (
 // input_hashes as "download:<name>". It returns what the sandbox's
 // responder serves (the verified cache files by URL) and one line per hash
 // mismatch, which makes the run input_mismatch like a dataset's.
-func (r *Runner) downloads(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manifest, rec *Record) ([]sandbox.Download, []string, error) {
+func (r *Runner) downloads(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manifest, fs *facts) ([]sandbox.Download, []string, error) {
 	var served []sandbox.Download
 	var mismatches []string
 	for i, d := range m.Downloads {
@@ -29,7 +29,7 @@ func (r *Runner) downloads(ctx context.Context, log *Log, f *fetcher, m *dotlab.
 			}
 			return nil, nil, err
 		}
-		rec.Body.InputHashes[dotlab.DownloadInputKey(d.Name)] = got.SHA256
+		fs.inputs[dotlab.DownloadInputKey(d.Name)] = got.SHA256
 		// "name" is the input_hashes key, as log coverage reads it
 		// (docs/protocol.md "Log coverage").
 		data := map[string]any{"name": dotlab.DownloadInputKey(d.Name), "download": d.Name, "url": redactURL(d.URL), "expected": d.SHA256, "actual": got.SHA256,

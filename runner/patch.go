@@ -184,7 +184,7 @@ func fileSHA256(p string) (string, error) {
 // patchCode applies m's declared patches to codeDir and records the hash
 // of the tree the run will execute (environment.code_tree_sha256). Without
 // patches it does nothing: the commit or archive hash already names the tree.
-func (r *Runner) patchCode(log *Log, m *dotlab.Manifest, codeDir string, rec *Record) error {
+func (r *Runner) patchCode(log *Log, m *dotlab.Manifest, codeDir string, fs *facts) error {
 	if len(m.Code.Patches) == 0 {
 		return nil
 	}
@@ -196,7 +196,7 @@ func (r *Runner) patchCode(log *Log, m *dotlab.Manifest, codeDir string, rec *Re
 	if err != nil {
 		return err
 	}
-	rec.Body.Environment.CodeTreeSHA256 = sum
+	fs.env.CodeTreeSHA256 = sum
 	log.Info("code", "patched tree hashed", map[string]any{"code_tree_sha256": sum, "patches": len(m.Code.Patches), "seconds": r.since(start)})
 	return nil
 }

@@ -57,11 +57,11 @@ func reservedKey(o output) bool {
 
 // recordUncompared keeps, for a run that executed but did not finish as
 // the execution contract requires (the caller has its spec_issue), the
-// value each target's source could still read, in rec.Body.Uncompared and
+// value each target's source could still read, in facts.uncompared and
 // the log, marked not compared (docs/protocol.md §6 "What was printed"):
 // results.json first when it has the target (as in compare), else the
 // target's source. What cannot be read is left out.
-func recordUncompared(log *Log, m *dotlab.Manifest, out *outputs, rec *Record) {
+func recordUncompared(log *Log, m *dotlab.Manifest, out *outputs, f *facts) {
 	optional := make([]dotlab.Target, len(m.Targets))
 	for i, t := range m.Targets {
 		t.Source = &dotlab.TargetSource{} // every target optional in results.json
@@ -87,6 +87,6 @@ func recordUncompared(log *Log, m *dotlab.Manifest, out *outputs, rec *Record) {
 		u.Source = dotlab.CutUncomparedSource(u.Source) // on a rune boundary, within the server's bound
 		log.Warn("results", "target "+t.Name+" read but not compared (the run did not finish as required)",
 			map[string]any{"name": t.Name, "value": u.Value, "source": u.Source, "compared": false})
-		rec.Body.Uncompared = append(rec.Body.Uncompared, u)
+		f.uncompared = append(f.uncompared, u)
 	}
 }

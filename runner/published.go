@@ -14,7 +14,7 @@ import (
 // fetcher, policy and cache), recording each hash as "helper:<name>" in
 // the run's input hashes. A mismatch is spec_issue: the server accepts
 // input_mismatch for datasets only, as for a code archive.
-func (r *Runner) helpers(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manifest, rec *Record) ([]placed, error) {
+func (r *Runner) helpers(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manifest, fs *facts) ([]placed, error) {
 	var files []placed
 	var mismatches []string
 	for i, h := range m.Helpers {
@@ -28,7 +28,7 @@ func (r *Runner) helpers(ctx context.Context, log *Log, f *fetcher, m *dotlab.Ma
 			}
 			return nil, err
 		}
-		rec.Body.InputHashes[dotlab.HelperInputKey(h.Name)] = got.SHA256
+		fs.inputs[dotlab.HelperInputKey(h.Name)] = got.SHA256
 		data := map[string]any{"helper": h.Name, "url": redactURL(h.URL), "expected": h.SHA256, "actual": got.SHA256,
 			"bytes": got.Bytes, "cache_hit": got.CacheHit, "seconds": r.since(start)}
 		if got.SHA256 != h.SHA256 {

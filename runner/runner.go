@@ -57,6 +57,9 @@ const (
 	cacheImages = "images"
 	cacheBlobs  = "blobs"
 	cacheWork   = "work"
+	// cacheRuntimeVersion keeps the runtime's probed version and package
+	// between reruns (sandbox.Runtime.VersionCache).
+	cacheRuntimeVersion = "runtime-version.json"
 )
 
 // OpenImageStore opens the image store of the cache directory cacheDir,
@@ -88,6 +91,9 @@ func New(cacheDir string, rt sandbox.Runtime, p Policy, clock dotlab.Clock) (*Ru
 	}
 	if rt.Clock == nil {
 		rt.Clock = clock
+	}
+	if rt.VersionCache == "" {
+		rt.VersionCache = filepath.Join(cacheDir, cacheRuntimeVersion)
 	}
 	return &Runner{Store: store, Cache: cache, Runtime: rt, Policy: p, Clock: clock, ScratchDir: filepath.Join(cacheDir, cacheWork)}, nil
 }
@@ -139,25 +145,15 @@ func (r *Runner) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (
 	}
 	defer logf.Close()
 	log := NewLog(logf, r.Clock, r.Echo)
-	rec := &Record{Body: dotlab.RunBody{
-		InputHashes:  map[string]string{},
-		OutputHashes: map[string]string{},
-		Environment:  dotlab.RunEnvironment{ImageDigest: m.Environment.ImageDigest(), Seed: m.Seed},
-		Comparisons:  []dotlab.RunComparison{},
-	}}
+	f := newFacts(m)
 	log.Info("run", "rerun started", map[string]any{"title": m.Title, "runtime": r.runtimeName(), "image": m.Environment.Image})
 
-	err = r.rerun(ctx, log, m, outDir, rec)
-	var si *specIssue
-	switch {
-	case errors.As(err, &si):
-		rec.Body.Outcome = dotlab.OutcomeSpecIssue
-		rec.Body.Notes = joinNotes(si.note, rec.Body.Notes)
-		rec.Body.Comparisons = []dotlab.RunComparison{}
-	case err != nil:
+	err = r.rerun(ctx, log, m, outDir, f)
+	if !errors.As(err, &f.issue) && err != nil {
 		log.Error("outcome", "no outcome: "+errText(err), nil)
 		return nil, err
 	}
+	rec := decide(log, m, f)
 	rec.Body.Notes = boundNotes(rec.Body.Notes)
 	log.Info("outcome", string(rec.Body.Outcome), map[string]any{"outcome": rec.Body.Outcome, "notes": rec.Body.Notes})
 	if err := os.WriteFile(filepath.Join(outDir, RunFile), MarshalBody(rec.Body), 0o644); err != nil {
@@ -215,7 +211,11 @@ func (r *Runner) runtimeName() string {
 
 func (r *Runner) since(t time.Time) float64 { return r.Clock.Now().Sub(t).Seconds() }
 
-func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir string, rec *Record) error {
+// rerun takes the steps of docs/sandbox.md in order, each adding what it
+// found to f; it stops at the first that ends the run (an error, a
+// spec_issue, or a dataset hash mismatch in f). decide turns f into the
+// outcome.
+func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir string, f *facts) error {
 	if err := r.Runtime.Check(); err != nil {
 		return err
 	}
@@ -234,16 +234,16 @@ func (r *Runner) rerun(ctx context.Context, log *Log, m *dotlab.Manifest, outDir
 		return err
 	}
 	// Steps 1-3: inputs, environment, code.
-	w, err := r.prepare(ctx, log, m, scratch, rec)
-	if err != nil || rec.Body.Outcome != "" {
+	w, err := r.prepare(ctx, log, m, scratch, f)
+	if err != nil || len(f.mismatches) > 0 {
 		return err
 	}
 	// Step 4: execute.
-	if err := r.run(ctx, log, m, w, filepath.Join(outDir, OutSub), rec); err != nil {
+	if err := r.run(ctx, log, m, w, filepath.Join(outDir, OutSub), f); err != nil {
 		return err
 	}
-	// Steps 5-6: results and comparison.
-	return r.compare(log, m, w, rec)
+	// Step 5: results (step 6, the comparison, is decide's).
+	return r.results(log, m, w, f)
 }
 
 // workspace is what the sandbox mounts: the unpacked image and the code and
@@ -259,32 +259,28 @@ type workspace struct {
 
 // prepare fetches and verifies everything the manifest pins (datasets, the
 // image, the code) under one fetch budget (Policy.Timeout; the stall rule
-// lives in the policy's transport). A dataset hash mismatch sets outcome
-// input_mismatch on rec and returns no workspace; a helper hash mismatch is
-// spec_issue (the server accepts input_mismatch for datasets only); a
-// download's mismatch is input_mismatch like a dataset's (runner/downloads.go).
-func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scratch string, rec *Record) (*workspace, error) {
+// lives in the policy's transport). A dataset's or a pinned download's hash
+// mismatch is recorded in facts.mismatches and returns no workspace (decide
+// makes it input_mismatch; runner/downloads.go); a helper hash mismatch is
+// spec_issue (the server accepts input_mismatch for datasets only).
+func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scratch string, fs *facts) (*workspace, error) {
 	f := &fetcher{cache: r.Cache, policy: r.Policy, client: r.Policy.Client(), progress: r.Progress}
 	fctx, cancelFetch := r.Policy.budget(ctx)
 	defer cancelFetch()
 
 	// 1. Inputs: every dataset hashed while it downloads; any mismatch stops here.
-	paths, mismatches, err := r.inputs(fctx, log, f, m, rec)
-	if err != nil {
+	paths, mismatches, err := r.inputs(fctx, log, f, m, fs)
+	if err != nil || len(mismatches) > 0 {
+		fs.mismatches = mismatches
 		return nil, err
 	}
-	served, dmis, err := r.downloads(fctx, log, f, m, rec)
-	if err != nil {
+	served, dmis, err := r.downloads(fctx, log, f, m, fs)
+	if err != nil || len(dmis) > 0 {
+		fs.mismatches = dmis
 		return nil, err
-	}
-	mismatches = append(mismatches, dmis...)
-	if len(mismatches) > 0 {
-		rec.Body.Outcome = dotlab.OutcomeInputMismatch
-		rec.Body.Notes = "input hash mismatch, nothing was executed: " + strings.Join(mismatches, "; ")
-		return nil, nil
 	}
 	w := &workspace{codeDir: filepath.Join(scratch, "code"), dataDir: filepath.Join(scratch, "data"), downloads: served}
-	helpers, err := r.helpers(fctx, log, f, m, rec)
+	helpers, err := r.helpers(fctx, log, f, m, fs)
 	if err != nil {
 		return nil, err
 	}
@@ -300,11 +296,11 @@ func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scra
 		return nil, err
 	}
 	if a := m.Code.Archive; a != nil {
-		rec.Body.Environment.CodeArchiveSHA256 = a.SHA256
+		fs.env.CodeArchiveSHA256 = a.SHA256
 	} else {
-		rec.Body.Environment.CodeCommit = m.Code.Commit
+		fs.env.CodeCommit = m.Code.Commit
 	}
-	if err := r.patchCode(log, m, w.codeDir, rec); err != nil {
+	if err := r.patchCode(log, m, w.codeDir, fs); err != nil {
 		return nil, err
 	}
 	// Data and helpers laid out read-only under what becomes /work/data and /work/helpers.
@@ -322,7 +318,7 @@ func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scra
 
 // run executes the entrypoint in the sandbox and records the runtime
 // build, the output hashes and how the command ended.
-func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *workspace, outDir string, rec *Record) error {
+func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *workspace, outDir string, f *facts) error {
 	res, cap, err := r.execute(ctx, log, m, w, outDir)
 	if errors.Is(err, sandbox.ErrUnsafeSpec) {
 		// The image or working directory would take the container through
@@ -336,7 +332,7 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 	}
 	logResponder(log, res.Downloads)
 	rt := res.Runtime
-	rec.Body.Environment.Runtime = &rt
+	f.env.Runtime = &rt
 	outs := make([]output, 0, len(res.Files)+len(res.Kept))
 	for _, of := range res.Files {
 		outs = append(outs, output{of.Path, of.SHA256, of.Size, ""})
@@ -351,13 +347,13 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 		}
 	}
 	outs = append(outs, streamOutputs(cap)...)
-	reportOutputs(log, outs, rec)
+	reportOutputs(log, outs, f)
 	for _, rj := range res.Rejected {
 		log.Warn("outputs", "rejected "+rj.Type+" "+rj.Path+" (not followed, not copied)", map[string]any{"path": rj.Path, "type": rj.Type})
 	}
 	w.out = &outputs{outDir: outDir, streams: cap.full, kept: res.Kept}
 	if err := runProblems(m, res, cap.stderr.String()); err != nil {
-		recordUncompared(log, m, w.out, rec)
+		recordUncompared(log, m, w.out, f)
 		return err
 	}
 	return nil
@@ -371,7 +367,7 @@ type output struct {
 	what        string
 }
 
-// reportOutputs puts outs in rec's output_hashes and the log, except the
+// reportOutputs puts outs in f's output hashes and the log, except the
 // files whose key a run body cannot carry. A server reads run bodies as
 // strict JSON (docs/manifest-spec.md "4. Strict JSON parsing"): a key must
 // be valid UTF-8 (two invalid names would both arrive as the same U+FFFD
@@ -381,7 +377,7 @@ type output struct {
 // case) are left out of output_hashes, each logged as a warning and named
 // in the notes (docs/sandbox.md "After the run"). The outcome stands: output
 // hashes are evidence, not results.
-func reportOutputs(log *Log, outs []output, rec *Record) {
+func reportOutputs(log *Log, outs []output, f *facts) {
 	folded := map[string]int{}
 	for _, o := range outs {
 		if utf8.ValidString(o.key) && !reservedKey(o) {
@@ -400,7 +396,7 @@ func reportOutputs(log *Log, outs []output, rec *Record) {
 			why = "its path differs from another output's only in letter case, which a run body cannot carry"
 		}
 		if why == "" {
-			rec.Body.OutputHashes[o.key] = o.sha256
+			f.outputs[o.key] = o.sha256
 			log.Info("outputs", "output "+o.key+o.what, map[string]any{"path": o.key, "bytes": o.size, "sha256": o.sha256})
 			continue
 		}
@@ -409,48 +405,29 @@ func reportOutputs(log *Log, outs []output, rec *Record) {
 		left = append(left, msg)
 	}
 	if len(left) > 0 {
-		rec.Body.Notes = joinNotes(rec.Body.Notes, strings.Join(left, "; "))
+		f.notes = joinNotes(f.notes, strings.Join(left, "; "))
 	}
 }
 
-// compare reads results.json from the output directory, then every target
-// source results.json leaves open, and decides the outcome with the exact
-// comparison of docs/manifest-spec.md section 6.
-func (r *Runner) compare(log *Log, m *dotlab.Manifest, w *workspace, rec *Record) error {
+// results reads results.json from the output directory, then every target
+// source results.json leaves open, into f's rerun values.
+func (r *Runner) results(log *Log, m *dotlab.Manifest, w *workspace, f *facts) error {
 	rerun, extra, err := readResults(w.out.outDir, m.Targets)
-	rec.ReadFrom = map[string]string{}
+	f.readFrom = map[string]string{}
 	for name := range rerun {
-		rec.ReadFrom[name] = dotlab.SourceOutDir + "results.json"
+		f.readFrom[name] = dotlab.SourceOutDir + "results.json"
 	}
 	if err == nil {
-		err = w.out.sourceValues(log, m.Targets, rerun, rec.ReadFrom)
+		err = w.out.sourceValues(log, m.Targets, rerun, f.readFrom)
 	}
 	if err != nil {
 		log.Error("results", err.Error(), nil)
 		return err
 	}
-	rec.Extra = extra
+	f.rerun, f.extra = rerun, extra
 	if len(extra) > 0 {
 		log.Warn("results", "results.json has keys that are not targets (ignored)", map[string]any{"keys": extra})
-		rec.Body.Notes = joinNotes(rec.Body.Notes, "results.json also had keys that are not targets (ignored): "+strings.Join(extra, ", "))
-	}
-	cs, outcome, err := dotlab.Decide(m.Targets, rerun)
-	if err != nil {
-		return issuef("results.json is malformed: %s", strings.Join(dotlab.ErrorDetail(err), "; "))
-	}
-	for _, c := range cs {
-		msg := c.Name + " within tolerance"
-		if !c.Match {
-			msg = c.Name + " outside tolerance"
-		}
-		log.Info("compare", msg, map[string]any{"name": c.Name, "published": c.Published, "rerun": c.Rerun,
-			"difference": c.Difference, "tolerance_type": c.ToleranceType, "tolerance": c.Tolerance, "allowed": c.Allowed, "match": c.Match})
-		rec.Body.Comparisons = append(rec.Body.Comparisons, dotlab.RunComparison{Name: c.Name, Rerun: c.Rerun})
-	}
-	rec.Comparisons = cs
-	rec.Body.Outcome = outcome
-	if outcome == dotlab.OutcomeNotReproduced {
-		rec.Body.Notes = joinNotes("outside tolerance under the published spec: "+strings.Join(dotlab.DescribeMismatches(cs), "; "), rec.Body.Notes)
+		f.notes = joinNotes(f.notes, "results.json also had keys that are not targets (ignored): "+strings.Join(extra, ", "))
 	}
 	return nil
 }
@@ -465,7 +442,7 @@ func (r *Runner) scratch() string {
 
 // inputs fetches and checks every dataset. It returns the cache path of each
 // verified dataset and one line per mismatch.
-func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manifest, rec *Record) (map[string]string, []string, error) {
+func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Manifest, fs *facts) (map[string]string, []string, error) {
 	paths := map[string]string{}
 	var mismatches []string
 	for i, d := range m.Datasets {
@@ -479,7 +456,7 @@ func (r *Runner) inputs(ctx context.Context, log *Log, f *fetcher, m *dotlab.Man
 			}
 			return nil, nil, err
 		}
-		rec.Body.InputHashes[d.Name] = got.SHA256
+		fs.inputs[d.Name] = got.SHA256
 		data := map[string]any{"name": d.Name, "url": redactURL(d.URL), "expected": d.SHA256, "actual": got.SHA256,
 			"bytes": got.Bytes, "cache_hit": got.CacheHit, "seconds": r.since(start)}
 		if got.SHA256 != d.SHA256 {

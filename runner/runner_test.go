@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
 	git "github.com/go-git/go-git/v5"

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/manifest"
 )
 

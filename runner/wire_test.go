@@ -12,10 +12,10 @@ import (
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // Tests that what the analysis controls (its output file names, its
@@ -162,7 +162,7 @@ func listManifest(t *testing.T, db *sqlstore.DB, subID string, m *dotlab.Manifes
 		t.Fatal(err)
 	}
 	hash, _ := manifest.Hash(raw)
-	c, err := db.CreateClaim(context.Background(), subID, dotlab.NewClaim{Raw: raw, Manifest: parsed, ManifestHash: hash, Field: "test"})
+	c, err := sqlstoretest.Protocol(db).CreateClaim(context.Background(), subID, dotlab.NewClaim{Raw: raw, Manifest: parsed, ManifestHash: hash, Field: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

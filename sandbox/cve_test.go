@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/sandbox"
 )
 

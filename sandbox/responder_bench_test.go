@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 )
 
 // BenchmarkResponder100MB isolates the responder's cost on a 100 MB pinned

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"golang.org/x/sys/unix"
 )
 

@@ -43,6 +43,13 @@ type Runtime struct {
 	// process's own binary.
 	ResponderBinary string
 
+	// VersionCache, when set, is a file where CheckVersion keeps its result
+	// between processes, keyed by the runtime binary's path, device, inode,
+	// size and mtime (sandbox/versioncache.go): a rerun then runs neither
+	// `NAME --version` nor dpkg-query while the binary is unchanged. The
+	// runner sets it to <cache>/runtime-version.json.
+	VersionCache string
+
 	// checked is the last CheckVersion result for this value's binary.
 	checked *checkedVersion
 	// hostNetwork: runsc uses the network namespace it is given (the

@@ -108,7 +108,9 @@ func (r Runtime) Version(ctx context.Context) (RuntimeVersion, error) {
 //
 // The result is remembered in r (keyed by the binary's device, inode, size
 // and mtime), so Run does not probe again while the binary is unchanged;
-// call it on the Runtime value you keep (e.g. the runner's field).
+// call it on the Runtime value you keep (e.g. the runner's field). With
+// r.VersionCache set it is also remembered in that file, under the same
+// key, for the next process (sandbox/versioncache.go).
 func (r *Runtime) CheckVersion(ctx context.Context) (RuntimeVersion, error) {
 	bin, err := r.binary()
 	if err != nil {
@@ -121,12 +123,18 @@ func (r *Runtime) CheckVersion(ctx context.Context) (RuntimeVersion, error) {
 	if r.checked != nil && r.checked.binary == id {
 		return r.checked.version, nil
 	}
-	v, err := r.Version(ctx)
-	if err != nil {
-		return RuntimeVersion{}, err
+	v, cached := r.loadVersionCache(id)
+	if !cached {
+		if v, err = r.Version(ctx); err != nil {
+			return RuntimeVersion{}, err
+		}
 	}
+	// The rule is applied to a cached result too: only the probing is saved.
 	if err := versionRule(v); err != nil {
 		return v, err
+	}
+	if !cached {
+		r.storeVersionCache(id, v)
 	}
 	r.checked = &checkedVersion{binary: id, version: v}
 	return v, nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 )
 
 func TestNeedOfDebianPaths(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab/imagestore"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/runner"
 	git "github.com/go-git/go-git/v5"

@@ -15,9 +15,9 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
-	"github.com/dotlab/dotlab/internal/proctest"
+	"github.com/dotlab/dotlab/internal/testing/proctest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m) }

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/metrics"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // BenchmarkOpsOverhead measures what the ops layer (the outer mux for
@@ -29,11 +29,11 @@ func BenchmarkOpsOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sub, _, err := db.CreateAgent(context.Background(), dotlab.NewAgent{Name: "s", Operator: "t"})
+	sub, _, err := sqlstoretest.Protocol(db).CreateAgent(context.Background(), dotlab.NewAgent{Name: "s", Operator: "t"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := db.CreateClaim(context.Background(), sub.ID, sqlstoretest.NewClaim(b, "bench"))
+	c, err := sqlstoretest.Protocol(db).CreateClaim(context.Background(), sub.ID, sqlstoretest.NewClaim(b, "bench"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/dotlab/dotlab/httpapi"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/metrics"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/web"
 )
@@ -73,25 +74,25 @@ func DefaultConfig() Config {
 		AgentLimit: httpapi.DefaultAgentLimit(), AnonymousLimit: httpapi.DefaultAnonymousLimit()}
 }
 
-// Check reports the first setting `dotlab serve` cannot run with, naming
-// its flag.
+// Check reports the first setting the server cannot run with, naming the
+// setting (`dotlab serve` documents the flag of each).
 func (c Config) Check() error {
 	w := c.Windows
 	switch {
 	case w.Accept <= 0 || w.Publish <= 0 || w.Challenge <= 0:
-		return errors.New("--accept-window, --publish-window and --challenge-window must be positive durations (e.g. 60m, 24h)")
+		return errors.New("the accept, publish and challenge windows must be positive durations (e.g. 60m, 24h)")
 	case w.Quorum < 1 || w.Quorum%2 == 0:
-		return fmt.Errorf("--review-quorum %d: must be a positive odd number so that a majority always exists", w.Quorum)
+		return fmt.Errorf("review quorum %d: must be a positive odd number so that a majority always exists", w.Quorum)
 	case c.SettleEvery <= 0:
-		return errors.New("--settle-every must be a positive duration (e.g. 1s)")
+		return errors.New("the settlement period must be a positive duration (e.g. 1s)")
 	case c.DrainDelay < 0 || c.ShutdownTimeout < 0:
-		return errors.New("--drain-delay and --shutdown-timeout must not be negative (e.g. 5s, 30s)")
+		return errors.New("the drain delay and the shutdown timeout must not be negative (e.g. 5s, 30s)")
 	}
 	_, err := trustedProxies(c.TrustedProxies)
 	return err
 }
 
-// trustedProxies parses --trusted-proxy values: CIDRs or single addresses.
+// trustedProxies parses the trusted proxies: CIDRs or single addresses.
 func trustedProxies(vals []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, v := range vals {
@@ -99,7 +100,7 @@ func trustedProxies(vals []string) ([]netip.Prefix, error) {
 		if err != nil {
 			a, aerr := netip.ParseAddr(v)
 			if aerr != nil {
-				return nil, fmt.Errorf("--trusted-proxy %q: give a CIDR (10.0.0.0/24) or an address (10.0.0.5)", v)
+				return nil, fmt.Errorf("trusted proxy %q: give a CIDR (10.0.0.0/24) or an address (10.0.0.5)", v)
 			}
 			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
@@ -137,7 +138,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Subscribers: api.Streams, DrawRoute: "GET /api/v1/jobs/next"})}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("--addr %s: %w", cfg.Addr, err)
+		return fmt.Errorf("listen address %s: %w", cfg.Addr, err)
 	}
 	srv := &http.Server{Handler: o.handler(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
@@ -152,7 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		SettleLoop(settleCtx, cfg.Logger, observedSettler{db, o.metrics}, cfg.SettleEvery, api.Notify)
+		SettleLoop(settleCtx, cfg.Logger, observedSettler{protocol.New(protocol.Config{Store: db, Unscreened: true}), o.metrics}, cfg.SettleEvery, api.Notify)
 	}()
 	defer func() { stopSettle(); <-settled }()
 	select {
@@ -198,7 +199,7 @@ func drain(cfg Config, srv *http.Server, api *httpapi.Server, o *ops) error {
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
-		return fmt.Errorf("requests still in flight after --shutdown-timeout %s were cut off: %w", cfg.ShutdownTimeout, err)
+		return fmt.Errorf("requests still in flight after the shutdown timeout of %s were cut off: %w", cfg.ShutdownTimeout, err)
 	}
 	cfg.Logger.Info("stopped cleanly")
 	return nil

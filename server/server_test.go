@@ -13,8 +13,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // TestServeLifecycleRealClock runs the server in-process with

@@ -8,7 +8,7 @@ import (
 	"github.com/dotlab/dotlab"
 )
 
-// Settler does one sweep of the settlement clock (sqlstore.DB.Settle).
+// Settler does one sweep of the settlement clock (protocol.Service.Settle).
 type Settler interface {
 	Settle(ctx context.Context) (dotlab.SettleReport, error)
 }

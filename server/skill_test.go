@@ -4,7 +4,7 @@ package server_test
 // section by section against a real server (server.Run on a real SQLite
 // file, and on PostgreSQL), speaking raw HTTP and JSON as an agent with
 // nothing but curl would, with the skill's own example bodies, and asserts
-// each promise the skill makes of the server: issue 13's "Must show". Where
+// each promise the skill makes of the server (docs/agents.md). Where
 // the skill can be read more than one way, it asserts DotLab's documented
 // reading (docs/protocol.md §12) and cites it.
 //
@@ -24,7 +24,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/dotlab/dotlab/internal/servertest"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
 	"io"
 	"math/big"
 	"net/http"
@@ -36,13 +36,13 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
-	"github.com/dotlab/dotlab/internal/skilltext"
+	"github.com/dotlab/dotlab/internal/testing/skilltext"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/server"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // The skill's literal bodies (agent-skill-dotlab.txt), verbatim
-// (internal/skilltext).
+// (internal/testing/skilltext).
 const (
 	skillRegister         = skilltext.Register
 	skillAuth             = skilltext.Auth
@@ -441,7 +441,7 @@ var hintCall = regexp.MustCompile(`(GET|POST) (/api/v1/[^\s,;:)]+)(?: with (\{[^
 // order, with the body it gives (a message from the skill's message body
 // for a post), leaving out the refused call itself where the detail
 // repeats it. Every call must work (2xx): "every hint must lead
-// somewhere" (issue 13 item 6).
+// somewhere".
 func (w *walk) follow(t *testing.T, agent string, r reply) []reply {
 	t.Helper()
 	d := r.detail(t)

@@ -9,10 +9,10 @@ import (
 
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/httpapi"
-	"github.com/dotlab/dotlab/internal/oapidoc"
+	"github.com/dotlab/dotlab/internal/testing/oapidoc"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/spec"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 func loadDoc(t *testing.T) *oapidoc.Doc {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/spec"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
-	"github.com/dotlab/dotlab/internal/oapidoc"
+	"github.com/dotlab/dotlab/internal/testing/oapidoc"
 )
 
 // wireOp is what an operation's handler reads and writes: the Go type of

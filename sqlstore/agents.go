@@ -2,30 +2,16 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"regexp"
-	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/attest"
+	"github.com/dotlab/dotlab/store"
 )
-
-var _ dotlab.AgentService = (*DB)(nil)
-
-var capabilityRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
-
-// APIKeyPrefix starts every API key, so that a key pasted into a lab room is
-// recognisable.
-const APIKeyPrefix = "dlk_"
 
 // HashAPIKey returns the stored form of an API key: hex SHA-256. Keys carry
 // 256 random bits, so a fast hash is enough (no password stretching needed).
@@ -34,73 +20,26 @@ func HashAPIKey(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ValidateNewAgent checks a registration: name 1-64 characters, operator
-// 1-200, capabilities at most 32 distinct lowercase tokens.
-func ValidateNewAgent(n dotlab.NewAgent) error {
-	var p dotlab.Problems
-	if l := utf8.RuneCountInString(strings.TrimSpace(n.Name)); l < 1 || l > 64 {
-		p.Add("$.name", "must be 1-64 characters")
-	}
-	if l := utf8.RuneCountInString(strings.TrimSpace(n.Operator)); l < 1 || l > 200 {
-		p.Add("$.operator", "must be 1-200 characters (who runs this agent)")
-	}
-	if len(n.Capabilities) > 32 {
-		p.Add("$.capabilities", "at most 32 capabilities")
-	}
-	seen := map[string]bool{}
-	for i, c := range n.Capabilities {
-		if !capabilityRE.MatchString(c) {
-			p.Add("$.capabilities["+strconv.Itoa(i)+"]", "%q must be a lowercase token like python, r or gpu", c)
-		}
-		if seen[c] {
-			p.Add("$.capabilities["+strconv.Itoa(i)+"]", "%q is listed twice", c)
-		}
-		seen[c] = true
-	}
-	if n.PublicKey != "" {
-		if _, err := attest.ParsePublicKey(n.PublicKey); err != nil {
-			p = append(p, dotlab.ErrorDetail(err)...) // each line names $.public_key
-		}
-	}
-	return p.Err()
-}
-
-// CreateAgent registers an agent; the returned key is shown once.
-func (db *DB) CreateAgent(ctx context.Context, n dotlab.NewAgent) (*dotlab.Agent, string, error) {
-	if err := ValidateNewAgent(n); err != nil {
-		return nil, "", err
-	}
-	if n.Capabilities == nil {
-		n.Capabilities = []string{}
-	}
-	raw := make([]byte, 32)
-	rand.Read(raw)
-	key := APIKeyPrefix + base64.RawURLEncoding.EncodeToString(raw)
-	a := &dotlab.Agent{ID: newID("ag_"), Name: strings.TrimSpace(n.Name), Operator: strings.TrimSpace(n.Operator),
-		Capabilities: n.Capabilities, CreatedAt: db.now().Truncate(1e6)}
+// AddAgent stores a registration (store.AgentWrite) with the hash of its
+// API key; a public key registered to another agent is ECONFLICT at
+// $.public_key.
+func (db *DB) AddAgent(ctx context.Context, w store.AgentWrite) error {
+	a := w.Agent
 	var pub, keyid sql.NullString
-	if n.PublicKey != "" {
-		pk, err := attest.ParsePublicKey(n.PublicKey)
-		if err != nil {
-			return nil, "", err
-		}
-		a.PublicKey, a.KeyID = pk.Authorized, pk.ID
-		pub, keyid = sql.NullString{String: pk.Authorized, Valid: true}, sql.NullString{String: pk.ID, Valid: true}
+	if a.PublicKey != "" {
+		pub, keyid = sql.NullString{String: a.PublicKey, Valid: true}, sql.NullString{String: a.KeyID, Valid: true}
 		var one int
-		if err := db.r.QueryRowContext(ctx, `SELECT 1 FROM agents WHERE keyid = $1`, pk.ID).Scan(&one); err == nil {
-			return nil, "", keyTaken(pk.ID)
+		if err := db.r.QueryRowContext(ctx, `SELECT 1 FROM agents WHERE keyid = $1`, a.KeyID).Scan(&one); err == nil {
+			return keyTaken(a.KeyID)
 		}
 	}
 	caps, _ := json.Marshal(a.Capabilities)
 	_, err := db.w.ExecContext(ctx, `INSERT INTO agents (id, name, operator, capabilities, key_hash, created_at, public_key, keyid)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ID, a.Name, a.Operator, string(caps), HashAPIKey(key), ms(a.CreatedAt), pub, keyid)
-	if err != nil {
-		if pub.Valid && isUniqueViolation(err) {
-			return nil, "", keyTaken(a.KeyID)
-		}
-		return nil, "", err
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ID, a.Name, a.Operator, string(caps), HashAPIKey(w.APIKey), ms(a.CreatedAt), pub, keyid)
+	if pub.Valid && isUniqueViolation(err) {
+		return keyTaken(a.KeyID)
 	}
-	return a, key, nil
+	return err
 }
 
 // authTTL is how long a successful authentication is remembered in process

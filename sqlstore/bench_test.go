@@ -6,8 +6,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/bench/benchdata"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // BenchmarkNextJob measures one draw (NextJob for an agent holding no role
@@ -48,7 +48,7 @@ func BenchmarkNextJob(b *testing.B) {
 						b.Fatal(err)
 					}
 					for b.Loop() {
-						j, found, err := db.NextJob(ctx, runner)
+						j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, runner)
 						if err != nil || !found {
 							b.Fatalf("draw: found %v, %v", found, err)
 						}

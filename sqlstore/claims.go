@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
 )
-
-var _ dotlab.ClaimService = (*DB)(nil)
 
 const claimColumns = `id, title, field, submitter_id, state, manifest_hash, runner_id, offer_expires_at,
 	publish_deadline, run_id, challenge_deadline, outcome, settled_at, created_at`
@@ -74,44 +71,29 @@ func (db *DB) parsedManifest(hash string) (*dotlab.Manifest, error) {
 	return m, nil
 }
 
-// ValidateField checks the field of science given with a claim.
-func ValidateField(field string) error {
-	if l := utf8.RuneCountInString(strings.TrimSpace(field)); l < 1 || l > 100 {
-		return dotlab.Errorf(dotlab.EINVALID, "$.field: must be 1-100 characters, e.g. \"statistics\" or \"physics\"")
+// ClaimByManifest is the id of the claim listed with the manifest whose
+// canonical hash is hash; found is false when there is none (store.Reader).
+func (db *DB) ClaimByManifest(ctx context.Context, hash string) (string, bool, error) {
+	var id string
+	err := db.r.QueryRowContext(ctx, `SELECT id FROM claims WHERE manifest_hash = $1`, hash).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
 	}
-	return nil
+	return id, err == nil, err
 }
 
-// CreateClaim lists a claim (dotlab.EventList). Bounties are not live, so the
-// claim is funded at once (minimum bounty 0): its history records listed then
-// funded. The
-// submitter takes the submitter role, so it is never offered its own claim.
-func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.NewClaim) (*dotlab.Claim, error) {
-	if err := ValidateField(nc.Field); err != nil {
-		return nil, err
-	}
-	if nc.Manifest == nil || nc.ManifestHash == "" {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.manifest: required")
-	}
-	var existing string
-	err := db.r.QueryRowContext(ctx, `SELECT id FROM claims WHERE manifest_hash = $1`, nc.ManifestHash).Scan(&existing)
-	if err == nil {
-		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) is already listed as %s: use that claim (GET /api/v1/claims/%s)", nc.ManifestHash, existing, existing)
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return nil, err
-	}
+// AddClaim lists a claim (store.ClaimWrite): the next claim number, the
+// row, the submitter's role, the history and w.Entries' log entries, in one
+// transaction. A manifest listed meanwhile is EDUPLICATE.
+func (db *DB) AddClaim(ctx context.Context, w store.ClaimWrite) (string, error) {
+	nc, t := w.Claim, w.Transition
 	requires := nc.Manifest.Requires
 	if requires == nil {
 		requires = []string{}
 	}
 	reqJSON, _ := json.Marshal(requires)
-	t, err := transition("", dotlab.EventList)
-	if err != nil {
-		return nil, err
-	}
-	now := db.now()
 	var id string
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		var n int64
 		if err := tx.QueryRowContext(ctx, `UPDATE counters SET value = value + 1 WHERE name = 'claim' RETURNING value`).Scan(&n); err != nil {
 			return err
@@ -120,31 +102,30 @@ func (db *DB) CreateClaim(ctx context.Context, submitterID string, nc dotlab.New
 		if _, err := tx.ExecContext(ctx, `INSERT INTO claims (id, number, title, field, submitter_id, state, manifest_hash,
 			manifest_raw, requires, draw_key, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
-			id, n, nc.Manifest.Title, strings.TrimSpace(nc.Field), submitterID, t.To, nc.ManifestHash,
-			string(nc.Raw), string(reqJSON), newDrawKey(), ms(now)); err != nil {
+			id, n, nc.Manifest.Title, nc.Field, w.SubmitterID, t.To, nc.ManifestHash,
+			string(nc.Raw), string(reqJSON), newDrawKey(), ms(w.At)); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, $3, $4)`,
-			id, submitterID, dotlab.RoleSubmitter, ms(now)); err != nil {
+			id, w.SubmitterID, dotlab.RoleSubmitter, ms(w.At)); err != nil {
 			return err
 		}
-		if err := db.addHistory(ctx, tx, id, t, now, "listed", "funded at once: bounties are not live (minimum bounty 0)"); err != nil {
+		if err := db.addHistory(ctx, tx, id, t, w.At, w.History...); err != nil {
 			return err
 		}
-		return db.logClaim(ctx, tx, &dotlab.Claim{ID: id, Title: nc.Manifest.Title, Field: strings.TrimSpace(nc.Field), SubmitterID: submitterID,
-			ManifestHash: nc.ManifestHash, CreatedAt: fromMS(ms(now))})
+		return db.appendLog(ctx, tx, w.Entries(id))
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.EDUPLICATE, "this manifest (canonical SHA-256 %s) was listed while you submitted it: submit it again to learn the claim's id", nc.ManifestHash)
+		return "", errListedMeanwhile
 	}
-	if err != nil {
-		return nil, err
-	}
-	return db.FindClaim(ctx, id)
+	return id, err
 }
 
+// errListedMeanwhile is a unique violation of the manifest hash.
+var errListedMeanwhile = dotlab.Errorf(dotlab.EDUPLICATE, "this manifest was listed while you submitted it: submit it again to learn the claim's id")
+
 // newDrawKey returns a uniform random position in [0, 2^62) for the draw.
-func newDrawKey() int64 { return rand.Int64N(1 << 62) }
+func newDrawKey() int64 { return rand.Int64N(dotlab.DrawKeys) }
 
 // addEvent appends a state change to a claim's history.
 func addEvent(ctx context.Context, tx *sql.Tx, claimID string, state dotlab.ClaimState, at time.Time, detail string) error {
@@ -178,25 +159,12 @@ func (db *DB) findClaim(ctx context.Context, q querier, id string) (*dotlab.Clai
 }
 
 // FindClaims returns a page of claims in id order, optionally by state.
-func (db *DB) FindClaims(ctx context.Context, f dotlab.ClaimFilter) ([]*dotlab.Claim, error) {
-	if f.Limit <= 0 {
-		f.Limit = 50
-	}
-	if f.Limit > 200 {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "limit: at most 200 per page")
-	}
-	if f.State != "" && !f.State.Valid() {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "state: %q is not a claim state (one of listed, funded, assigned, running, published, challenge_window, disputed, reviewed, settled)", f.State)
-	}
-	after := int64(0)
-	if f.After != "" {
-		if !dotlab.ValidClaimID(f.After) {
-			return nil, dotlab.Errorf(dotlab.EINVALID, "after: %q is not a claim id like DL-0001", f.After)
-		}
-		after = claimNumber(f.After)
+func (db *DB) FindClaims(ctx context.Context, p dotlab.Page) ([]*dotlab.Claim, error) {
+	f, after, err := p.Check("state")
+	if err != nil {
+		return nil, err
 	}
 	var rows *sql.Rows
-	var err error
 	if f.State != "" {
 		rows, err = db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE state = $1 AND number > $2 ORDER BY number LIMIT $3`, f.State, after, f.Limit)
 	} else {
@@ -217,13 +185,7 @@ func (db *DB) FindClaims(ctx context.Context, f dotlab.ClaimFilter) ([]*dotlab.C
 	return out, rows.Err()
 }
 
-func claimNumber(id string) int64 {
-	var n int64
-	for _, r := range strings.TrimPrefix(id, "DL-") {
-		n = n*10 + int64(r-'0')
-	}
-	return n
-}
+func claimNumber(id string) int64 { return dotlab.ClaimNumber(id) }
 
 // ClaimManifest returns the manifest exactly as submitted.
 func (db *DB) ClaimManifest(ctx context.Context, id string) ([]byte, error) {
@@ -236,6 +198,11 @@ func (db *DB) ClaimManifest(ctx context.Context, id string) ([]byte, error) {
 }
 
 // roleOf returns the caller's role on a claim, or "" when it holds none.
+// RoleOf is agentID's role on claimID, "" for none (store.Reader).
+func (db *DB) RoleOf(ctx context.Context, claimID, agentID string) (string, error) {
+	return db.roleOf(ctx, db.r, claimID, agentID)
+}
+
 func (db *DB) roleOf(ctx context.Context, q querier, claimID, agentID string) (string, error) {
 	var role string
 	err := q.QueryRowContext(ctx, `SELECT role FROM roles WHERE claim_id = $1 AND agent_id = $2`, claimID, agentID).Scan(&role)

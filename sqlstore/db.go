@@ -1,9 +1,12 @@
 // Package sqlstore is DotLab's storage: one SQL text for SQLite
 // (modernc.org/sqlite, pure Go, the default) and PostgreSQL (jackc/pgx/v5,
 // for several server processes sharing one database). It implements the
-// domain services of package dotlab, including the protocol's rules that must
-// hold atomically (the draw, accepting, publishing, settling), so that both
-// engines give the same answers.
+// protocol's persistence (package store: conditional writes that report
+// whether they applied, the log append inside the same transaction, and
+// the reads), for the protocol service (package protocol) to run the steps
+// on; the steps not moved to the service yet (the draw, accepting,
+// declining, logs, lab rooms, listing, registration, settling) are still
+// methods here, so that both engines give the same answers.
 //
 // Both engines bind parameters as $1, $2, …; times are stored as Unix
 // milliseconds (UTC); schema migrations are embedded and applied at Open with
@@ -12,10 +15,8 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"net/url"
@@ -103,7 +104,7 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 		db.dialect = Postgres
 		err = db.openPostgres(dbURL)
 	default:
-		return nil, fmt.Errorf("--db %q: use sqlite:PATH (e.g. sqlite:dotlab.db) or postgres://user@host:5432/dbname", dbURL)
+		return nil, fmt.Errorf("database URL %q: use sqlite:PATH (e.g. sqlite:dotlab.db) or postgres://user@host:5432/dbname", dbURL)
 	}
 	if err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func SQLiteWriterDSN(path string) string {
 
 func (db *DB) openSQLite(path string) error {
 	if path == "" {
-		return errors.New("--db sqlite: needs a file path, e.g. sqlite:dotlab.db")
+		return errors.New("database URL sqlite: needs a file path, e.g. sqlite:dotlab.db")
 	}
 	w, err := sql.Open("sqlite", SQLiteWriterDSN(path))
 	if err != nil {
@@ -181,7 +182,7 @@ const DefaultPoolSize = 32
 func PoolSize(dsn string) (string, int, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", 0, fmt.Errorf("--db: not a URL: %w", err)
+		return "", 0, fmt.Errorf("database URL: not a URL: %w", err)
 	}
 	q := u.Query()
 	v, ok := q["pool_max_conns"]
@@ -190,7 +191,7 @@ func PoolSize(dsn string) (string, int, error) {
 	}
 	n, err := strconv.Atoi(v[len(v)-1])
 	if err != nil || n < 1 || n > 1000 {
-		return "", 0, fmt.Errorf("--db: pool_max_conns=%q: give a whole number of connections from 1 to 1000 (default %d)", v[len(v)-1], DefaultPoolSize)
+		return "", 0, fmt.Errorf("database URL: pool_max_conns=%q: give a whole number of connections from 1 to 1000 (default %d)", v[len(v)-1], DefaultPoolSize)
 	}
 	q.Del("pool_max_conns")
 	u.RawQuery = q.Encode()
@@ -270,6 +271,12 @@ func (db *DB) Ping(ctx context.Context) error { return db.w.PingContext(ctx) }
 
 func (db *DB) now() time.Time { return db.clock.Now() }
 
+// Now is the store's clock (store.Reader).
+func (db *DB) Now() time.Time { return db.clock.Now() }
+
+// Windows are the windows and quorum the store runs with (store.Reader).
+func (db *DB) Windows() dotlab.Windows { return db.windows }
+
 // tx runs fn in a write transaction and commits it, or rolls back on error
 // (so no half-written record is ever left). For SQLite the transaction takes
 // the write lock at BEGIN (_txlock=immediate). The changes fn announced
@@ -297,12 +304,8 @@ func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-// newID returns prefix + 20 random base32 characters (100 bits).
-func newID(prefix string) string {
-	b := make([]byte, 13)
-	rand.Read(b)
-	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))[:20]
-}
+// newID is dotlab.NewID.
+func newID(prefix string) string { return dotlab.NewID(prefix) }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 

@@ -6,63 +6,56 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/tlogfmt"
+	"github.com/dotlab/dotlab/store"
 )
 
-// NextDispute assigns the caller a dispute to review, drawn at random among
-// disputed claims on which it holds no role, and returns its evidence. The
-// assignment is the reviewer role on that claim: only assigned reviewers may
-// vote, so reviewers cannot pick the dispute they vote on. While the caller
-// has an assigned dispute it has not voted on, NextDispute returns that one.
-func (db *DB) NextDispute(ctx context.Context, agentID string) (*dotlab.Dispute, bool, error) {
+// AssignedDispute is the disputed claim agentID is assigned to review and
+// has not voted on yet, the first by claim number; found is false for
+// none (store.Reader).
+func (db *DB) AssignedDispute(ctx context.Context, agentID string) (string, bool, error) {
 	var id string
 	err := db.r.QueryRowContext(ctx, `SELECT r.claim_id FROM roles r JOIN claims c ON c.id = r.claim_id
 		WHERE r.agent_id = $1 AND r.role = 'reviewer' AND c.state = 'disputed'
 		AND NOT EXISTS (SELECT 1 FROM votes v WHERE v.claim_id = r.claim_id AND v.reviewer_id = $1)
 		ORDER BY c.number LIMIT 1`, agentID).Scan(&id)
-	if err == nil {
-		d, err := db.FindDispute(ctx, id)
-		return d, err == nil, err
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return nil, false, err
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
 	}
+	return id, err == nil, err
+}
+
+// DisputeCandidates lists up to limit disputed claims agentID holds no
+// role on, by claim number (store.Reader).
+func (db *DB) DisputeCandidates(ctx context.Context, agentID string, limit int) ([]string, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT c.id FROM claims c WHERE c.state = 'disputed'
 		AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.claim_id = c.id AND r.agent_id = $1)
-		ORDER BY c.number LIMIT 1000`, agentID)
+		ORDER BY c.number LIMIT $2`, agentID, limit)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
+	defer rows.Close()
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, false, err
+			return nil, err
 		}
 		ids = append(ids, id)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, false, err
+	return ids, rows.Err()
+}
+
+// AddReviewer gives agentID the reviewer role on claimID; a role it took
+// meanwhile is ECONFLICT.
+func (db *DB) AddReviewer(ctx context.Context, claimID, agentID string, at time.Time) error {
+	_, err := db.w.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'reviewer', $3)`, claimID, agentID, ms(at))
+	if isUniqueViolation(err) {
+		return errSecondRole
 	}
-	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	now := db.now()
-	for _, id := range ids {
-		_, err := db.w.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'reviewer', $3)`, id, agentID, ms(now))
-		if isUniqueViolation(err) {
-			continue // took another role on it meanwhile
-		} else if err != nil {
-			return nil, false, err
-		}
-		d, err := db.FindDispute(ctx, id)
-		return d, err == nil, err
-	}
-	return nil, false, nil
+	return err
 }
 
 // FindDispute returns the evidence of a claim that has (or had) a dispute.
@@ -72,7 +65,7 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 		return nil, err
 	}
 	if c.RunID == "" {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no run, so no dispute: GET /api/v1/disputes/next draws a dispute for you to review", claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no run, so no dispute: %s draws a dispute for you to review", claimID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	}
 	run, err := db.FindRun(ctx, c.RunID)
 	if err != nil {
@@ -83,7 +76,7 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 		return nil, err
 	}
 	if dotlab.FirstDisagreeing(chs) == nil {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no disagreeing challenge, so no dispute: GET /api/v1/disputes/next draws a dispute for you to review", claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "%s has no disagreeing challenge, so no dispute: %s draws a dispute for you to review", claimID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	}
 	votes, err := db.votes(ctx, claimID)
 	if err != nil {
@@ -118,51 +111,15 @@ func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) 
 	return out, rows.Err()
 }
 
-// CastVote records the vote of a reviewer assigned this dispute by
-// NextDispute (one vote per reviewer; 403 role_conflict for anyone else).
-// The rationale must name a target of the claim
-// (dotlab.CheckRationaleTargets; 422 invalid listing them).
-// When the quorum is in, the majority decides (docs/mechanism.md §4):
-// "runner" settles with the run's outcome, "challenger" with the outcome of
-// the first disagreeing challenge; the claim goes disputed → reviewed →
-// settled.
-func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.VoteBody) (*dotlab.Dispute, error) {
-	if err := v.Validate(); err != nil {
-		return nil, err
-	}
-	c, err := db.FindClaim(ctx, claimID)
-	if err != nil {
-		return nil, err
-	}
-	if err := dotlab.CheckRationaleTargets(v.Rationale, c.Manifest.TargetNames()); err != nil {
-		return nil, err
-	}
-	role, err := db.roleOf(ctx, db.r, claimID, agentID)
-	if err != nil {
-		return nil, err
-	}
-	switch role {
-	case dotlab.RoleReviewer:
-		var one int
-		err := db.r.QueryRowContext(ctx, `SELECT 1 FROM votes WHERE claim_id = $1 AND reviewer_id = $2`, claimID, agentID).Scan(&one)
-		if err == nil {
-			return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", claimID)
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
-		}
-	case "":
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "%s is not assigned to you: reviewers are drawn at random; GET /api/v1/disputes/next assigns you one", claimID)
-	default:
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim; GET /api/v1/disputes/next draws a dispute you may review", role, claimID)
-	}
-	if _, err := c.Next(dotlab.EventVote); err != nil {
-		return nil, err
-	}
-	now := db.now()
+// AddVote applies a reviewer's vote (store.VoteWrite) under the claim's
+// row lock while it is disputed, then counts the votes (tally). applied is
+// false when the claim left disputed meanwhile; a second vote is ECONFLICT.
+func (db *DB) AddVote(ctx context.Context, w store.VoteWrite) (bool, error) {
+	v := w.Vote
 	locked := false
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		// Lock the claim row so that concurrent votes count one at a time.
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET updated_at = $1 WHERE id = $2 AND state IN (`+sources(dotlab.EventVote)+`)`, ms(now), claimID)
+		res, err := tx.ExecContext(ctx, `UPDATE claims SET updated_at = $1 WHERE id = $2 AND state IN (`+sources(dotlab.EventVote)+`)`, ms(w.At), v.ClaimID)
 		if err != nil {
 			return err
 		}
@@ -170,73 +127,64 @@ func (db *DB) CastVote(ctx context.Context, agentID, claimID string, v dotlab.Vo
 			return nil
 		}
 		locked = true
-		db.announceClaim(tx, claimID)
-		env, err := envelopeText(v.Envelope)
+		db.announceClaim(tx, v.ClaimID)
+		env, err := envelopeText(w.Envelope)
 		if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO votes (claim_id, reviewer_id, vote, rationale, created_at, envelope) VALUES ($1, $2, $3, $4, $5, $6)`,
-			claimID, agentID, v.Vote, strings.TrimSpace(v.Rationale), ms(now), env); err != nil {
+			v.ClaimID, v.ReviewerID, v.Vote, v.Rationale, ms(w.At), env); err != nil {
 			return err
 		}
-		vote := dotlab.Vote{ClaimID: claimID, ReviewerID: agentID, Vote: v.Vote, Rationale: strings.TrimSpace(v.Rationale), CreatedAt: now}
-		if err := db.logVote(ctx, tx, vote); err != nil {
+		if err := db.appendLog(ctx, tx, w.Log); err != nil {
 			return err
 		}
-		if err := db.logEnvelope(ctx, tx, tlogfmt.TypeVote, claimID, tlogfmt.VoteID(claimID, agentID), v.Envelope); err != nil {
-			return err
-		}
-		return db.tally(ctx, tx, claimID, now)
+		return db.tally(ctx, tx, v.ClaimID, w)
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", claimID)
+		return false, errSecondVote
 	}
-	if err != nil {
-		return nil, err
-	}
-	if !locked {
-		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "%s is no longer disputed (the quorum was reached): GET /api/v1/disputes/next draws another", claimID)
-	}
-	return db.FindDispute(ctx, claimID)
+	return locked, err
 }
 
-// tally settles the claim when the quorum of votes is in
-// (dotlab.EventQuorum): the majority (dotlab.Tally.Majority) decides the
-// side, dotlab.Verdict the outcome.
-func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, now time.Time) error {
+// errSecondVote is a unique violation of the votes table.
+var errSecondVote = dotlab.Errorf(dotlab.ECONFLICT, "you already voted on this dispute: one vote per reviewer")
+
+// HasVoted reports whether reviewerID voted on claimID (store.Reader).
+func (db *DB) HasVoted(ctx context.Context, claimID, reviewerID string) (bool, error) {
+	var one int
+	err := db.r.QueryRowContext(ctx, `SELECT 1 FROM votes WHERE claim_id = $1 AND reviewer_id = $2`, claimID, reviewerID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// tally counts the votes on claimID in tx and applies the settlement
+// w.Tally decides on, if any (the quorum's majority).
+func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, w store.VoteWrite) error {
 	var t dotlab.Tally
+	var runID string
+	var run, first dotlab.Outcome
 	if err := tx.QueryRowContext(ctx, `SELECT
-		COALESCE(SUM(CASE WHEN vote = $2 THEN 1 ELSE 0 END), 0),
-		COALESCE(SUM(CASE WHEN vote = $3 THEN 1 ELSE 0 END), 0)
-		FROM votes WHERE claim_id = $1`, claimID, dotlab.VoteRunner, dotlab.VoteChallenger).Scan(&t.Runner, &t.Challenger); err != nil {
+		COALESCE(SUM(CASE WHEN v.vote = $2 THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN v.vote = $3 THEN 1 ELSE 0 END), 0),
+		(SELECT id FROM runs WHERE claim_id = $1), (SELECT outcome FROM runs WHERE claim_id = $1),
+		COALESCE((SELECT outcome FROM challenges WHERE claim_id = $1 AND agrees = 0 ORDER BY created_at, id LIMIT 1), '')
+		FROM votes v WHERE v.claim_id = $1`, claimID, dotlab.VoteRunner, dotlab.VoteChallenger).Scan(&t.Runner, &t.Challenger, &runID, &run, &first); err != nil {
 		return err
 	}
-	if dotlab.VoteEvent(t, db.windows.Quorum) != dotlab.EventQuorum {
+	st := w.Tally(t, runID, run, first)
+	if st == nil {
 		return nil
 	}
-	tr, err := transition(dotlab.StateDisputed, dotlab.EventQuorum)
-	if err != nil {
-		return err
-	}
-	side := t.Majority()
-	var run, first dotlab.Outcome
-	if side == dotlab.VoteChallenger {
-		// The first disagreeing challenge (dotlab.FirstDisagreeing).
-		err = tx.QueryRowContext(ctx, `SELECT outcome FROM challenges WHERE claim_id = $1 AND agrees = 0 ORDER BY created_at, id LIMIT 1`, claimID).Scan(&first)
-	} else {
-		err = tx.QueryRowContext(ctx, `SELECT outcome FROM runs WHERE claim_id = $1`, claimID).Scan(&run)
-	}
-	if err != nil {
-		return err
-	}
-	final := dotlab.Verdict(side, run, first)
+	tr := st.Transition
 	if _, err := tx.ExecContext(ctx, `UPDATE claims SET state = $4, outcome = $1, settled_at = $2, updated_at = $2
-		WHERE id = $3 AND state = $5`, final, ms(now), claimID, tr.To, tr.From); err != nil {
+		WHERE id = $3 AND state = $5`, st.Outcome, ms(w.At), claimID, tr.To, tr.From); err != nil {
 		return err
 	}
-	if err := db.addHistory(ctx, tx, claimID, tr, now,
-		"quorum reached: "+t.String()+"; majority sides with the "+side, "settled by review: "+string(final)); err != nil {
+	if err := db.addHistory(ctx, tx, claimID, tr, w.At, st.History...); err != nil {
 		return err
 	}
-	return db.logSettlement(ctx, tx, claimID)
+	return db.appendLog(ctx, tx, st.Log)
 }

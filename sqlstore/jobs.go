@@ -8,93 +8,39 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
 )
 
-var _ dotlab.JobService = (*DB)(nil)
+// The job draw (docs/mechanism.md §1) is the protocol's
+// (protocol.Service.NextJob); the store keeps the draw index and the
+// conditional offer. Each funded claim carries a random draw key
+// (re-drawn whenever it returns to the pool); DrawCandidates walks the
+// keys from a point in order: an index walk of O(log n + skipped), not a
+// table scan.
 
-// drawBatch is how many candidates one draw step reads from the index.
-const drawBatch = 32
-
-// NextJob implements the draw of docs/mechanism.md §1: a claim is drawn at
-// random among funded claims with no open offer, on which the caller holds no
-// role, was never offered to the caller before, and whose `requires` the
-// caller's capabilities cover; it is offered for the accept window.
-//
-// Each funded claim carries a random draw key (re-drawn whenever it returns
-// to the pool). The draw picks a uniform random point and takes the first
-// eligible claim at or after it in key order, wrapping around once: an index
-// walk of O(log n + skipped), not a table scan. Two agents racing for one
-// claim: the offer is a conditional UPDATE (state funded, no runner), so
-// exactly one wins and the other moves on to the next candidate.
-//
-// An agent holds at most one open offer: while it has one, NextJob returns
-// that same offer.
-func (db *DB) NextJob(ctx context.Context, agent *dotlab.Agent) (*dotlab.Job, bool, error) {
-	now := db.now()
-	if j, err := db.openOffer(ctx, agent.ID, now); err == nil {
-		return j, true, nil
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return nil, false, err
-	}
-	start := newDrawKey()
-	// Pass 1 walks [start, end); pass 2 wraps around to [0, start).
-	for pass := 0; pass < 2; pass++ {
-		lo, hi := start, int64(1<<62)
-		if pass == 1 {
-			lo, hi = 0, start
-		}
-		for {
-			cands, err := db.drawCandidates(ctx, agent.ID, lo, hi)
-			if err != nil {
-				return nil, false, err
-			}
-			for _, c := range cands {
-				if !agent.Has(c.requires) {
-					continue
-				}
-				j, won, err := db.offer(ctx, c.id, agent.ID, now)
-				if err != nil {
-					return nil, false, err
-				}
-				if won {
-					return j, true, nil
-				}
-			}
-			if len(cands) < drawBatch {
-				break
-			}
-			lo = cands[len(cands)-1].key + 1
-		}
-	}
-	return nil, false, nil
-}
-
-type candidate struct {
-	id       string
-	key      int64
-	requires []string
-}
-
-func (db *DB) drawCandidates(ctx context.Context, agentID string, lo, hi int64) ([]candidate, error) {
+// DrawCandidates lists up to limit funded claims without an open offer,
+// with draw keys in [lo, hi), on which agentID holds no role and was never
+// offered, in key order (store.Reader).
+func (db *DB) DrawCandidates(ctx context.Context, agentID string, lo, hi int64, limit int) ([]store.Candidate, error) {
 	// state = 'funded' (dotlab.Sources(dotlab.EventOffer)) is written out so
 	// that SQLite matches the partial index claims_draw.
 	rows, err := db.r.QueryContext(ctx, `SELECT c.id, c.draw_key, c.requires FROM claims c
 		WHERE c.state = 'funded' AND c.runner_id IS NULL AND c.draw_key >= $1 AND c.draw_key < $2
 		  AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.claim_id = c.id AND r.agent_id = $3)
 		  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.claim_id = c.id AND j.agent_id = $3)
-		ORDER BY c.draw_key LIMIT $4`, lo, hi, agentID, drawBatch)
+		ORDER BY c.draw_key LIMIT $4`, lo, hi, agentID, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []candidate
+	var out []store.Candidate
 	for rows.Next() {
-		var c candidate
+		var c store.Candidate
 		var req string
-		if err := rows.Scan(&c.id, &c.key, &req); err != nil {
+		if err := rows.Scan(&c.ClaimID, &c.Key, &req); err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal([]byte(req), &c.requires); err != nil {
+		if err := json.Unmarshal([]byte(req), &c.Requires); err != nil {
 			return nil, err
 		}
 		out = append(out, c)
@@ -102,32 +48,39 @@ func (db *DB) drawCandidates(ctx context.Context, agentID string, lo, hi int64) 
 	return out, rows.Err()
 }
 
-// offer tries to take claimID for agentID; won is false when another agent
-// took it first.
-func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time) (*dotlab.Job, bool, error) {
-	t, err := transition(dotlab.StateFunded, dotlab.EventOffer)
-	if err != nil {
-		return nil, false, err
+// OpenOffer is agentID's open offer at now; found is false for none
+// (store.Reader).
+func (db *DB) OpenOffer(ctx context.Context, agentID string, now time.Time) (*dotlab.Job, bool, error) {
+	j, err := db.openOffer(ctx, agentID, now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
 	}
-	expires := now.Add(db.windows.Accept)
-	jobID := newID("job_")
+	return j, err == nil, err
+}
+
+// AddOffer offers a claim to an agent (store.OfferWrite): under the
+// agent's row lock, only while the agent holds no open offer and the claim
+// is still free. won is false when another agent took the claim first;
+// ErrOpenOffer when a concurrent draw by the same agent won an offer.
+func (db *DB) AddOffer(ctx context.Context, w store.OfferWrite) (bool, error) {
+	t := w.Transition
 	won := false
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		// Lock the agent's row (PostgreSQL; SQLite writers are serial) so
 		// that concurrent draws by one agent cannot each take an offer.
-		if _, err := tx.ExecContext(ctx, `UPDATE agents SET created_at = created_at WHERE id = $1`, agentID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE agents SET created_at = created_at WHERE id = $1`, w.AgentID); err != nil {
 			return err
 		}
 		var open int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE agent_id = $1 AND state = 'offered' AND offer_expires_at > $2`,
-			agentID, ms(now)).Scan(&open); err != nil {
+			w.AgentID, ms(w.At)).Scan(&open); err != nil {
 			return err
 		}
 		if open > 0 {
-			return errOpenOffer
+			return store.ErrOpenOffer
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
-			WHERE id = $4 AND state = $5 AND runner_id IS NULL`, agentID, ms(expires), ms(now), claimID, t.From)
+			WHERE id = $4 AND state = $5 AND runner_id IS NULL`, w.AgentID, ms(w.Expires), ms(w.At), w.ClaimID, t.From)
 		if err != nil {
 			return err
 		}
@@ -135,24 +88,15 @@ func (db *DB) offer(ctx context.Context, claimID, agentID string, now time.Time)
 			return nil
 		}
 		won = true
-		db.announceClaim(tx, claimID)
-		_, err = tx.ExecContext(ctx, `INSERT INTO jobs (id, claim_id, agent_id, state, offered_at, offer_expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6)`, jobID, claimID, agentID, t.JobTo, ms(now), ms(expires))
-		return err
+		db.announceClaim(tx, w.ClaimID)
+		if _, err = tx.ExecContext(ctx, `INSERT INTO jobs (id, claim_id, agent_id, state, offered_at, offer_expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6)`, newID("job_"), w.ClaimID, w.AgentID, t.JobTo, ms(w.At), ms(w.Expires)); err != nil {
+			return err
+		}
+		return db.appendLog(ctx, tx, w.Log)
 	})
-	if errors.Is(err, errOpenOffer) {
-		// A concurrent draw by the same agent won: return that offer.
-		j, err := db.openOffer(ctx, agentID, now)
-		return j, err == nil, err
-	}
-	if err != nil || !won {
-		return nil, false, err
-	}
-	j, err := db.jobFor(ctx, db.r, claimID, agentID)
-	return j, err == nil, err
+	return won, err
 }
-
-var errOpenOffer = errors.New("agent already holds an open offer")
 
 const jobColumns = `j.claim_id, j.agent_id, j.state, j.offered_at, j.offer_expires_at, j.accepted_at, j.publish_deadline, j.reason, c.title, c.requires`
 
@@ -170,7 +114,6 @@ func scanJob(row rowScanner) (*dotlab.Job, error) {
 	if err := json.Unmarshal([]byte(req), &j.Requires); err != nil {
 		return nil, err
 	}
-	j.ManifestURL = "/api/v1/claims/" + j.ClaimID + "/manifest"
 	j.Reasonless = j.State == dotlab.JobDeclined && dotlab.ReasonlessDecline(j.Reason)
 	return &j, nil
 }
@@ -187,20 +130,25 @@ func (db *DB) openOffer(ctx context.Context, agentID string, now time.Time) (*do
 		ORDER BY j.offered_at DESC LIMIT 1`, agentID, ms(now)))
 }
 
-// AcceptJob accepts the caller's open offer (dotlab.EventAccept): the claim
-// becomes assigned with a publish deadline, and the caller takes the runner
-// role. Accepting twice is 409 conflict (the job is already accepted).
-func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.Job, error) {
-	t, err := transition(dotlab.StateFunded, dotlab.EventAccept)
-	if err != nil {
-		return nil, err
+// LatestJob is agentID's latest job on claimID (store.Reader).
+func (db *DB) LatestJob(ctx context.Context, claimID, agentID string) (*dotlab.Job, bool, error) {
+	j, err := db.jobFor(ctx, db.r, claimID, agentID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
 	}
-	now := db.now()
-	deadline := now.Add(db.windows.Publish)
+	return j, err == nil, err
+}
+
+// AddAccept applies an acceptance (store.AcceptWrite) while agentID holds
+// the open offer: the claim assigned with its publish deadline, the job
+// accepted, the runner role, the history and w.Log. A second role of the
+// agent on the claim is ECONFLICT.
+func (db *DB) AddAccept(ctx context.Context, w store.AcceptWrite) (bool, error) {
+	t := w.Transition
 	accepted := false
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = $5, offer_expires_at = NULL, publish_deadline = $1, updated_at = $2
-			WHERE id = $3 AND state = $6 AND runner_id = $4 AND offer_expires_at > $2`, ms(deadline), ms(now), claimID, agentID, t.To, t.From)
+			WHERE id = $3 AND state = $6 AND runner_id = $4 AND offer_expires_at > $2`, ms(w.PublishDeadline), ms(w.At), w.ClaimID, w.AgentID, t.To, t.From)
 		if err != nil {
 			return err
 		}
@@ -209,74 +157,33 @@ func (db *DB) AcceptJob(ctx context.Context, agentID, claimID string) (*dotlab.J
 		}
 		accepted = true
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $5, accepted_at = $1, publish_deadline = $2
-			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(now), ms(deadline), claimID, agentID, t.JobTo, t.JobFrom); err != nil {
+			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(w.At), ms(w.PublishDeadline), w.ClaimID, w.AgentID, t.JobTo, t.JobFrom); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'runner', $3)`,
-			claimID, agentID, ms(now)); err != nil {
+			w.ClaimID, w.AgentID, ms(w.At)); err != nil {
 			return err
 		}
-		if err := db.addHistory(ctx, tx, claimID, t, now, "runner "+agentID+" accepted"); err != nil {
+		if err := db.addHistory(ctx, tx, w.ClaimID, t, w.At, w.History...); err != nil {
 			return err
 		}
-		return db.logOffer(ctx, tx, claimID, agentID, now, deadline)
+		return db.appendLog(ctx, tx, w.Log)
 	})
 	if isUniqueViolation(err) {
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you already hold another role on %s, and an agent holds one role per claim: decline the offer (POST /api/v1/jobs/%s/decline)", claimID, claimID)
+		return false, errSecondRole
 	}
-	if err != nil {
-		return nil, err
-	}
-	if !accepted {
-		return nil, db.offerProblem(ctx, agentID, claimID, now, dotlab.EventAccept)
-	}
-	return db.jobFor(ctx, db.r, claimID, agentID)
+	return accepted, err
 }
 
-// offerProblem explains why an accept or decline (ev) of claimID by agentID
-// did not apply: unknown claim (404), not offered to the caller (409
-// not_offered), or the offer window closed (409 window_closed).
-func (db *DB) offerProblem(ctx context.Context, agentID, claimID string, now time.Time, ev dotlab.Event) error {
-	c, err := db.findClaim(ctx, db.r, claimID)
-	if err != nil {
-		return err
-	}
-	j, err := db.jobFor(ctx, db.r, claimID, agentID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s was not offered to you: fetch a job with GET /api/v1/jobs/next", claimID)
-	} else if err != nil {
-		return err
-	}
-	switch {
-	case ev == dotlab.EventAccept && c.RunnerID == agentID && (c.State == dotlab.StateAssigned || c.State == dotlab.StateRunning):
-		return dotlab.Errorf(dotlab.ECONFLICT, "job %s is already accepted by you: publish the run before %s", claimID, c.PublishDeadline.Format(time.RFC3339))
-	case j.State == dotlab.JobOffered && !j.OfferExpiresAt.After(now), j.State == dotlab.JobExpired:
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the offer of %s expired at %s: fetch a new job with GET /api/v1/jobs/next", claimID, j.OfferExpiresAt.Format(time.RFC3339))
-	case j.State == dotlab.JobDeclined:
-		return dotlab.Errorf(dotlab.ECONFLICT, "you declined %s already: fetch a new job with GET /api/v1/jobs/next", claimID)
-	}
-	if _, err := c.Next(ev); err != nil {
-		return err // the claim is past its offer
-	}
-	return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not offered to you now (its state is %s): fetch a new job with GET /api/v1/jobs/next", claimID, c.State)
-}
-
-// DeclineJob declines the caller's open offer (dotlab.DeclineEffect). The
-// claim returns to the pool with a new draw key; the caller is not offered
-// it again. Reason capability_mismatch costs nothing; any other reason, and
-// no reason (""), counts against standing (the record counts it, see
-// agentRecord).
-func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (*dotlab.Job, error) {
-	d, err := dotlab.DeclineEffect(reason)
-	if err != nil {
-		return nil, err
-	}
-	t := d.Transition
-	now := db.now()
+// AddDecline applies a decline (store.DeclineWrite) while agentID holds
+// the open offer: the claim back in the pool with a new draw key, the job
+// declined with its reason.
+func (db *DB) AddDecline(ctx context.Context, w store.DeclineWrite) (bool, error) {
+	t := w.Transition
 	declined := false
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = NULL, offer_expires_at = NULL, draw_key = $1, updated_at = $2
-			WHERE id = $3 AND state = $5 AND runner_id = $4 AND offer_expires_at > $2`, newDrawKey(), ms(now), claimID, agentID, t.From)
+			WHERE id = $3 AND state = $5 AND runner_id = $4 AND offer_expires_at > $2`, newDrawKey(), ms(w.At), w.ClaimID, w.AgentID, t.From)
 		if err != nil {
 			return err
 		}
@@ -284,16 +191,12 @@ func (db *DB) DeclineJob(ctx context.Context, agentID, claimID, reason string) (
 			return nil
 		}
 		declined = true
-		db.announceClaim(tx, claimID)
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $5, closed_at = $1, reason = $2
-			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(now), d.Reason, claimID, agentID, t.JobTo, t.JobFrom)
-		return err
+		db.announceClaim(tx, w.ClaimID)
+		if _, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $5, closed_at = $1, reason = $2
+			WHERE claim_id = $3 AND agent_id = $4 AND state = $6`, ms(w.At), w.Reason, w.ClaimID, w.AgentID, t.JobTo, t.JobFrom); err != nil {
+			return err
+		}
+		return db.appendLog(ctx, tx, w.Log)
 	})
-	if err != nil {
-		return nil, err
-	}
-	if !declined {
-		return nil, db.offerProblem(ctx, agentID, claimID, now, dotlab.EventDecline)
-	}
-	return db.jobFor(ctx, db.r, claimID, agentID)
+	return declined, err
 }

@@ -5,121 +5,92 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
 )
 
-var _ dotlab.LabService = (*DB)(nil)
-
-// JoinLab adds agentID to the room of claimID (docs/protocol.md §8 "Join").
-// role "runner" is for the assigned runner only (403 otherwise) and moves an
-// assigned claim to running (dotlab.EventJoinRunner); "collaborator" is for
-// an agent holding no other role on the claim, and becomes its role; the
-// claim's submitter, asking for "collaborator" or "submitter", joins as
-// "submitter" (it keeps its one role). Joining again returns the membership
-// unchanged. Every refusal carries dotlab.RoomHint, a next step that works.
-func (db *DB) JoinLab(ctx context.Context, agentID, claimID, role string) (*dotlab.LabMember, error) {
-	if role != dotlab.RoleRunner && role != dotlab.RoleCollaborator && role != dotlab.RoleSubmitter {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.role: must be \"runner\" (assigned runner only), \"collaborator\" or \"submitter\" (the claim's submitter only)")
-	}
-	c, err := db.FindClaim(ctx, claimID)
-	if err != nil {
-		return nil, err
-	}
-	a, err := db.getAgent(ctx, agentID)
-	if err != nil {
-		return nil, err
-	}
-	held, err := db.roleOf(ctx, db.r, claimID, agentID)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case role == dotlab.RoleRunner:
-		err = db.joinAsRunner(ctx, c, agentID, held)
-	case held == dotlab.RoleSubmitter:
-		err = db.joinAsSubmitter(ctx, db.w, c.ID, agentID)
-	case role == dotlab.RoleSubmitter:
-		err = dotlab.Errorf(dotlab.EROLECONFLICT, "only the submitter of %s joins as submitter; %s", c.ID, dotlab.RoomHint(c, agentID, held))
-	case held != dotlab.RoleCollaborator:
-		err = db.joinAsCollaborator(ctx, c, agentID, held)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var at int64
-	var r string
-	if err := db.r.QueryRowContext(ctx, `SELECT role, joined_at FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, claimID, agentID).Scan(&r, &at); err != nil {
-		return nil, err
-	}
-	return &dotlab.LabMember{AgentID: agentID, Name: a.Name, Role: r, JoinedAt: fromMS(at)}, nil
-}
-
-// joinAsRunner adds the claim's runner to its room and, when the claim is
-// assigned, moves it to running.
-func (db *DB) joinAsRunner(ctx context.Context, c *dotlab.Claim, agentID, held string) error {
-	if held != dotlab.RoleRunner || c.RunnerID != agentID {
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "only the assigned runner of %s joins as runner; %s", c.ID, dotlab.RoomHint(c, agentID, held))
-	}
-	t, err := transition(dotlab.StateAssigned, dotlab.EventJoinRunner) // from any later state it moves nothing
-	if err != nil {
-		return err
-	}
-	now := db.now()
-	return db.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, 'runner', $3)
-			ON CONFLICT (claim_id, agent_id) DO NOTHING`, c.ID, agentID, ms(now)); err != nil {
+// AddMember makes w.AgentID a member of the room of w.ClaimID
+// (store.MemberWrite), once: with w.TakeRole it also takes the role (a
+// unique violation, another role meanwhile, is ECONFLICT); a Transition
+// that moves (the runner's first join of an assigned claim) moves the
+// claim, while the agent is its runner, with w.History.
+func (db *DB) AddMember(ctx context.Context, w store.MemberWrite) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		if w.TakeRole {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, $3, $4)`,
+				w.ClaimID, w.AgentID, w.Role, ms(w.At)); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (claim_id, agent_id) DO NOTHING`, w.ClaimID, w.AgentID, w.Role, ms(w.At)); err != nil {
 			return err
 		}
+		t := w.Transition
+		if !t.Moves() {
+			return nil
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = $4, updated_at = $1 WHERE id = $2 AND state = $5 AND runner_id = $3`,
-			ms(now), c.ID, agentID, t.To, t.From)
+			ms(w.At), w.ClaimID, w.AgentID, t.To, t.From)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
-			return db.addHistory(ctx, tx, c.ID, t, now, "runner "+agentID+" opened the lab room")
+			return db.addHistory(ctx, tx, w.ClaimID, t, w.At, w.History...)
 		}
 		return nil
 	})
-}
-
-// execer is a *sql.DB or a *sql.Tx.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// joinAsSubmitter makes the claim's submitter a member of its room, as
-// "submitter": it answers questions there, and takes no other role.
-func (db *DB) joinAsSubmitter(ctx context.Context, q execer, claimID, agentID string) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, 'submitter', $3)
-		ON CONFLICT (claim_id, agent_id) DO NOTHING`, claimID, agentID, ms(db.now()))
+	if isUniqueViolation(err) {
+		return errSecondRole
+	}
 	return err
 }
 
-// joinAsCollaborator gives an agent holding no role on the claim the
-// collaborator role and room membership.
-func (db *DB) joinAsCollaborator(ctx context.Context, c *dotlab.Claim, agentID, held string) error {
-	if held != "" {
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s, and an agent holds one role per claim; %s", held, c.ID, dotlab.RoomHint(c, agentID, held))
+// LabMember is agentID's membership of the room of claimID; found is
+// false for a non-member (store.Reader).
+func (db *DB) LabMember(ctx context.Context, claimID, agentID string) (dotlab.LabMember, bool, error) {
+	m := dotlab.LabMember{AgentID: agentID}
+	var at int64
+	err := db.r.QueryRowContext(ctx, `SELECT m.role, m.joined_at, a.name FROM lab_members m JOIN agents a ON a.id = m.agent_id
+		WHERE m.claim_id = $1 AND m.agent_id = $2`, claimID, agentID).Scan(&m.Role, &at, &m.Name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, false, nil
 	}
-	if c.RunnerID == agentID {
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "you cannot collaborate on %s now; %s", c.ID, dotlab.RoomHint(c, agentID, held))
-	}
-	now := db.now()
-	err := db.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'collaborator', $3)`,
-			c.ID, agentID, ms(now)); err != nil {
+	m.JoinedAt = fromMS(at)
+	return m, err == nil, err
+}
+
+// Agent is a registered agent's record, or the ENOTFOUND error of an
+// unknown id (store.Reader).
+func (db *DB) Agent(ctx context.Context, id string) (*dotlab.Agent, error) {
+	return db.getAgent(ctx, id)
+}
+
+// AddMessage posts a lab message (store.MessageWrite): the message takes
+// the room's next seq from the counter on the claim row, so seqs are
+// unique and gap-free under concurrent posts on both engines; w.Entries
+// gives its log entries once the seq is known.
+func (db *DB) AddMessage(ctx context.Context, w store.MessageWrite) error {
+	m := w.Message
+	refs, _ := json.Marshal(m.Refs)
+	return db.tx(ctx, func(tx *sql.Tx) error {
+		if w.JoinAsSubmitter {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, 'submitter', $3)
+				ON CONFLICT (claim_id, agent_id) DO NOTHING`, m.ClaimID, m.AgentID, ms(w.At)); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRowContext(ctx, `UPDATE claims SET msg_seq = msg_seq + 1 WHERE id = $1 RETURNING msg_seq`, m.ClaimID).Scan(&m.Seq); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO lab_members (claim_id, agent_id, role, joined_at) VALUES ($1, $2, 'collaborator', $3)`,
-			c.ID, agentID, ms(now))
-		return err
+		db.announce(tx, dotlab.Change{ClaimID: m.ClaimID, Room: true, MessageSeq: m.Seq})
+		if _, err := tx.ExecContext(ctx, `INSERT INTO lab_messages (id, claim_id, seq, agent_id, type, to_agent, body, refs, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, m.ID, m.ClaimID, m.Seq, m.AgentID, m.Type, m.To, m.Body, string(refs), ms(w.At)); err != nil {
+			return err
+		}
+		return db.appendLog(ctx, tx, w.Entries(m))
 	})
-	if isUniqueViolation(err) {
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "you took another role on %s while joining, and an agent holds one role per claim: GET /api/v1/labs/%s/members shows the room", c.ID, c.ID)
-	}
-	return err
 }
 
 // LabMembers lists a room's members in joining order.
@@ -141,78 +112,6 @@ func (db *DB) LabMembers(ctx context.Context, claimID string) ([]dotlab.LabMembe
 		out = append(out, m)
 	}
 	return out, rows.Err()
-}
-
-// PostLabMessage posts to a room. Only members may post (403 not_member,
-// with the step that lets the caller post); the claim's submitter becomes a
-// member (role submitter) by posting;
-// `to` must be "all" or a registered agent. The message takes the room's
-// next seq from the counter on the claim row, so seqs are unique and
-// gap-free under concurrent posts on both engines.
-func (db *DB) PostLabMessage(ctx context.Context, agentID, claimID string, b dotlab.LabMessageBody) (*dotlab.LabMessage, error) {
-	if err := b.Validate(); err != nil {
-		return nil, err
-	}
-	c, err := db.FindClaim(ctx, claimID)
-	if err != nil {
-		return nil, err
-	}
-	submitter, err := db.mayPost(ctx, c, agentID)
-	if err != nil {
-		return nil, err
-	}
-	if b.To != "all" {
-		if _, err := db.getAgent(ctx, b.To); err != nil {
-			return nil, dotlab.Errorf(dotlab.EINVALID, "$.to: no agent %q: give \"all\" or the id of a registered agent (GET /api/v1/labs/%s/members lists the room's)", b.To, claimID)
-		}
-	}
-	if b.Refs == nil {
-		b.Refs = []string{}
-	}
-	refs, _ := json.Marshal(b.Refs)
-	now := db.now()
-	m := &dotlab.LabMessage{ID: newID("msg_"), ClaimID: claimID, AgentID: agentID, Type: b.Type, To: b.To, Body: b.Body, Refs: b.Refs, CreatedAt: now.Truncate(time.Millisecond)}
-	err = db.tx(ctx, func(tx *sql.Tx) error {
-		if submitter {
-			if err := db.joinAsSubmitter(ctx, tx, claimID, agentID); err != nil {
-				return err
-			}
-		}
-		if err := tx.QueryRowContext(ctx, `UPDATE claims SET msg_seq = msg_seq + 1 WHERE id = $1 RETURNING msg_seq`, claimID).Scan(&m.Seq); err != nil {
-			return err
-		}
-		db.announce(tx, dotlab.Change{ClaimID: claimID, Room: true, MessageSeq: m.Seq})
-		_, err := tx.ExecContext(ctx, `INSERT INTO lab_messages (id, claim_id, seq, agent_id, type, to_agent, body, refs, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, m.ID, claimID, m.Seq, agentID, b.Type, b.To, b.Body, string(refs), ms(now))
-		if err != nil {
-			return err
-		}
-		return db.logMessage(ctx, tx, m)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// mayPost checks that agentID may post in the room of c: a member may; the
-// claim's submitter may and becomes a member by posting (submitter is
-// true); anyone else gets ENOTMEMBER with the step that lets it post, or
-// read (dotlab.RoomHint).
-func (db *DB) mayPost(ctx context.Context, c *dotlab.Claim, agentID string) (submitter bool, err error) {
-	var one int
-	err = db.r.QueryRowContext(ctx, `SELECT 1 FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, c.ID, agentID).Scan(&one)
-	if err == nil || !errors.Is(err, sql.ErrNoRows) {
-		return false, err
-	}
-	held, err := db.roleOf(ctx, db.r, c.ID, agentID)
-	if err != nil {
-		return false, err
-	}
-	if held == dotlab.RoleSubmitter {
-		return true, nil
-	}
-	return false, dotlab.Errorf(dotlab.ENOTMEMBER, "you are not a member of the room of %s; %s", c.ID, dotlab.RoomHint(c, agentID, held))
 }
 
 // LabMessages lists a room's messages with seq > after, oldest first.
@@ -259,7 +158,7 @@ func (db *DB) LabMessageSeq(ctx context.Context, claimID, messageID string) (int
 	var seq int64
 	err := db.r.QueryRowContext(ctx, `SELECT seq FROM lab_messages WHERE claim_id = $1 AND id = $2`, claimID, messageID).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, dotlab.Errorf(dotlab.ENOTFOUND, "after: no message %q in the room of %s: give a msg_… id or a seq from GET /api/v1/labs/%s/messages", messageID, claimID, claimID)
+		return 0, dotlab.Errorf(dotlab.ENOTFOUND, "after: no message %q in the room of %s: give a msg_… id or a seq from %s", messageID, claimID, dotlab.Go(dotlab.StepRoomMessages, claimID))
 	}
 	return seq, err
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // Second-long windows, driven by a settable clock.
@@ -38,15 +38,15 @@ func forEachWorld(t *testing.T, fn func(t *testing.T, w *world)) {
 func (w *world) assigned(title string, runner *dotlab.Agent) string {
 	w.t.Helper()
 	ctx := context.Background()
-	c, err := w.db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(w.t, title))
+	c, err := sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(w.t, title))
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	j, found, err := w.db.NextJob(ctx, runner)
+	j, found, err := sqlstoretest.Protocol(w.db).NextJob(ctx, runner)
 	if err != nil || !found || j.ClaimID != c.ID {
 		w.t.Fatalf("draw: %+v %v %v", j, found, err)
 	}
-	if _, err := w.db.AcceptJob(ctx, runner.ID, c.ID); err != nil {
+	if _, err := sqlstoretest.Protocol(w.db).AcceptJob(ctx, runner.ID, c.ID); err != nil {
 		w.t.Fatal(err)
 	}
 	return c.ID
@@ -63,7 +63,7 @@ func (w *world) state(id string) *dotlab.Claim {
 
 func (w *world) settle() dotlab.SettleReport {
 	w.t.Helper()
-	rep, err := w.db.Settle(context.Background())
+	rep, err := sqlstoretest.Protocol(w.db).Settle(context.Background())
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -77,12 +77,12 @@ func TestLifecycleReproducedSettlesWhenWindowCloses(t *testing.T) {
 		ctx := context.Background()
 		runner, checker := mustAgent(t, w.db, "runner"), mustAgent(t, w.db, "checker")
 		id := w.assigned("reproduced", runner)
-		if _, err := w.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
 			t.Fatal(err)
 		}
 		// An agreeing challenge does not open a dispute.
 		body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody("", "1.581", "1.171", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(true)}
-		if _, err := w.db.CreateChallenge(ctx, checker.ID, body, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).CreateChallenge(ctx, checker, body, nil); err != nil {
 			t.Fatal(err)
 		}
 		if rep := w.settle(); rep.ClaimsSettled != 0 {
@@ -120,7 +120,7 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		}
 		id := w.assigned("dispute", runner)
 		// The runner divides by n-1: sd 1.2299 → not_reproduced.
-		run, err := w.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
+		run, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,28 +129,28 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		}
 		// Role rules: the runner and the submitter cannot challenge.
 		body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(false)}
-		_, err = w.db.CreateChallenge(ctx, runner.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, runner, body, nil)
 		wantCode(t, err, dotlab.EROLECONFLICT)
-		_, err = w.db.CreateChallenge(ctx, w.sub.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, w.sub, body, nil)
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		// agrees must match the outcomes.
 		body.Agrees = agree(true)
-		_, err = w.db.CreateChallenge(ctx, challenger.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, challenger, body, nil)
 		wantCode(t, err, dotlab.EINVALID)
 		// A disagreement must name the differing comparison and by how much.
 		body.Agrees = agree(false)
 		body.Notes = "I disagree."
-		_, err = w.db.CreateChallenge(ctx, challenger.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, challenger, body, nil)
 		wantCode(t, err, dotlab.EINVALID)
 		body.Notes = "sd_diff: my rerun gives 1.17 (dividing by n, as Student did); the run's 1.2299 differs by 0.0599"
-		ch, err := w.db.CreateChallenge(ctx, challenger.ID, body, nil)
+		ch, err := sqlstoretest.Protocol(w.db).CreateChallenge(ctx, challenger, body, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(ch.Differences) != 2 || ch.Differences[1].Delta != "-0.0599" {
 			t.Fatalf("differences: %+v", ch.Differences)
 		}
-		_, err = w.db.CreateChallenge(ctx, challenger.ID, body, nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, challenger, body, nil)
 		wantCode(t, err, dotlab.ECONFLICT)
 		if c := w.state(id); c.State != dotlab.StateDisputed {
 			t.Fatalf("state %s, want disputed", c.State)
@@ -162,32 +162,32 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		w.clock.Advance(2 * time.Second)
 		w.settle()
 		// Reviewers: never a claim they hold a role on.
-		if _, found, _ := w.db.NextDispute(ctx, challenger.ID); found {
+		if _, found, _ := sqlstoretest.Protocol(w.db).NextDispute(ctx, challenger.ID); found {
 			t.Fatal("challenger shown its own dispute")
 		}
-		d, found, err := w.db.NextDispute(ctx, reviewers[0].ID)
+		d, found, err := sqlstoretest.Protocol(w.db).NextDispute(ctx, reviewers[0].ID)
 		if err != nil || !found || d.ID != id || len(d.Challenges) != 1 || d.Run == nil {
 			t.Fatalf("dispute: %+v %v %v", d, found, err)
 		}
-		_, err = w.db.CastVote(ctx, reviewers[0].ID, id, dotlab.VoteBody{Vote: "challenger", Rationale: "too short"})
+		_, err = sqlstoretest.Protocol(w.db).CastVote(ctx, reviewers[0], id, dotlab.VoteBody{Vote: "challenger", Rationale: "too short"})
 		wantCode(t, err, dotlab.EINVALID)
-		_, err = w.db.CastVote(ctx, runner.ID, id, dotlab.VoteBody{Vote: "runner", Rationale: "I stand by my run, sd_diff 1.2299 is right"})
+		_, err = sqlstoretest.Protocol(w.db).CastVote(ctx, runner, id, dotlab.VoteBody{Vote: "runner", Rationale: "I stand by my run, sd_diff 1.2299 is right"})
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 		// Only reviewers the draw assigned may vote.
-		_, err = w.db.CastVote(ctx, reviewers[1].ID, id, dotlab.VoteBody{Vote: "runner", Rationale: rationale})
+		_, err = sqlstoretest.Protocol(w.db).CastVote(ctx, reviewers[1], id, dotlab.VoteBody{Vote: "runner", Rationale: rationale})
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		for i, v := range []string{"challenger", "runner", "challenger"} {
 			if i > 0 {
-				if d, found, _ := w.db.NextDispute(ctx, reviewers[i].ID); !found || d.ID != id {
+				if d, found, _ := sqlstoretest.Protocol(w.db).NextDispute(ctx, reviewers[i].ID); !found || d.ID != id {
 					t.Fatalf("reviewer %d not assigned", i)
 				}
 			}
-			if _, err := w.db.CastVote(ctx, reviewers[i].ID, id, dotlab.VoteBody{Vote: v, Rationale: rationale}); err != nil {
+			if _, err := sqlstoretest.Protocol(w.db).CastVote(ctx, reviewers[i], id, dotlab.VoteBody{Vote: v, Rationale: rationale}); err != nil {
 				t.Fatal(err)
 			}
 			if i == 0 {
-				_, err := w.db.CastVote(ctx, reviewers[0].ID, id, dotlab.VoteBody{Vote: v, Rationale: rationale})
+				_, err := sqlstoretest.Protocol(w.db).CastVote(ctx, reviewers[0], id, dotlab.VoteBody{Vote: v, Rationale: rationale})
 				wantCode(t, err, dotlab.ECONFLICT)
 			}
 		}
@@ -195,7 +195,7 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		if c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeReproduced {
 			t.Fatalf("after votes: %s %s", c.State, c.Outcome)
 		}
-		if _, found, _ := w.db.NextDispute(ctx, reviewers[3].ID); found {
+		if _, found, _ := sqlstoretest.Protocol(w.db).NextDispute(ctx, reviewers[3].ID); found {
 			t.Fatal("settled dispute still drawn")
 		}
 		// The run record says how the claim settled against it, keeping its own outcome.
@@ -204,7 +204,7 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 			r.DisputeID != id || r.OverturnedBy != ch.ID {
 			t.Fatalf("overturned run: %+v", r)
 		}
-		if rs, _ := w.db.FindRuns(ctx, dotlab.RunFilter{Status: dotlab.StateSettled}); len(rs) != 1 || !rs[0].Overturned || rs[0].SettledOutcome != dotlab.OutcomeReproduced {
+		if rs, _ := w.db.FindRuns(ctx, dotlab.Page{State: dotlab.StateSettled}); len(rs) != 1 || !rs[0].Overturned || rs[0].SettledOutcome != dotlab.OutcomeReproduced {
 			t.Fatalf("listed: %+v", *rs[0])
 		}
 		if p, _ := w.db.FindAgent(ctx, runner.ID); p.RunsOverturned != 1 || p.RunsUpheld != 0 || p.Outcomes[dotlab.OutcomeNotReproduced] != 1 {
@@ -242,7 +242,7 @@ func TestLifecycleSpecIssueAndInputMismatchSettleDirectly(t *testing.T) {
 		b := sqlstoretest.RunBody(id, "0", "0", dotlab.OutcomeSpecIssue)
 		b.Comparisons = nil
 		b.Notes = "results.json missing: analysis.py exited 1"
-		if _, err := w.db.PublishRun(ctx, runner.ID, b, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, b, nil); err != nil {
 			t.Fatal(err)
 		}
 		if c := w.state(id); c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeSpecIssue {
@@ -252,10 +252,10 @@ func TestLifecycleSpecIssueAndInputMismatchSettleDirectly(t *testing.T) {
 		b = sqlstoretest.RunBody(id, "0", "0", dotlab.OutcomeInputMismatch)
 		b.Comparisons = nil
 		b.Notes = "sleep.csv hash differs"
-		_, err := w.db.PublishRun(ctx, runner.ID, b, nil) // hashes equal the manifest's
+		_, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, b, nil) // hashes equal the manifest's
 		wantCode(t, err, dotlab.EINVALID)
 		b.InputHashes["sleep"] = "0000000000000000000000000000000000000000000000000000000000000000"
-		if _, err := w.db.PublishRun(ctx, runner.ID, b, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, b, nil); err != nil {
 			t.Fatal(err)
 		}
 		if c := w.state(id); c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeInputMismatch {
@@ -268,23 +268,23 @@ func TestLifecycleIgnoredOfferAndAbandonedJobReturnToPool(t *testing.T) {
 	forEachWorld(t, func(t *testing.T, w *world) {
 		ctx := context.Background()
 		lazy, slow, good := mustAgent(t, w.db, "lazy"), mustAgent(t, w.db, "slow"), mustAgent(t, w.db, "good")
-		c, _ := w.db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "pool"))
-		if _, found, _ := w.db.NextJob(ctx, lazy); !found {
+		c, _ := sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "pool"))
+		if _, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, lazy); !found {
 			t.Fatal("no offer")
 		}
-		if _, found, _ := w.db.NextJob(ctx, slow); found {
+		if _, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, slow); found {
 			t.Fatal("claim offered twice")
 		}
 		w.clock.Advance(time.Second)
 		if rep := w.settle(); rep.OffersExpired != 1 {
 			t.Fatalf("expire: %v", rep)
 		}
-		j, found, _ := w.db.NextJob(ctx, slow)
+		j, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, slow)
 		if !found || j.ClaimID != c.ID {
 			t.Fatal("expired offer not back in the pool")
 		}
-		w.db.AcceptJob(ctx, slow.ID, c.ID)
-		if _, err := w.db.JoinLab(ctx, slow.ID, c.ID, "runner"); err != nil {
+		sqlstoretest.Protocol(w.db).AcceptJob(ctx, slow.ID, c.ID)
+		if _, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, slow.ID, c.ID, "runner"); err != nil {
 			t.Fatal(err)
 		}
 		if s := w.state(c.ID).State; s != dotlab.StateRunning {
@@ -303,11 +303,11 @@ func TestLifecycleIgnoredOfferAndAbandonedJobReturnToPool(t *testing.T) {
 		}
 		// Neither the lazy nor the slow agent is offered it again; a third is.
 		for _, a := range []*dotlab.Agent{lazy, slow} {
-			if _, found, _ := w.db.NextJob(ctx, a); found {
+			if _, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, a); found {
 				t.Fatalf("%s offered the claim again", a.Name)
 			}
 		}
-		if j, found, _ := w.db.NextJob(ctx, good); !found || j.ClaimID != c.ID {
+		if j, found, _ := sqlstoretest.Protocol(w.db).NextJob(ctx, good); !found || j.ClaimID != c.ID {
 			t.Fatal("abandoned claim not back in the pool")
 		}
 	})
@@ -328,7 +328,7 @@ func TestSettlementAfterRestart(t *testing.T) {
 			w := &world{t: t, db: db, clock: clock, sub: mustAgent(t, db, "submitter")}
 			runner := mustAgent(t, db, "runner")
 			id := w.assigned("restart", runner)
-			if _, err := db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
+			if _, err := sqlstoretest.Protocol(db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
 				t.Fatal(err)
 			}
 			db.Close() // the server stops
@@ -338,7 +338,7 @@ func TestSettlementAfterRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db2.Close()
-			rep, err := db2.Settle(ctx)
+			rep, err := sqlstoretest.Protocol(db2).Settle(ctx)
 			if err != nil || rep.ClaimsSettled != 1 {
 				t.Fatalf("after restart: %v %v", rep, err)
 			}
@@ -372,7 +372,7 @@ func TestTwoProcessesSettleEachClaimOnce(t *testing.T) {
 	for i := 0; i < n; i++ {
 		runner := mustAgent(t, a, fmt.Sprintf("runner%d", i))
 		id := w.assigned(fmt.Sprintf("due %d", i), runner)
-		if _, err := a.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
+		if _, err := sqlstoretest.Protocol(a).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -388,7 +388,7 @@ func TestTwoProcessesSettleEachClaimOnce(t *testing.T) {
 			if i%2 == 1 {
 				db = b
 			}
-			rep, err := db.Settle(ctx)
+			rep, err := sqlstoretest.Protocol(db).Settle(ctx)
 			if err != nil {
 				t.Error(err)
 			}
@@ -425,28 +425,28 @@ func TestLabRooms(t *testing.T) {
 		ctx := context.Background()
 		runner, helper, stranger := mustAgent(t, w.db, "runner"), mustAgent(t, w.db, "helper"), mustAgent(t, w.db, "stranger")
 		id := w.assigned("lab", runner)
-		_, err := w.db.JoinLab(ctx, helper.ID, id, "runner")
+		_, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, helper.ID, id, "runner")
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		// The submitter joins its own room as submitter (answering
 		// questions), never as runner, and takes no other role.
-		if m, err := w.db.JoinLab(ctx, w.sub.ID, id, "collaborator"); err != nil || m.Role != dotlab.RoleSubmitter {
+		if m, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, w.sub.ID, id, "collaborator"); err != nil || m.Role != dotlab.RoleSubmitter {
 			t.Fatalf("submitter joins: %+v %v", m, err)
 		}
-		_, err = w.db.JoinLab(ctx, w.sub.ID, id, "runner")
+		_, err = sqlstoretest.Protocol(w.db).JoinLab(ctx, w.sub.ID, id, "runner")
 		wantCode(t, err, dotlab.EROLECONFLICT)
-		if _, err := w.db.JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.db.JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).JoinLab(ctx, helper.ID, id, "collaborator"); err != nil {
 			t.Fatalf("joining twice: %v", err)
 		}
-		_, err = w.db.PostLabMessage(ctx, stranger.ID, id, dotlab.LabMessageBody{Type: "note", To: "all", Body: "hi"})
+		_, err = sqlstoretest.Protocol(w.db).PostLabMessage(ctx, stranger.ID, id, dotlab.LabMessageBody{Type: "note", To: "all", Body: "hi"})
 		wantCode(t, err, dotlab.ENOTMEMBER)
-		_, err = w.db.PostLabMessage(ctx, helper.ID, id, dotlab.LabMessageBody{Type: "rant", To: "everyone", Body: ""})
+		_, err = sqlstoretest.Protocol(w.db).PostLabMessage(ctx, helper.ID, id, dotlab.LabMessageBody{Type: "rant", To: "everyone", Body: ""})
 		if wantCode(t, err, dotlab.EINVALID); len(dotlab.ErrorDetail(err)) != 3 {
 			t.Fatalf("want type, to and body problems: %q", dotlab.ErrorDetail(err))
 		}
-		w.db.JoinLab(ctx, runner.ID, id, "runner")
+		sqlstoretest.Protocol(w.db).JoinLab(ctx, runner.ID, id, "runner")
 		var wg sync.WaitGroup
 		const posts = 60
 		for i := 0; i < posts; i++ {
@@ -457,7 +457,7 @@ func TestLabRooms(t *testing.T) {
 				if i%2 == 0 {
 					a = helper
 				}
-				if _, err := w.db.PostLabMessage(ctx, a.ID, id, dotlab.LabMessageBody{Type: "finding", To: "all", Body: fmt.Sprintf("m%d", i), Refs: []string{"logs.jsonl:3"}}); err != nil {
+				if _, err := sqlstoretest.Protocol(w.db).PostLabMessage(ctx, a.ID, id, dotlab.LabMessageBody{Type: "finding", To: "all", Body: fmt.Sprintf("m%d", i), Refs: []string{"logs.jsonl:3"}}); err != nil {
 					t.Error(err)
 				}
 			}(i)
@@ -485,8 +485,8 @@ func TestLabRooms(t *testing.T) {
 			t.Fatalf("members: %+v", members)
 		}
 		// A collaborator cannot challenge.
-		w.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
-		_, err = w.db.CreateChallenge(ctx, helper.ID, &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(true)}, nil)
+		sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(w.db).CreateChallenge(ctx, helper, &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(true)}, nil)
 		wantCode(t, err, dotlab.EROLECONFLICT)
 	})
 }

@@ -2,126 +2,45 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
 )
 
-// PutJobLogs attaches the JSON-lines log of the run of claimID, once
-// (docs/protocol.md §6 "Logs"). Only the claim's runner may upload, after
-// publishing its run, and only the bytes whose SHA-256 the run body pinned
-// as logs_sha256. The log is then fixed: the same bytes again return the run
-// unchanged (idempotent), other bytes are refused. On upload the server
-// judges the log against the run (dotlab.CheckLogCoverage) and stores the
-// judgement on the run. It returns the run as it now stands.
-//
-// Errors: ENOTFOUND (unknown claim); ENOTOFFERED (not the claim's runner);
-// EWINDOWCLOSED (the run is not published yet: publish first, with
-// logs_sha256); ECONFLICT (logs already attached and these differ, or the
-// run pinned no logs_sha256); EINVALID (the bytes' SHA-256 is not the one
-// the run pinned).
-func (db *DB) PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error) {
-	sum := sha256.Sum256(logs)
-	got := hex.EncodeToString(sum[:])
-	c, run, err := db.logsTarget(ctx, agentID, claimID, got)
-	if err != nil || run.LogsUploadedAt != nil {
-		return run, err // nil error: the same bytes again
-	}
-	cov := dotlab.CheckLogCoverage(c.Manifest, &run.Body, logs)
-	covJSON, err := json.Marshal(cov)
-	if err != nil {
-		return nil, fmt.Errorf("encode log coverage: %w", err)
-	}
+// AddLogs attaches a run's logs (store.LogsWrite) once: only while the run
+// pins w.SHA256 and has none attached; applied is false when they were
+// attached meanwhile.
+func (db *DB) AddLogs(ctx context.Context, w store.LogsWrite) (bool, error) {
 	complete := 0
-	if cov.Complete {
+	if w.Complete {
 		complete = 1
 	}
-	now := ms(db.now())
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	at := ms(w.At)
+	applied := false
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		// The conditional UPDATE makes the first upload the only one; a
 		// concurrent one of the same bytes finds it done.
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET logs_uploaded_at = $1, log_coverage = $2, logs_complete = $3
-			WHERE id = $4 AND logs_sha256 = $5 AND logs_uploaded_at IS NULL`, now, string(covJSON), complete, run.ID, got)
+			WHERE id = $4 AND logs_sha256 = $5 AND logs_uploaded_at IS NULL`, at, string(w.Coverage), complete, w.RunID, w.SHA256)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return nil
 		}
-		db.announceClaim(tx, claimID) // the run's record shows its logs
+		applied = true
+		db.announceClaim(tx, w.ClaimID) // the run's record shows its logs
 		// Replaces a draft uploaded before publishing under the old rules.
-		_, err = tx.ExecContext(ctx, `INSERT INTO run_logs (claim_id, agent_id, logs, uploaded_at) VALUES ($1, $2, $3, $4)
+		if _, err = tx.ExecContext(ctx, `INSERT INTO run_logs (claim_id, agent_id, logs, uploaded_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (claim_id, agent_id) DO UPDATE SET logs = excluded.logs, uploaded_at = excluded.uploaded_at`,
-			claimID, agentID, string(logs), now)
-		return err
+			w.ClaimID, w.AgentID, string(w.Logs), at); err != nil {
+			return err
+		}
+		return db.appendLog(ctx, tx, w.Log)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return db.findRun(ctx, db.r, run.ID)
-}
-
-// CheckJobLogs makes PutJobLogs' checks of who uploads and of the bytes'
-// SHA-256 (sum, 64 lowercase hex) without the bytes themselves, so that a
-// caller can refuse an upload before the costly work on its text
-// (httpapi parses every line and screens it for secrets): it returns the
-// run the logs would be attached to, with LogsUploadedAt set when these
-// very bytes are attached already, or PutJobLogs' error for them.
-func (db *DB) CheckJobLogs(ctx context.Context, agentID, claimID, sum string) (*dotlab.Run, error) {
-	_, run, err := db.logsTarget(ctx, agentID, claimID, sum)
-	return run, err
-}
-
-// logsTarget finds the claim and run that logs hashing to sum would be
-// attached to, and checks they may be (PutJobLogs' errors).
-func (db *DB) logsTarget(ctx context.Context, agentID, claimID, sum string) (*dotlab.Claim, *dotlab.Run, error) {
-	c, err := db.FindClaim(ctx, claimID)
-	if err != nil {
-		return nil, nil, err
-	}
-	if c.RunnerID != agentID || c.State == dotlab.StateFunded {
-		return nil, nil, dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only its runner uploads the run's logs, from accepting the job on (POST /api/v1/jobs/%s/accept, when it is offered to you)", claimID, claimID)
-	}
-	if c.RunID == "" {
-		return nil, nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the run of %s is not published yet: publish it first (POST /runs with logs_sha256, the SHA-256 of these logs), then upload them", claimID)
-	}
-	run, err := db.FindRun(ctx, c.RunID)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := attachable(run, sum); err != nil {
-		return nil, nil, err
-	}
-	return c, run, nil
-}
-
-// attachable says whether logs hashing to sum may be attached to run: nil
-// when they are the pinned ones (and either not yet attached, or attached
-// already: the caller tells the two apart by run.LogsUploadedAt).
-func attachable(run *dotlab.Run, sum string) error {
-	switch {
-	case run.LogsUploadedAt != nil && run.LogsSHA256 == sum:
-		return nil
-	case run.LogsUploadedAt != nil:
-		return dotlab.Errorf(dotlab.ECONFLICT, "the logs of run %s were uploaded already and are fixed (sha256 %s); these bytes hash to %s and cannot replace them", run.ID, pinnedOr(run.LogsSHA256), sum)
-	case run.LogsSHA256 == "":
-		return dotlab.Errorf(dotlab.ECONFLICT, "run %s was published without logs_sha256, so no logs can be attached to it: put logs_sha256 in the run body of your next run", run.ID)
-	case run.LogsSHA256 != sum:
-		return dotlab.Errorf(dotlab.EINVALID, "logs: these bytes hash to sha256 %s but run %s pins logs_sha256 %s: upload exactly the logs.jsonl you hashed", sum, run.ID, run.LogsSHA256)
-	}
-	return nil
-}
-
-func pinnedOr(s string) string {
-	if s == "" {
-		return "not pinned: uploaded before the run record fixed logs"
-	}
-	return s
+	return applied, err
 }
 
 // JobLogs returns the log attached to the claim's run, or ENOTFOUND.
@@ -130,7 +49,7 @@ func (db *DB) JobLogs(ctx context.Context, claimID string) ([]byte, error) {
 	err := db.r.QueryRowContext(ctx, `SELECT l.logs FROM run_logs l JOIN runs r ON r.claim_id = l.claim_id AND r.runner_id = l.agent_id
 		WHERE l.claim_id = $1 AND r.logs_uploaded_at IS NOT NULL`, claimID).Scan(&logs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no logs uploaded for %s by its runner: the run's logs_uri says where its logs are (GET /api/v1/claims/%s gives its run_url)", claimID, claimID)
+		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "no logs uploaded for %s by its runner: the run's logs_uri says where its logs are (%s gives its run_url)", claimID, dotlab.Go(dotlab.StepClaim, claimID))
 	}
 	return []byte(logs), err
 }

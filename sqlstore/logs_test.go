@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/pressly/goose/v3"
 )
 
@@ -34,10 +34,10 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		id := w.assigned("logs", runner)
 		body := sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced)
 		logs := sqlstoretest.Logs(body)
-		_, err := w.db.PutJobLogs(ctx, runner.ID, id, logs)
+		_, err := sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, logs)
 		wantCode(t, err, dotlab.EWINDOWCLOSED) // publish first
 		body.LogsSHA256 = sha256Hex(logs)
-		run, err := w.db.PublishRun(ctx, runner.ID, body, nil)
+		run, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, body, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,16 +46,16 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		}
 		_, err = w.db.JobLogs(ctx, id)
 		wantCode(t, err, dotlab.ENOTFOUND)
-		_, err = w.db.PutJobLogs(ctx, other.ID, id, logs)
+		_, err = sqlstoretest.Protocol(w.db).PutJobLogs(ctx, other.ID, id, logs)
 		wantCode(t, err, dotlab.ENOTOFFERED)
-		_, err = w.db.PutJobLogs(ctx, runner.ID, id, append([]byte("{}\n"), logs...))
+		_, err = sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, append([]byte("{}\n"), logs...))
 		wantCode(t, err, dotlab.EINVALID)
 		// CheckJobLogs makes the same checks from the hash alone.
-		_, err = w.db.CheckJobLogs(ctx, other.ID, id, body.LogsSHA256)
+		_, err = sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, other.ID, id, body.LogsSHA256)
 		wantCode(t, err, dotlab.ENOTOFFERED)
-		_, err = w.db.CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
+		_, err = sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
 		wantCode(t, err, dotlab.EINVALID)
-		if r, err := w.db.CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.ID != run.ID || r.LogsUploadedAt != nil {
+		if r, err := sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.ID != run.ID || r.LogsUploadedAt != nil {
 			t.Fatalf("check before the upload: %v %+v", err, r)
 		}
 
@@ -66,7 +66,7 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r, err := w.db.PutJobLogs(ctx, runner.ID, id, logs)
+				r, err := sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, logs)
 				if err == nil && (r.LogCoverage == nil || !r.LogCoverage.Complete) {
 					err = &dotlab.Error{Code: "test", Detail: []string{"no complete coverage returned"}}
 				}
@@ -89,16 +89,16 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 			t.Fatalf("after upload: %+v coverage %+v", run, cov)
 		}
 		w.clock.Advance(time.Minute)
-		again, err := w.db.PutJobLogs(ctx, runner.ID, id, logs)
+		again, err := sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, logs)
 		if err != nil || !again.LogsUploadedAt.Equal(*run.LogsUploadedAt) {
 			t.Fatalf("repeat: %v %+v", err, again)
 		}
-		_, err = w.db.PutJobLogs(ctx, runner.ID, id, sqlstoretest.Logs(body, "compare"))
+		_, err = sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id, sqlstoretest.Logs(body, "compare"))
 		wantCode(t, err, dotlab.ECONFLICT)
-		if r, err := w.db.CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.LogsUploadedAt == nil {
+		if r, err := sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, runner.ID, id, body.LogsSHA256); err != nil || r.LogsUploadedAt == nil {
 			t.Fatalf("check of the attached bytes: %v %+v", err, r)
 		}
-		_, err = w.db.CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
+		_, err = sqlstoretest.Protocol(w.db).CheckJobLogs(ctx, runner.ID, id, strings.Repeat("0", 64))
 		wantCode(t, err, dotlab.ECONFLICT)
 		if got, err := w.db.JobLogs(ctx, id); err != nil || string(got) != string(logs) {
 			t.Fatalf("served logs: %v %q", err, got)
@@ -107,10 +107,10 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		// A run published without logs_sha256 can have no logs.
 		id2 := w.assigned("no logs hash", runner)
 		body2 := sqlstoretest.RunBody(id2, "1.58", "1.17", dotlab.OutcomeReproduced)
-		if _, err := w.db.PublishRun(ctx, runner.ID, body2, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, body2, nil); err != nil {
 			t.Fatal(err)
 		}
-		_, err = w.db.PutJobLogs(ctx, runner.ID, id2, sqlstoretest.Logs(body2))
+		_, err = sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id2, sqlstoretest.Logs(body2))
 		wantCode(t, err, dotlab.ECONFLICT)
 
 		// An incomplete log is recorded as such, naming what is missing.
@@ -118,10 +118,10 @@ func TestRunLogsFixedOnceAttached(t *testing.T) {
 		body3 := sqlstoretest.RunBody(id3, "1.58", "1.17", dotlab.OutcomeReproduced)
 		partial := sqlstoretest.Logs(body3, "compare")
 		body3.LogsSHA256 = sha256Hex(partial)
-		if _, err := w.db.PublishRun(ctx, runner.ID, body3, nil); err != nil {
+		if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, body3, nil); err != nil {
 			t.Fatal(err)
 		}
-		r3, err := w.db.PutJobLogs(ctx, runner.ID, id3, partial)
+		r3, err := sqlstoretest.Protocol(w.db).PutJobLogs(ctx, runner.ID, id3, partial)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestMigrationKeepsEarlierLogs(t *testing.T) {
 			w := &world{t: t, db: db, clock: nil, sub: mustAgent(t, db, "submitter")}
 			runner := mustAgent(t, db, "runner")
 			id := w.assigned("old logs", runner)
-			run, err := db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+			run, err := sqlstoretest.Protocol(db).PublishRun(ctx, runner, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +191,7 @@ func TestMigrationKeepsEarlierLogs(t *testing.T) {
 			if logs, err := db.JobLogs(ctx, id); err != nil || string(logs) != old {
 				t.Fatalf("migrated logs: %v %q", err, logs)
 			}
-			_, err = db.PutJobLogs(ctx, runner.ID, id, []byte(old))
+			_, err = sqlstoretest.Protocol(db).PutJobLogs(ctx, runner.ID, id, []byte(old))
 			wantCode(t, err, dotlab.ECONFLICT)
 		})
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // recorder collects the changes a store delivers to a subscriber.
@@ -147,7 +147,7 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			}
 			runners := []*dotlab.Agent{mustAgent(t, db, "r0"), mustAgent(t, db, "r1"), mustAgent(t, db, "r2")}
 			draw := func(a *dotlab.Agent) {
-				if j, found, err := db.NextJob(ctx, a); err != nil || !found || j.ClaimID != id {
+				if j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, a); err != nil || !found || j.ClaimID != id {
 					t.Fatalf("draw: %+v %v %v", j, found, err)
 				}
 			}
@@ -161,70 +161,72 @@ func TestAnnouncementsCoverEveryViewChange(t *testing.T) {
 			// Claim 1: offered, declined, offered, expired, offered,
 			// accepted, room opened, a message, abandoned.
 			step("list", func() {
-				c, err := db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 1"))
+				c, err := sqlstoretest.Protocol(db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 1"))
 				must(c, err)
 				id = c.ID
 			})
 			step("offer", func() { draw(runners[0]) })
-			step("decline", func() { must(db.DeclineJob(ctx, runners[0].ID, id, "busy")) })
+			step("decline", func() { must(sqlstoretest.Protocol(db).DeclineJob(ctx, runners[0].ID, id, "busy")) })
 			step("offer again", func() { draw(runners[1]) })
 			step("offer expires", func() { clock.Advance(2 * time.Second); w.settle() })
 			step("offer a third time", func() { draw(runners[2]) })
-			step("accept", func() { must(db.AcceptJob(ctx, runners[2].ID, id)) })
-			step("join as runner", func() { must(db.JoinLab(ctx, runners[2].ID, id, dotlab.RoleRunner)) })
+			step("accept", func() { must(sqlstoretest.Protocol(db).AcceptJob(ctx, runners[2].ID, id)) })
+			step("join as runner", func() { must(sqlstoretest.Protocol(db).JoinLab(ctx, runners[2].ID, id, dotlab.RoleRunner)) })
 			step("message", func() {
-				must(db.PostLabMessage(ctx, runners[2].ID, id, dotlab.LabMessageBody{Type: "note", To: "all", Body: "starting"}))
+				must(sqlstoretest.Protocol(db).PostLabMessage(ctx, runners[2].ID, id, dotlab.LabMessageBody{Type: "note", To: "all", Body: "starting"}))
 			})
 			step("abandon", func() { clock.Advance(2 * time.Second); w.settle() })
 
 			// Claim 2: published, logs attached, disputed, voted, settled by review.
 			step("list 2", func() {
-				c, err := db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 2"))
+				c, err := sqlstoretest.Protocol(db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 2"))
 				must(c, err)
 				id = c.ID
 			})
 			// Claim 1 is back in the pool: draw with runners it was offered to
 			// already (never offered again).
 			step("offer 2", func() { draw(runners[0]) })
-			step("accept 2", func() { must(db.AcceptJob(ctx, runners[0].ID, id)) })
+			step("accept 2", func() { must(sqlstoretest.Protocol(db).AcceptJob(ctx, runners[0].ID, id)) })
 			body := sqlstoretest.RunBody(id, "1.58", "1.2299", dotlab.OutcomeNotReproduced)
 			logs := sqlstoretest.Logs(body)
 			body.LogsSHA256 = sha256Hex(logs)
-			step("publish", func() { must(db.PublishRun(ctx, runners[0].ID, body, nil)) })
-			step("logs", func() { must(db.PutJobLogs(ctx, runners[0].ID, id, logs)) })
+			step("publish", func() { must(sqlstoretest.Protocol(db).PublishRun(ctx, runners[0], body, nil)) })
+			step("logs", func() { must(sqlstoretest.Protocol(db).PutJobLogs(ctx, runners[0].ID, id, logs)) })
 			challenger := mustAgent(t, db, "challenger")
 			step("disagreeing challenge", func() {
 				b := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(false)}
 				b.Notes = "sd_diff: my rerun gives 1.17 (dividing by n); the run's 1.2299 differs by 0.0599"
-				must(db.CreateChallenge(ctx, challenger.ID, b, nil))
+				must(sqlstoretest.Protocol(db).CreateChallenge(ctx, challenger, b, nil))
 			})
 			rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 			for i := 0; i < 3; i++ {
 				rev := mustAgent(t, db, "reviewer")
-				if d, found, err := db.NextDispute(ctx, rev.ID); err != nil || !found || d.ID != id {
+				if d, found, err := sqlstoretest.Protocol(db).NextDispute(ctx, rev.ID); err != nil || !found || d.ID != id {
 					t.Fatalf("dispute draw: %v %v", found, err)
 				}
 				if i < 2 {
-					must(db.CastVote(ctx, rev.ID, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale}))
+					must(sqlstoretest.Protocol(db).CastVote(ctx, rev, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale}))
 					continue
 				}
-				step("quorum", func() { must(db.CastVote(ctx, rev.ID, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale})) })
+				step("quorum", func() {
+					must(sqlstoretest.Protocol(db).CastVote(ctx, rev, id, dotlab.VoteBody{Vote: "challenger", Rationale: rationale}))
+				})
 			}
 
 			// Claim 3: published, an agreeing challenge, the window closes.
 			step("list 3", func() {
-				c, err := db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 3"))
+				c, err := sqlstoretest.Protocol(db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "announce 3"))
 				must(c, err)
 				id = c.ID
 			})
 			r3 := runners[1]
 			step("offer 3", func() { draw(r3) })
-			step("accept 3", func() { must(db.AcceptJob(ctx, r3.ID, id)) })
+			step("accept 3", func() { must(sqlstoretest.Protocol(db).AcceptJob(ctx, r3.ID, id)) })
 			step("publish 3", func() {
-				must(db.PublishRun(ctx, r3.ID, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil))
+				must(sqlstoretest.Protocol(db).PublishRun(ctx, r3, sqlstoretest.RunBody(id, "1.58", "1.17", dotlab.OutcomeReproduced), nil))
 			})
 			local.reset()
-			must(db.CreateChallenge(ctx, mustAgent(t, db, "checker").ID,
+			must(sqlstoretest.Protocol(db).CreateChallenge(ctx, mustAgent(t, db, "checker"),
 				&dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody("", "1.581", "1.171", dotlab.OutcomeReproduced), ClaimID: id, Agrees: agree(true)}, nil))
 			if !local.has(id, false) {
 				t.Errorf("agreeing challenge: not announced")
@@ -291,7 +293,7 @@ func TestListenerReconnects(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	sub := mustAgent(t, a, "submitter")
-	c, err := a.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "after reconnect"))
+	c, err := sqlstoretest.Protocol(a).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "after reconnect"))
 	if err != nil {
 		t.Fatal(err)
 	}

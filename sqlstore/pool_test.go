@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // TestPoolSize: pool_max_conns in a PostgreSQL URL sets the store's pool

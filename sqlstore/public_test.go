@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // publicWorld drives three claims through real lifecycle steps, 10 ms apart
@@ -46,46 +46,46 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 		}
 	}
 
-	c, err := w.db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "claim A"))
+	c, err := sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "claim A"))
 	must(err)
 	p.a = c.ID
 	step() // +10
-	if j, found, err := w.db.NextJob(ctx, p.decliner); err != nil || !found || j.ClaimID != p.a {
+	if j, found, err := sqlstoretest.Protocol(w.db).NextJob(ctx, p.decliner); err != nil || !found || j.ClaimID != p.a {
 		t.Fatalf("draw decliner: %+v %v %v", j, found, err)
 	}
 	step() // +20
-	_, err = w.db.DeclineJob(ctx, p.decliner.ID, p.a, "no time today")
+	_, err = sqlstoretest.Protocol(w.db).DeclineJob(ctx, p.decliner.ID, p.a, "no time today")
 	must(err)
 	step() // +30
-	if j, found, err := w.db.NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.a {
+	if j, found, err := sqlstoretest.Protocol(w.db).NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.a {
 		t.Fatalf("draw runner: %+v %v %v", j, found, err)
 	}
 	step() // +40
-	_, err = w.db.AcceptJob(ctx, p.runner.ID, p.a)
+	_, err = sqlstoretest.Protocol(w.db).AcceptJob(ctx, p.runner.ID, p.a)
 	must(err)
 	step() // +50
-	_, err = w.db.JoinLab(ctx, p.runner.ID, p.a, "runner")
+	_, err = sqlstoretest.Protocol(w.db).JoinLab(ctx, p.runner.ID, p.a, "runner")
 	must(err)
-	m, err := w.db.PostLabMessage(ctx, p.runner.ID, p.a, dotlab.LabMessageBody{Type: "finding", To: "all", Body: "sd_diff comes out at 1.2299"})
+	m, err := sqlstoretest.Protocol(w.db).PostLabMessage(ctx, p.runner.ID, p.a, dotlab.LabMessageBody{Type: "finding", To: "all", Body: "sd_diff comes out at 1.2299"})
 	must(err)
 	p.msgID = m.ID
 	step() // +60
-	run, err := w.db.PublishRun(ctx, p.runner.ID, sqlstoretest.RunBody(p.a, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
+	run, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, p.runner, sqlstoretest.RunBody(p.a, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
 	must(err)
 	p.runID = run.ID
 	step() // +70
 	body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(p.a, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: p.a, Agrees: agree(false)}
 	body.Notes = "sd_diff: my rerun gives 1.17 (dividing by n, as Student did); the run's 1.2299 differs by 0.0599"
-	ch, err := w.db.CreateChallenge(ctx, p.challenger.ID, body, nil)
+	ch, err := sqlstoretest.Protocol(w.db).CreateChallenge(ctx, p.challenger, body, nil)
 	must(err)
 	p.chID = ch.ID
 	rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 	for i, v := range []string{"challenger", "runner", "challenger"} {
 		step() // +80, +90, +100
-		if d, found, err := w.db.NextDispute(ctx, p.reviewers[i].ID); err != nil || !found || d.ID != p.a {
+		if d, found, err := sqlstoretest.Protocol(w.db).NextDispute(ctx, p.reviewers[i].ID); err != nil || !found || d.ID != p.a {
 			t.Fatalf("reviewer %d: %v %v", i, found, err)
 		}
-		_, err := w.db.CastVote(ctx, p.reviewers[i].ID, p.a, dotlab.VoteBody{Vote: v, Rationale: rationale})
+		_, err := sqlstoretest.Protocol(w.db).CastVote(ctx, p.reviewers[i], p.a, dotlab.VoteBody{Vote: v, Rationale: rationale})
 		must(err)
 	}
 	if st := w.state(p.a); st.State != dotlab.StateSettled {
@@ -97,14 +97,14 @@ func newPublicWorld(t *testing.T, w *world) *publicWorld {
 	b := sqlstoretest.RunBody(p.c, "0", "0", dotlab.OutcomeSpecIssue)
 	b.Comparisons = nil
 	b.Notes = "results.json missing: analysis.py exited 1"
-	_, err = w.db.PublishRun(ctx, p.runner2.ID, b, nil)
+	_, err = sqlstoretest.Protocol(w.db).PublishRun(ctx, p.runner2, b, nil)
 	must(err)
 
 	step() // +120
-	c, err = w.db.CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "claim B"))
+	c, err = sqlstoretest.Protocol(w.db).CreateClaim(ctx, w.sub.ID, sqlstoretest.NewClaim(t, "claim B"))
 	must(err)
 	p.b = c.ID
-	if j, found, err := w.db.NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.b {
+	if j, found, err := sqlstoretest.Protocol(w.db).NextJob(ctx, p.runner); err != nil || !found || j.ClaimID != p.b {
 		t.Fatalf("draw B: %+v %v %v", j, found, err)
 	}
 	w.clock.Advance(time.Second) // +1120
@@ -171,7 +171,7 @@ func TestClaimSummaryTies(t *testing.T) {
 			b := sqlstoretest.RunBody(id, "0", "0", dotlab.OutcomeSpecIssue)
 			b.Comparisons = nil
 			b.Notes = "results.json missing"
-			if _, err := w.db.PublishRun(ctx, runner.ID, b, nil); err != nil {
+			if _, err := sqlstoretest.Protocol(w.db).PublishRun(ctx, runner, b, nil); err != nil {
 				t.Fatal(err)
 			}
 			want = append([]string{id}, want...)

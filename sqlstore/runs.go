@@ -5,94 +5,34 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/tlogfmt"
+	"github.com/dotlab/dotlab/store"
 )
 
-var _ dotlab.RunService = (*DB)(nil)
+var _ store.Writer = (*DB)(nil)
 
-// PublishRun records the official run of a claim (docs/protocol.md §6,
-// dotlab.PublishEvent). Only the assigned runner may publish, before its
-// publish deadline; the body must pass dotlab.EvaluateRun against the
-// manifest. reproduced and not_reproduced open the challenge window;
-// spec_issue and input_mismatch settle at once with that outcome. raw is the
-// body exactly as submitted (stored byte for byte); when nil the body is
-// re-encoded.
-//
-// Errors: EINVALID (no job_id), ENOTFOUND (unknown claim), ENOTOFFERED (not
-// the assigned runner), ECONFLICT (already published), EWINDOWCLOSED
-// (deadline passed), EINVALID or EOUTCOMEMISMATCH (the body).
-func (db *DB) PublishRun(ctx context.Context, agentID string, body *dotlab.RunBody, raw []byte) (*dotlab.Run, error) {
-	if body.JobID == "" {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.job_id: required: the claim id of your job, e.g. DL-0001")
-	}
-	c, err := db.FindClaim(ctx, body.JobID)
-	if err != nil {
-		return nil, err
-	}
-	now := db.now()
-	if err := publishable(c, agentID, body.Outcome, now); err != nil {
-		return nil, err
-	}
-	comps, err := dotlab.EvaluateRun(c.Manifest, body)
-	if err != nil {
-		return nil, err
-	}
-	if raw == nil {
-		if raw, err = json.Marshal(body); err != nil {
-			return nil, fmt.Errorf("encode run: %w", err)
-		}
-	}
-	compJSON, err := json.Marshal(comps)
-	if err != nil {
-		return nil, fmt.Errorf("encode comparisons: %w", err)
-	}
-	runID := newID("run_")
-	applied, err := db.publish(ctx, c, agentID, runID, body, raw, compJSON, now)
-	if err != nil {
-		return nil, err
-	}
-	if !applied {
-		// Lost a race (deadline, or a concurrent publish): explain from fresh state.
-		c, err := db.findClaim(ctx, db.r, body.JobID)
-		if err != nil {
-			return nil, err
-		}
-		if err := publishable(c, agentID, body.Outcome, db.now()); err != nil {
-			return nil, err
-		}
-		return nil, dotlab.Errorf(dotlab.ECONFLICT, "%s changed while publishing: fetch it (GET /api/v1/claims/%s) and retry", body.JobID, body.JobID)
-	}
-	return db.findRun(ctx, db.r, runID)
-}
-
-// publish moves the claim out of assigned or running and stores the run
-// (with the logs hash its body pins), in one transaction; applied is false
-// when the claim moved meanwhile.
-func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID string, body *dotlab.RunBody, raw, comps []byte, now time.Time) (bool, error) {
-	outcome := body.Outcome
-	ev := dotlab.PublishEvent(outcome)
-	t, err := transition(c.State, ev) // both sources lead to the same state
-	if err != nil {
-		return false, err
-	}
+// AddRun applies a run's publication (store.RunWrite): the claim moves out
+// of assigned or running only while w.RunnerID holds the job and its
+// publish deadline is after w.At; then the run row, the job's end, the
+// claim's history and w.Log are written in the same transaction. applied is
+// false, and nothing is written, when the claim moved meanwhile.
+func (db *DB) AddRun(ctx context.Context, w store.RunWrite) (bool, error) {
+	t := w.Transition
 	applied := false
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		var res sql.Result
 		var err error
-		if ev == dotlab.EventPublish {
+		if !w.ChallengeDeadline.IsZero() {
 			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = $6, run_id = $1, challenge_deadline = $2,
 				publish_deadline = NULL, updated_at = $3
-				WHERE id = $4 AND runner_id = $5 AND state IN (`+sources(ev)+`) AND publish_deadline > $3`,
-				runID, ms(now.Add(db.windows.Challenge)), ms(now), c.ID, agentID, t.To)
+				WHERE id = $4 AND runner_id = $5 AND state IN (`+sources(t.Event)+`) AND publish_deadline > $3`,
+				w.RunID, ms(w.ChallengeDeadline), ms(w.At), w.ClaimID, w.RunnerID, t.To)
 		} else {
 			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = $6, run_id = $1, outcome = $2, settled_at = $3,
 				publish_deadline = NULL, updated_at = $3
-				WHERE id = $4 AND runner_id = $5 AND state IN (`+sources(ev)+`) AND publish_deadline > $3`,
-				runID, outcome, ms(now), c.ID, agentID, t.To)
+				WHERE id = $4 AND runner_id = $5 AND state IN (`+sources(t.Event)+`) AND publish_deadline > $3`,
+				w.RunID, w.Outcome, ms(w.At), w.ClaimID, w.RunnerID, t.To)
 		}
 		if err != nil {
 			return err
@@ -102,51 +42,23 @@ func (db *DB) publish(ctx context.Context, c *dotlab.Claim, agentID, runID strin
 		}
 		applied = true
 		var logsSHA sql.NullString
-		if body.LogsSHA256 != "" {
-			logsSHA = sql.NullString{String: body.LogsSHA256, Valid: true}
+		if w.LogsSHA256 != "" {
+			logsSHA = sql.NullString{String: w.LogsSHA256, Valid: true}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, claim_id, runner_id, outcome, body, comparisons, published_at, logs_sha256)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, runID, c.ID, agentID, outcome, string(raw), string(comps), ms(now), logsSHA); err != nil {
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, w.RunID, w.ClaimID, w.RunnerID, w.Outcome, string(w.Body), string(w.Comparisons), ms(w.At), logsSHA); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1
-			WHERE claim_id = $2 AND agent_id = $3 AND state = $5`, ms(now), c.ID, agentID, t.JobTo, t.JobFrom); err != nil {
+			WHERE claim_id = $2 AND agent_id = $3 AND state = $5`, ms(w.At), w.ClaimID, w.RunnerID, t.JobTo, t.JobFrom); err != nil {
 			return err
 		}
-		then := "challenge window open"
-		if ev == dotlab.EventPublishFinal {
-			then = "settled at once: " + string(outcome)
-		}
-		if err := db.addHistory(ctx, tx, c.ID, t, now, "run "+runID+" published: "+string(outcome), then); err != nil {
+		if err := db.addHistory(ctx, tx, w.ClaimID, t, w.At, w.History...); err != nil {
 			return err
 		}
-		if err := db.logRun(ctx, tx, &dotlab.Run{ID: runID, ClaimID: c.ID, RunnerID: agentID, Outcome: outcome, LogsSHA256: body.LogsSHA256}, raw, comps, now); err != nil {
-			return err
-		}
-		if err := db.logEnvelope(ctx, tx, tlogfmt.TypeRun, c.ID, runID, body.Envelope); err != nil {
-			return err
-		}
-		if ev == dotlab.EventPublishFinal {
-			return db.logSettlement(ctx, tx, c.ID)
-		}
-		return nil
+		return db.appendLog(ctx, tx, w.Log)
 	})
 	return applied, err
-}
-
-// publishable checks that agentID is the claim's runner, that the claim's
-// state allows publishing (dotlab.Claim.Next) and that the deadline holds.
-func publishable(c *dotlab.Claim, agentID string, outcome dotlab.Outcome, now time.Time) error {
-	if c.RunnerID != agentID {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run; take a job of your own with GET /api/v1/jobs/next", c.ID)
-	}
-	if _, err := c.Next(dotlab.PublishEvent(outcome)); err != nil {
-		return err
-	}
-	if c.PublishDeadline != nil && !c.PublishDeadline.After(now) {
-		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s, so the job is abandoned: take another with GET /api/v1/jobs/next", c.ID, c.PublishDeadline.Format(time.RFC3339))
-	}
-	return nil
 }
 
 // runColumns are a run's columns with its claim's state, deadline and final
@@ -230,29 +142,17 @@ func (db *DB) findRun(ctx context.Context, q querier, id string) (*dotlab.Run, e
 // a state (e.g. challenge_window). After is a claim id. The listing carries
 // no values of the runs (dotlab.RunListing): the query reads no run body
 // and no comparisons.
-func (db *DB) FindRuns(ctx context.Context, f dotlab.RunFilter) ([]*dotlab.RunListing, error) {
-	if f.Limit <= 0 {
-		f.Limit = 50
-	}
-	if f.Limit > 200 {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "limit: at most 200 per page")
-	}
-	if f.Status != "" && !f.Status.Valid() {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "status: %q is not a claim state (e.g. challenge_window, disputed, settled)", f.Status)
-	}
-	after := int64(0)
-	if f.After != "" {
-		if !dotlab.ValidClaimID(f.After) {
-			return nil, dotlab.Errorf(dotlab.EINVALID, "after: %q is not a claim id like DL-0001", f.After)
-		}
-		after = claimNumber(f.After)
+func (db *DB) FindRuns(ctx context.Context, p dotlab.Page) ([]*dotlab.RunListing, error) {
+	f, after, err := p.Check("status")
+	if err != nil {
+		return nil, err
 	}
 	q := `SELECT r.id, r.claim_id, c.title, c.requires, r.outcome, c.state, r.published_at, c.challenge_deadline, COALESCE(c.outcome, '')
 		FROM runs r JOIN claims c ON c.id = r.claim_id WHERE c.number > $1`
 	args := []any{after}
-	if f.Status != "" {
+	if f.State != "" {
 		q += ` AND c.state = $3`
-		args = append(args, f.Limit, f.Status)
+		args = append(args, f.Limit, f.State)
 	} else {
 		args = append(args, f.Limit)
 	}
@@ -295,7 +195,5 @@ func scanRunListing(row rowScanner) (*dotlab.RunListing, error) {
 	if r.Outcome.Compared() {
 		r.ChallengeDeadline = fromNullMS(deadline)
 	}
-	r.ManifestURL = "/api/v1/claims/" + r.ClaimID + "/manifest"
-	r.RunURL = "/api/v1/runs/" + r.ID
 	return &r, nil
 }

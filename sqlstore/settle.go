@@ -3,192 +3,124 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
 )
 
-// settleBatch bounds how many due items one sweep step takes.
-const settleBatch = 200
+// The settlement clock's persistence (docs/mechanism.md §5): the changes
+// due at a time (Due), and each applied as a conditional UPDATE in its own
+// transaction (ApplyDue), so that a sweep is idempotent and safe when
+// several server processes share one PostgreSQL database: exactly one of
+// them applies each change. The sweep itself is the protocol's
+// (protocol.Service.Settle).
 
-// Settle does what is due at the store's current time (docs/mechanism.md §5
-// "Settlement clock"): ignored offers expire (dotlab.EventExpire: the claim
-// returns to the pool), missed publish deadlines become abandoned jobs
-// (dotlab.EventAbandon: the claim returns to the pool; the runner's standing
-// falls), and claims whose challenge window closed without disagreement
-// settle with the run's outcome (dotlab.EventWindowClose).
-//
-// Every change is a conditional UPDATE in its own transaction, so Settle is
-// idempotent and safe when several server processes share one PostgreSQL
-// database: exactly one of them applies each change. Whatever was due while
-// no server ran is done by the next Settle.
-func (db *DB) Settle(ctx context.Context) (dotlab.SettleReport, error) {
-	var rep dotlab.SettleReport
-	now := db.now()
-	steps := []struct {
-		count *int
-		event dotlab.Event
-		step  func(context.Context, time.Time) (applied []due, seen int, err error)
-	}{
-		{&rep.OffersExpired, dotlab.EventExpire, db.expireOffers},
-		{&rep.JobsAbandoned, dotlab.EventAbandon, db.abandonJobs},
-		{&rep.ClaimsSettled, dotlab.EventWindowClose, db.settleWindows},
-	}
-	for _, s := range steps {
-		for {
-			applied, seen, err := s.step(ctx, now)
-			*s.count += len(applied)
-			for _, d := range applied {
-				rep.Changed = append(rep.Changed, d.claim)
-				rep.Lags = append(rep.Lags, dotlab.SettleLag{Event: s.event, Late: d.late})
-			}
-			if err != nil {
-				return rep, err
-			}
-			if seen < settleBatch {
-				break
-			}
-		}
-	}
-	return rep, nil
+// dueQueries find what each event of the settlement clock finds due:
+// claim, runner, the deadline, and the run (window close).
+var dueQueries = map[dotlab.Event]string{
+	dotlab.EventExpire: `SELECT id, runner_id, offer_expires_at, '', '' FROM claims WHERE offer_expires_at <= $1 AND state IN (` + sources(dotlab.EventExpire) + `)
+		AND runner_id IS NOT NULL ORDER BY offer_expires_at LIMIT $2`,
+	dotlab.EventAbandon: `SELECT id, runner_id, publish_deadline, '', '' FROM claims WHERE publish_deadline <= $1 AND state IN (` + sources(dotlab.EventAbandon) + `)
+		ORDER BY publish_deadline LIMIT $2`,
+	dotlab.EventWindowClose: `SELECT c.id, c.runner_id, c.challenge_deadline, COALESCE(r.id, ''), COALESCE(r.outcome, '') FROM claims c LEFT JOIN runs r ON r.claim_id = c.id
+		WHERE c.challenge_deadline <= $1 AND c.state IN (` + sources(dotlab.EventWindowClose) + `) ORDER BY c.challenge_deadline LIMIT $2`,
 }
 
-// applyEach runs fn for each due item in its own transaction and returns
-// the items it applied (fn reports false when another process got there
-// first), each with how late it committed after falling due, and how many
-// items it saw.
-func (db *DB) applyEach(ctx context.Context, ds []due, fn func(*sql.Tx, due) (bool, error)) ([]due, int, error) {
-	var applied []due
-	for _, d := range ds {
-		done := false
-		err := db.tx(ctx, func(tx *sql.Tx) error {
-			var err error
-			done, err = fn(tx, d)
-			return err
-		})
-		if err != nil {
-			return applied, len(ds), err
-		}
-		if done {
-			d.late = max(db.now().Sub(fromMS(d.at)), 0)
-			applied = append(applied, d)
-		}
+// Due lists up to limit changes of event ev due at now (store.Reader).
+func (db *DB) Due(ctx context.Context, ev dotlab.Event, now time.Time, limit int) ([]store.Due, error) {
+	q, ok := dueQueries[ev]
+	if !ok {
+		return nil, fmt.Errorf("settlement: no due query for %s", ev)
 	}
-	return applied, len(ds), nil
-}
-
-// due is one change the settlement clock found due: the claim, its runner
-// (if any), the deadline that made it due (Unix ms) and, once applied, how
-// late it committed.
-type due struct {
-	claim, agent string
-	at           int64
-	late         time.Duration
-}
-
-func (db *DB) dueRows(ctx context.Context, query string, now time.Time) ([]due, error) {
-	rows, err := db.r.QueryContext(ctx, query, ms(now), settleBatch)
+	rows, err := db.r.QueryContext(ctx, q, ms(now), limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []due
+	var out []store.Due
 	for rows.Next() {
-		var d due
+		var d store.Due
 		var agent sql.NullString
-		if err := rows.Scan(&d.claim, &agent, &d.at); err != nil {
+		var at int64
+		if err := rows.Scan(&d.ClaimID, &agent, &at, &d.RunID, &d.Outcome); err != nil {
 			return nil, err
 		}
-		d.agent = agent.String
+		d.AgentID, d.At = agent.String, fromMS(at)
 		out = append(out, d)
 	}
 	return out, rows.Err()
 }
 
-func (db *DB) expireOffers(ctx context.Context, now time.Time) ([]due, int, error) {
-	t, err := transition(dotlab.StateFunded, dotlab.EventExpire)
-	if err != nil {
-		return nil, 0, err
+// ApplyDue applies one due change (store.DueWrite) in its own
+// transaction; applied is false when another process got there first (or
+// the claim moved).
+func (db *DB) ApplyDue(ctx context.Context, w store.DueWrite) (bool, error) {
+	apply := map[dotlab.Event]func(*sql.Tx, store.DueWrite) (bool, error){
+		dotlab.EventExpire: db.expireOffer, dotlab.EventAbandon: db.abandonJob, dotlab.EventWindowClose: db.closeWindow,
+	}[w.Transition.Event]
+	if apply == nil {
+		return false, fmt.Errorf("settlement: cannot apply %s", w.Transition.Event)
 	}
-	ds, err := db.dueRows(ctx, `SELECT id, runner_id, offer_expires_at FROM claims WHERE offer_expires_at <= $1 AND state IN (`+sources(t.Event)+`)
-		AND runner_id IS NOT NULL ORDER BY offer_expires_at LIMIT $2`, now)
-	if err != nil {
-		return nil, 0, err
-	}
-	return db.applyEach(ctx, ds, func(tx *sql.Tx, d due) (bool, error) {
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = NULL, offer_expires_at = NULL, draw_key = $1, updated_at = $2
-			WHERE id = $3 AND state = $5 AND runner_id = $4 AND offer_expires_at <= $2`, newDrawKey(), ms(now), d.claim, d.agent, t.From)
-		if err != nil {
-			return false, err
+	done := false
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if done, err = apply(tx, w); err != nil || !done {
+			return err
 		}
-		if c, _ := res.RowsAffected(); c != 1 {
-			return false, nil
+		if len(w.History) > 0 {
+			if err := db.addHistory(ctx, tx, w.Due.ClaimID, w.Transition, w.At, w.History...); err != nil {
+				return err
+			}
 		}
-		db.announceClaim(tx, d.claim)
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1 WHERE claim_id = $2 AND agent_id = $3 AND state = $5`,
-			ms(now), d.claim, d.agent, t.JobTo, t.JobFrom)
-		return true, err
+		return db.appendLog(ctx, tx, w.Log)
 	})
+	return done, err
 }
 
-func (db *DB) abandonJobs(ctx context.Context, now time.Time) ([]due, int, error) {
-	// From assigned and from running the move is the same.
-	t, err := transition(dotlab.StateAssigned, dotlab.EventAbandon)
+// changed reports whether res changed exactly one row.
+func changed(res sql.Result, err error) (bool, error) {
 	if err != nil {
-		return nil, 0, err
+		return false, err
 	}
-	ds, err := db.dueRows(ctx, `SELECT id, runner_id, publish_deadline FROM claims WHERE publish_deadline <= $1 AND state IN (`+sources(t.Event)+`)
-		ORDER BY publish_deadline LIMIT $2`, now)
-	if err != nil {
-		return nil, 0, err
-	}
-	return db.applyEach(ctx, ds, func(tx *sql.Tx, d due) (bool, error) {
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = $5, runner_id = NULL, publish_deadline = NULL, draw_key = $1, updated_at = $2
-			WHERE id = $3 AND state IN (`+sources(t.Event)+`) AND runner_id = $4 AND publish_deadline <= $2`, newDrawKey(), ms(now), d.claim, d.agent, t.To)
-		if err != nil {
-			return false, err
-		}
-		if c, _ := res.RowsAffected(); c != 1 {
-			return false, nil
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1 WHERE claim_id = $2 AND agent_id = $3 AND state = $5`,
-			ms(now), d.claim, d.agent, t.JobTo, t.JobFrom); err != nil {
-			return false, err
-		}
-		// Room membership ends with the job; its messages stay. The runner
-		// role stays too, so the abandoning agent takes no other role on
-		// this claim and is never offered it again.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, d.claim, d.agent); err != nil {
-			return false, err
-		}
-		return true, db.addHistory(ctx, tx, d.claim, t, now, "job abandoned by "+d.agent+" (publish deadline missed): back in the pool")
-	})
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
-func (db *DB) settleWindows(ctx context.Context, now time.Time) ([]due, int, error) {
-	t, err := transition(dotlab.StateChallengeWindow, dotlab.EventWindowClose)
-	if err != nil {
-		return nil, 0, err
+func (db *DB) expireOffer(tx *sql.Tx, w store.DueWrite) (bool, error) {
+	ctx, t, d, now := context.Background(), w.Transition, w.Due, ms(w.At)
+	ok, err := changed(tx.ExecContext(ctx, `UPDATE claims SET runner_id = NULL, offer_expires_at = NULL, draw_key = $1, updated_at = $2
+		WHERE id = $3 AND state = $5 AND runner_id = $4 AND offer_expires_at <= $2`, newDrawKey(), now, d.ClaimID, d.AgentID, t.From))
+	if !ok || err != nil {
+		return false, err
 	}
-	ds, err := db.dueRows(ctx, `SELECT id, runner_id, challenge_deadline FROM claims WHERE challenge_deadline <= $1 AND state IN (`+sources(t.Event)+`)
-		ORDER BY challenge_deadline LIMIT $2`, now)
-	if err != nil {
-		return nil, 0, err
+	db.announceClaim(tx, d.ClaimID)
+	_, err = tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1 WHERE claim_id = $2 AND agent_id = $3 AND state = $5`,
+		now, d.ClaimID, d.AgentID, t.JobTo, t.JobFrom)
+	return true, err
+}
+
+func (db *DB) abandonJob(tx *sql.Tx, w store.DueWrite) (bool, error) {
+	ctx, t, d, now := context.Background(), w.Transition, w.Due, ms(w.At)
+	ok, err := changed(tx.ExecContext(ctx, `UPDATE claims SET state = $5, runner_id = NULL, publish_deadline = NULL, draw_key = $1, updated_at = $2
+		WHERE id = $3 AND state IN (`+sources(t.Event)+`) AND runner_id = $4 AND publish_deadline <= $2`, newDrawKey(), now, d.ClaimID, d.AgentID, t.To))
+	if !ok || err != nil {
+		return false, err
 	}
-	return db.applyEach(ctx, ds, func(tx *sql.Tx, d due) (bool, error) {
-		// The window closed without disagreement: the run's outcome.
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET state = $3,
-			outcome = (SELECT outcome FROM runs WHERE runs.claim_id = claims.id), settled_at = $1, updated_at = $1
-			WHERE id = $2 AND state = $4 AND challenge_deadline <= $1`, ms(now), d.claim, t.To, t.From)
-		if err != nil {
-			return false, err
-		}
-		if c, _ := res.RowsAffected(); c != 1 {
-			return false, nil
-		}
-		if err := db.addHistory(ctx, tx, d.claim, t, now, "challenge window closed without disagreement"); err != nil {
-			return false, err
-		}
-		return true, db.logSettlement(ctx, tx, d.claim)
-	})
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1 WHERE claim_id = $2 AND agent_id = $3 AND state = $5`,
+		now, d.ClaimID, d.AgentID, t.JobTo, t.JobFrom); err != nil {
+		return false, err
+	}
+	// Room membership ends with the job; its messages stay. The runner
+	// role stays too, so the abandoning agent takes no other role on this
+	// claim and is never offered it again.
+	_, err = tx.ExecContext(ctx, `DELETE FROM lab_members WHERE claim_id = $1 AND agent_id = $2`, d.ClaimID, d.AgentID)
+	return true, err
+}
+
+func (db *DB) closeWindow(tx *sql.Tx, w store.DueWrite) (bool, error) {
+	t, d, now := w.Transition, w.Due, ms(w.At)
+	return changed(tx.ExecContext(context.Background(), `UPDATE claims SET state = $3, outcome = $5, settled_at = $1, updated_at = $1
+		WHERE id = $2 AND state = $4 AND challenge_deadline <= $1`, now, d.ClaimID, t.To, t.From, w.Outcome))
 }

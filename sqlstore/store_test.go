@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // forEachEngine runs fn as a subtest on SQLite and on PostgreSQL with a
@@ -28,7 +28,7 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, db *sqlstore.DB, clock *s
 
 func mustAgent(t *testing.T, db *sqlstore.DB, name string, caps ...string) *dotlab.Agent {
 	t.Helper()
-	a, key, err := db.CreateAgent(context.Background(), dotlab.NewAgent{Name: name, Operator: "test operator", Capabilities: caps})
+	a, key, err := sqlstoretest.Protocol(db).CreateAgent(context.Background(), dotlab.NewAgent{Name: name, Operator: "test operator", Capabilities: caps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func wantCode(t *testing.T, err error, code string) {
 func TestAgents(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, db *sqlstore.DB, _ *sqlstoretest.Clock) {
 		ctx := context.Background()
-		a, key, err := db.CreateAgent(ctx, dotlab.NewAgent{Name: "ada", Operator: "lab", Capabilities: []string{"python", "r"}})
+		a, key, err := sqlstoretest.Protocol(db).CreateAgent(ctx, dotlab.NewAgent{Name: "ada", Operator: "lab", Capabilities: []string{"python", "r"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestAgents(t *testing.T) {
 		}
 		_, err = db.FindAgent(ctx, "ag_nope")
 		wantCode(t, err, dotlab.ENOTFOUND)
-		_, _, err = db.CreateAgent(ctx, dotlab.NewAgent{Name: "", Operator: "x", Capabilities: []string{"Python"}})
+		_, _, err = sqlstoretest.Protocol(db).CreateAgent(ctx, dotlab.NewAgent{Name: "", Operator: "x", Capabilities: []string{"Python"}})
 		wantCode(t, err, dotlab.EINVALID)
 		if d := dotlab.ErrorDetail(err); len(d) != 2 {
 			t.Fatalf("want name and capability problems, got %q", d)
@@ -77,7 +77,7 @@ func TestClaimsListingAndDuplicates(t *testing.T) {
 		ctx := context.Background()
 		sub := mustAgent(t, db, "submitter")
 		for i := 1; i <= 5; i++ {
-			c, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("claim %d", i)))
+			c, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("claim %d", i)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,13 +85,13 @@ func TestClaimsListingAndDuplicates(t *testing.T) {
 				t.Fatalf("claim %d: id %s state %s", i, c.ID, c.State)
 			}
 		}
-		_, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim 3"))
+		_, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim 3"))
 		wantCode(t, err, dotlab.EDUPLICATE)
-		page, err := db.FindClaims(ctx, dotlab.ClaimFilter{Limit: 2, After: "DL-0002"})
+		page, err := db.FindClaims(ctx, dotlab.Page{Limit: 2, After: "DL-0002"})
 		if err != nil || len(page) != 2 || page[0].ID != "DL-0003" {
 			t.Fatalf("page: %v %v", page, err)
 		}
-		page, _ = db.FindClaims(ctx, dotlab.ClaimFilter{State: dotlab.StateSettled})
+		page, _ = db.FindClaims(ctx, dotlab.Page{State: dotlab.StateSettled})
 		if len(page) != 0 {
 			t.Fatalf("settled: %d", len(page))
 		}
@@ -114,31 +114,31 @@ func TestDrawRules(t *testing.T) {
 		sub := mustAgent(t, db, "submitter", "python")
 		runner := mustAgent(t, db, "runner", "python")
 		noPython := mustAgent(t, db, "bare")
-		if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "needs python", "python")); err != nil {
+		if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "needs python", "python")); err != nil {
 			t.Fatal(err)
 		}
 		// The submitter is never offered its own claim.
-		if _, found, err := db.NextJob(ctx, sub); err != nil || found {
+		if _, found, err := sqlstoretest.Protocol(db).NextJob(ctx, sub); err != nil || found {
 			t.Fatalf("submitter offered own claim: %v %v", found, err)
 		}
 		// Requirements not met: no offer.
-		if _, found, _ := db.NextJob(ctx, noPython); found {
+		if _, found, _ := sqlstoretest.Protocol(db).NextJob(ctx, noPython); found {
 			t.Fatal("agent without python offered a python claim")
 		}
-		j, found, err := db.NextJob(ctx, runner)
+		j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, runner)
 		if err != nil || !found || j.ClaimID != "DL-0001" || j.State != dotlab.JobOffered {
 			t.Fatalf("offer: %+v %v %v", j, found, err)
 		}
 		// Asking again returns the same open offer.
-		j2, _, _ := db.NextJob(ctx, runner)
+		j2, _, _ := sqlstoretest.Protocol(db).NextJob(ctx, runner)
 		if j2.ClaimID != j.ClaimID || !j2.OfferedAt.Equal(j.OfferedAt) {
 			t.Fatalf("second draw gave %+v", j2)
 		}
 		// Only the offered agent can accept; an expired offer cannot be accepted.
-		_, err = db.AcceptJob(ctx, noPython.ID, "DL-0001")
+		_, err = sqlstoretest.Protocol(db).AcceptJob(ctx, noPython.ID, "DL-0001")
 		wantCode(t, err, dotlab.ENOTOFFERED)
 		clock.Advance(61 * time.Minute)
-		_, err = db.AcceptJob(ctx, runner.ID, "DL-0001")
+		_, err = sqlstoretest.Protocol(db).AcceptJob(ctx, runner.ID, "DL-0001")
 		wantCode(t, err, dotlab.EWINDOWCLOSED)
 	})
 }
@@ -149,24 +149,24 @@ func TestAcceptDeclineAndPublish(t *testing.T) {
 		sub := mustAgent(t, db, "submitter")
 		r1 := mustAgent(t, db, "r1")
 		r2 := mustAgent(t, db, "r2")
-		if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim")); err != nil {
+		if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "claim")); err != nil {
 			t.Fatal(err)
 		}
-		j, _, _ := db.NextJob(ctx, r1)
-		_, err := db.DeclineJob(ctx, r1.ID, j.ClaimID, strings.Repeat("x", dotlab.MaxDeclineReason+1))
+		j, _, _ := sqlstoretest.Protocol(db).NextJob(ctx, r1)
+		_, err := sqlstoretest.Protocol(db).DeclineJob(ctx, r1.ID, j.ClaimID, strings.Repeat("x", dotlab.MaxDeclineReason+1))
 		wantCode(t, err, dotlab.EINVALID)
-		if _, err := db.DeclineJob(ctx, r1.ID, j.ClaimID, "capability_mismatch"); err != nil {
+		if _, err := sqlstoretest.Protocol(db).DeclineJob(ctx, r1.ID, j.ClaimID, "capability_mismatch"); err != nil {
 			t.Fatal(err)
 		}
 		// A declined claim is not offered to the same agent again, but to others.
-		if _, found, _ := db.NextJob(ctx, r1); found {
+		if _, found, _ := sqlstoretest.Protocol(db).NextJob(ctx, r1); found {
 			t.Fatal("declined claim offered again to the same agent")
 		}
-		j, found, _ := db.NextJob(ctx, r2)
+		j, found, _ := sqlstoretest.Protocol(db).NextJob(ctx, r2)
 		if !found {
 			t.Fatal("declined claim not back in the pool")
 		}
-		acc, err := db.AcceptJob(ctx, r2.ID, j.ClaimID)
+		acc, err := sqlstoretest.Protocol(db).AcceptJob(ctx, r2.ID, j.ClaimID)
 		if err != nil || acc.State != dotlab.JobAccepted || acc.PublishDeadline == nil {
 			t.Fatalf("accept: %+v %v", acc, err)
 		}
@@ -175,24 +175,24 @@ func TestAcceptDeclineAndPublish(t *testing.T) {
 			t.Fatalf("claim after accept: %s %s", c.State, c.RunnerID)
 		}
 		// Not the runner → not_offered; wrong outcome → outcome_mismatch.
-		_, err = db.PublishRun(ctx, r1.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r1, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.ENOTOFFERED)
-		_, err = db.PublishRun(ctx, r2.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.23", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r2, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.23", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.EOUTCOMEMISMATCH)
 		bad := sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced)
 		bad.Environment.ImageDigest = "sha256:" + sqlstoretest.DataSHA256
-		_, err = db.PublishRun(ctx, r2.ID, bad, nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r2, bad, nil)
 		wantCode(t, err, dotlab.EINVALID)
-		run, err := db.PublishRun(ctx, r2.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
+		run, err := sqlstoretest.Protocol(db).PublishRun(ctx, r2, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.2299", dotlab.OutcomeNotReproduced), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if run.Status != dotlab.StateChallengeWindow || run.Comparisons[1].Match || run.ChallengeDeadline == nil {
 			t.Fatalf("run: %+v", run)
 		}
-		_, err = db.PublishRun(ctx, r2.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r2, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.ECONFLICT)
-		runs, err := db.FindRuns(ctx, dotlab.RunFilter{Status: dotlab.StateChallengeWindow})
+		runs, err := db.FindRuns(ctx, dotlab.Page{State: dotlab.StateChallengeWindow})
 		if err != nil || len(runs) != 1 || runs[0].ID != run.ID {
 			t.Fatalf("runs in window: %v %v", runs, err)
 		}
@@ -210,17 +210,17 @@ func TestSpecIssueSettlesAtOnceAndDeadline(t *testing.T) {
 		sub := mustAgent(t, db, "submitter")
 		r := mustAgent(t, db, "r")
 		for _, title := range []string{"a", "b"} {
-			if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)); err != nil {
+			if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		j, _, _ := db.NextJob(ctx, r)
-		db.AcceptJob(ctx, r.ID, j.ClaimID)
+		j, _, _ := sqlstoretest.Protocol(db).NextJob(ctx, r)
+		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
 		body := sqlstoretest.RunBody(j.ClaimID, "0", "0", dotlab.OutcomeSpecIssue)
-		_, err := db.PublishRun(ctx, r.ID, body, nil)
+		_, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, body, nil)
 		wantCode(t, err, dotlab.EINVALID) // notes required
 		body.Notes = "analysis.py exits 1: sleep.csv has no column 'extra'"
-		run, err := db.PublishRun(ctx, r.ID, body, nil)
+		run, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, body, nil)
 		if err != nil || run.Status != dotlab.StateSettled {
 			t.Fatalf("spec_issue: %+v %v", run, err)
 		}
@@ -229,10 +229,10 @@ func TestSpecIssueSettlesAtOnceAndDeadline(t *testing.T) {
 			t.Fatalf("claim: %+v", c)
 		}
 		// Publish deadline: 24 h after accepting.
-		j, _, _ = db.NextJob(ctx, r)
-		db.AcceptJob(ctx, r.ID, j.ClaimID)
+		j, _, _ = sqlstoretest.Protocol(db).NextJob(ctx, r)
+		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
 		clock.Advance(24*time.Hour + time.Second)
-		_, err = db.PublishRun(ctx, r.ID, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
+		_, err = sqlstoretest.Protocol(db).PublishRun(ctx, r, sqlstoretest.RunBody(j.ClaimID, "1.58", "1.17", dotlab.OutcomeReproduced), nil)
 		wantCode(t, err, dotlab.EWINDOWCLOSED)
 	})
 }
@@ -249,7 +249,7 @@ func TestDrawRace(t *testing.T) {
 			as = append(as, mustAgent(t, db, fmt.Sprintf("a%d", i)))
 		}
 		for i := 0; i < claims; i++ {
-			if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("c%d", i))); err != nil {
+			if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("c%d", i))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -262,7 +262,7 @@ func TestDrawRace(t *testing.T) {
 			go func(a *dotlab.Agent) {
 				defer wg.Done()
 				<-start
-				j, found, err := db.NextJob(ctx, a)
+				j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, a)
 				if err != nil {
 					t.Error(err)
 					return
@@ -294,7 +294,7 @@ func TestOneOpenOfferPerAgent(t *testing.T) {
 		sub := mustAgent(t, db, "submitter")
 		a := mustAgent(t, db, "hoarder")
 		for i := 0; i < 8; i++ {
-			if _, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("c%d", i))); err != nil {
+			if _, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("c%d", i))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -305,7 +305,7 @@ func TestOneOpenOfferPerAgent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				j, found, err := db.NextJob(ctx, a)
+				j, found, err := sqlstoretest.Protocol(db).NextJob(ctx, a)
 				if err != nil || !found {
 					t.Error(found, err)
 					return
@@ -328,10 +328,10 @@ func TestExtremeRerunValues(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, db *sqlstore.DB, _ *sqlstoretest.Clock) {
 		ctx := context.Background()
 		sub, r := mustAgent(t, db, "submitter"), mustAgent(t, db, "r")
-		db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "extreme"))
-		j, _, _ := db.NextJob(ctx, r)
-		db.AcceptJob(ctx, r.ID, j.ClaimID)
-		run, err := db.PublishRun(ctx, r.ID, sqlstoretest.RunBody(j.ClaimID, "1.7976931348623157e308", "-1e-308", dotlab.OutcomeNotReproduced), nil)
+		sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "extreme"))
+		j, _, _ := sqlstoretest.Protocol(db).NextJob(ctx, r)
+		sqlstoretest.Protocol(db).AcceptJob(ctx, r.ID, j.ClaimID)
+		run, err := sqlstoretest.Protocol(db).PublishRun(ctx, r, sqlstoretest.RunBody(j.ClaimID, "1.7976931348623157e308", "-1e-308", dotlab.OutcomeNotReproduced), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +342,7 @@ func TestExtremeRerunValues(t *testing.T) {
 		if !ok || d.Cmp(want) != 0 {
 			t.Fatalf("difference %.60s… is not exact", string(run.Comparisons[0].Difference))
 		}
-		if runs, err := db.FindRuns(ctx, dotlab.RunFilter{}); err != nil || len(runs) != 1 {
+		if runs, err := db.FindRuns(ctx, dotlab.Page{}); err != nil || len(runs) != 1 {
 			t.Fatalf("listing: %v %v", runs, err)
 		}
 	})

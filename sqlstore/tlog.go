@@ -69,38 +69,14 @@ func (db *DB) logOffer(ctx context.Context, tx *sql.Tx, claimID, runnerID string
 	return db.logEntry(ctx, tx, tlogfmt.OfferEntry(claimID, runnerID, at, deadline))
 }
 
-// logRun logs run r as written: its body and comparisons decoded from the
-// stored JSON (raw, comps) as scanRun decodes them, its time in ms.
-func (db *DB) logRun(ctx context.Context, tx *sql.Tx, r *dotlab.Run, raw, comps []byte, at time.Time) error {
-	if db.log == nil {
-		return nil
+// appendLog appends entries in tx, in order (nothing when logging is off).
+func (db *DB) appendLog(ctx context.Context, tx *sql.Tx, entries []tlogfmt.Entry) error {
+	for _, e := range entries {
+		if err := db.logEntry(ctx, tx, e); err != nil {
+			return err
+		}
 	}
-	if err := json.Unmarshal(raw, &r.Body); err != nil {
-		return err
-	}
-	if err := json.Unmarshal(comps, &r.Comparisons); err != nil {
-		return err
-	}
-	r.PublishedAt = fromMS(ms(at))
-	return db.logEntry(ctx, tx, tlogfmt.RunEntry(r))
-}
-
-// logChallenge logs challenge id, as written in tx.
-func (db *DB) logChallenge(ctx context.Context, tx *sql.Tx, id string) error {
-	if db.log == nil {
-		return nil
-	}
-	ch, err := scanChallenge(tx.QueryRowContext(ctx, `SELECT `+challengeColumns+` FROM challenges WHERE id = $1`, id))
-	if err != nil {
-		return err
-	}
-	return db.logEntry(ctx, tx, tlogfmt.ChallengeEntry(ch))
-}
-
-// logVote logs a vote as written (the rationale trimmed, the time in ms).
-func (db *DB) logVote(ctx context.Context, tx *sql.Tx, v dotlab.Vote) error {
-	v.CreatedAt = fromMS(ms(v.CreatedAt))
-	return db.logEntry(ctx, tx, tlogfmt.VoteEntry(&v))
+	return nil
 }
 
 // logMessage logs lab message m's digest.

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/tlogfmt"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -41,7 +41,7 @@ func TestTwoProcessesAppendConcurrently(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range each {
-					_, err := db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("concurrent %d-%d-%d", p, w, i)))
+					_, err := sqlstoretest.Protocol(db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("concurrent %d-%d-%d", p, w, i)))
 					errs <- err
 				}
 			}()

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/tlogfmt"
 	"github.com/dotlab/dotlab/translog"
 	"golang.org/x/mod/sumdb/note"

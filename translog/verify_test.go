@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/dotlab/dotlab/internal/tlogcheck"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/tlogcheck"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/tlogfmt"
 	"github.com/dotlab/dotlab/translog"
 )

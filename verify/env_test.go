@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,16 +14,10 @@ import (
 	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/httpapi"
-	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/verify"
-)
-
-var (
-	leakOnce sync.Once
-	leaks    *leakcheck.Checker
-	leakErr  error
 )
 
 // env is a real server (store, API, log) on one database that a test can
@@ -49,15 +42,11 @@ func newEnv(t *testing.T, engine sqlstore.Dialect) *env {
 }
 
 func (e *env) start() {
-	leakOnce.Do(func() { leaks, leakErr = leakcheck.New() })
-	if leakErr != nil {
-		e.t.Fatal(leakErr)
-	}
 	db, err := sqlstore.Open(context.Background(), e.url, sqlstore.Options{Clock: e.clock})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	api, err := httpapi.New(httpapi.Config{Store: db, Clock: e.clock, Version: "test", Leaks: leaks, Log: db.Log()})
+	api, err := httpapi.New(httpapi.Config{Store: db, Clock: e.clock, Version: "test", Leaks: servertest.Leaks(e.t), Log: db.Log()})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/tlogfmt"
 	"golang.org/x/crypto/ssh"
 )
@@ -257,16 +257,17 @@ func signedRecordsStayOnTheirClaim(t *testing.T, e *env) {
 	must(challenger.Challenge(ctx, cb))
 	wantPass(t, e.verify(x.ID))
 
-	// The operator files both under y, through its own store, the bodies
+	// The operator files both under y, through its own store (past the
+	// protocol service: forge_test.go), the bodies
 	// stored (and logged) byte for byte as signed.
 	rawRun := must(json.Marshal(rb))
 	moved := *rb
 	moved.JobID = y.ID
-	run := must(e.db.PublishRun(ctx, me.ID, &moved, rawRun))
+	run := forgeRun(t, e.db, me.ID, &moved, rawRun)
 	rawCh := must(json.Marshal(cb))
 	movedCh := *cb
 	movedCh.ClaimID = y.ID
-	ch := must(e.db.CreateChallenge(ctx, chMe.ID, &movedCh, rawCh))
+	ch := forgeChallenge(t, e.db, chMe.ID, &movedCh, rawCh)
 
 	rep := e.verify(y.ID)
 	wantFailure(t, rep, "signature of run "+run.ID, x.ID)

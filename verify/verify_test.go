@@ -12,9 +12,9 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
-	"github.com/dotlab/dotlab/internal/tlogcheck"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/tlogcheck"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/tlogfmt"
 	"github.com/dotlab/dotlab/translog"
 	"github.com/dotlab/dotlab/verify"
@@ -222,7 +222,7 @@ func TestBusyClaimVerifies(t *testing.T) {
 	me := must(w.Me(ctx))
 	must(w.JoinLab(ctx, claimID, dotlab.RoleCollaborator))
 	post := func(body string) {
-		if _, err := e.db.PostLabMessage(ctx, me.ID, claimID, dotlab.LabMessageBody{Type: "note", To: "all", Body: body}); err != nil {
+		if _, err := sqlstoretest.Protocol(e.db).PostLabMessage(ctx, me.ID, claimID, dotlab.LabMessageBody{Type: "note", To: "all", Body: body}); err != nil {
 			t.Error(err)
 		}
 	}

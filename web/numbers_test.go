@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 // TestPagesShowHugeNumbersShort: a run whose rerun value is at the top of
@@ -19,25 +19,25 @@ func TestPagesShowHugeNumbersShort(t *testing.T) {
 	s := newSite(t)
 	ctx := context.Background()
 	// Only this agent has "tpu", so only it can draw the claim.
-	runner, key, err := s.db.CreateAgent(ctx, dotlab.NewAgent{Name: "runner-huge", Operator: "web test", Capabilities: []string{"cpu", "tpu"}})
+	runner, key, err := sqlstoretest.Protocol(s.db).CreateAgent(ctx, dotlab.NewAgent{Name: "runner-huge", Operator: "web test", Capabilities: []string{"cpu", "tpu"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.keys["runner-huge"], s.ids["runner-huge"] = key, runner.ID
-	c := must(s.db.CreateClaim(ctx, s.ids["submitter"], sqlstoretest.NewClaim(t, "Huge difference", "tpu")))
+	c := must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, s.ids["submitter"], sqlstoretest.NewClaim(t, "Huge difference", "tpu")))
 	for i := 0; ; i++ {
-		j, found, err := s.db.NextJob(ctx, runner)
+		j, found, err := sqlstoretest.Protocol(s.db).NextJob(ctx, runner)
 		if err != nil || !found || i == 10 {
 			t.Fatalf("draw: %+v %v %v", j, found, err)
 		}
 		if j.ClaimID == c.ID {
 			break
 		}
-		must(s.db.DeclineJob(ctx, runner.ID, j.ClaimID, "capability_mismatch"))
+		must(sqlstoretest.Protocol(s.db).DeclineJob(ctx, runner.ID, j.ClaimID, "capability_mismatch"))
 	}
-	must(s.db.AcceptJob(ctx, runner.ID, c.ID))
+	must(sqlstoretest.Protocol(s.db).AcceptJob(ctx, runner.ID, c.ID))
 	const maxF = "1.7976931348623157e308"
-	run := must(s.db.PublishRun(ctx, runner.ID, sqlstoretest.RunBody(c.ID, maxF, "1.17", dotlab.OutcomeNotReproduced), nil))
+	run := must(sqlstoretest.Protocol(s.db).PublishRun(ctx, runner, sqlstoretest.RunBody(c.ID, maxF, "1.17", dotlab.OutcomeNotReproduced), nil))
 	exact := string(run.Comparisons[0].Difference) // 1.7976931348623157e308 − 1.58
 	if len(exact) < 300 || !strings.HasPrefix(exact, "179769313486231569999") {
 		t.Fatalf("record difference %.80s… is not the exact difference", exact)
@@ -45,7 +45,7 @@ func TestPagesShowHugeNumbersShort(t *testing.T) {
 	agrees := true
 	ch := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(c.ID, "-1.58", "1.17", dotlab.OutcomeNotReproduced), ClaimID: c.ID, Agrees: &agrees}
 	ch.Notes = "mean_diff: my rerun gives -1.58, not 1.58 either"
-	must(s.db.CreateChallenge(ctx, s.ids["challenger-bo"], ch, nil))
+	must(sqlstoretest.Protocol(s.db).CreateChallenge(ctx, &dotlab.Agent{ID: s.ids["challenger-bo"]}, ch, nil))
 
 	longNumber := regexp.MustCompile(`[0-9]{40,}`)
 	hash := regexp.MustCompile(`[0-9a-f]{64}`) // the fixtures' hashes may be all digits

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/manifest"
 )
 
@@ -47,7 +48,7 @@ func TestClaimPageShowsAPackageAsPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := must(s.db.CreateClaim(context.Background(), s.ids["submitter"], dotlab.NewClaim{Raw: []byte(packageManifest), Manifest: m, ManifestHash: h, Field: "psychology"}))
+	c := must(sqlstoretest.Protocol(s.db).CreateClaim(context.Background(), s.ids["submitter"], dotlab.NewClaim{Raw: []byte(packageManifest), Manifest: m, ManifestHash: h, Field: "psychology"}))
 	code, _, body := s.get("/claims/"+c.ID, "text/html")
 	if code != http.StatusOK {
 		t.Fatalf("status %d", code)

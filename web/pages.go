@@ -40,7 +40,7 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request) error {
 	for _, s := range dotlab.ClaimStates {
 		counts = append(counts, stateCount{s, sum.ClaimsByState[s]})
 	}
-	h.render(w, r, "home", http.StatusOK, page{Title: "DotLab", JSON: "/api/v1/summary", Data: homeView{
+	h.render(w, r, "home", http.StatusOK, page{Title: "DotLab", JSON: apiOf("/"), Data: homeView{
 		Summary: sum, Counts: counts, Docs: h.docs.list, Windows: h.windows,
 	}})
 	return nil
@@ -61,7 +61,7 @@ type claimsView struct {
 // claims lists claims by id, 50 a page, optionally one state only.
 func (h *Handler) claims(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := dotlab.ClaimFilter{State: dotlab.ClaimState(q.Get("state")), After: q.Get("after"), Limit: claimsPage + 1}
+	f := dotlab.Page{State: dotlab.ClaimState(q.Get("state")), After: q.Get("after"), Limit: claimsPage + 1}
 	var p dotlab.Problems
 	if f.State != "" && !f.State.Valid() {
 		p.Add("state", "%q is not a claim state: use one of listed, funded, assigned, running, published, challenge_window, disputed, reviewed, settled", f.State)
@@ -81,7 +81,7 @@ func (h *Handler) claims(w http.ResponseWriter, r *http.Request) error {
 		cs = cs[:claimsPage]
 		next = cs[len(cs)-1].ID
 	}
-	api := "/api/v1/claims" + queryString("state", string(f.State), "after", f.After)
+	api := apiOf("/claims") + queryString("state", string(f.State), "after", f.After)
 	h.render(w, r, "claims", http.StatusOK, page{Title: "Claims", JSON: api, Data: claimsView{
 		Claims: cs, State: string(f.State), Next: next, After: f.After, States: dotlab.ClaimStates,
 	}})
@@ -152,7 +152,7 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	v.Rows = targetRows(c.Manifest.Targets, v.Run, v.Challenges)
 	v.Patches = manifest.SummarizePatches(c.Manifest.Code.Patches)
 	v.Streams = streamRows(v.Run, v.Challenges)
-	h.render(w, r, "claim", http.StatusOK, page{Title: c.ID + " " + c.Title, JSON: "/api/v1/claims/" + c.ID, Data: v})
+	h.render(w, r, "claim", http.StatusOK, page{Title: c.ID + " " + c.Title, JSON: apiOf("/claims/" + c.ID), Data: v})
 	return nil
 }
 
@@ -252,7 +252,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) error {
 	case dotlab.ErrorCode(err) != dotlab.ENOTFOUND:
 		return err
 	}
-	h.render(w, r, "run", http.StatusOK, page{Title: "Run " + run.ID, JSON: "/api/v1/runs/" + run.ID, Data: v})
+	h.render(w, r, "run", http.StatusOK, page{Title: "Run " + run.ID, JSON: apiOf("/runs/" + run.ID), Data: v})
 	return nil
 }
 
@@ -339,7 +339,7 @@ func (h *Handler) lab(w http.ResponseWriter, r *http.Request) error {
 	for _, m := range v.Members {
 		v.Names[m.AgentID] = m.Name
 	}
-	h.render(w, r, "lab", http.StatusOK, page{Title: "Lab room " + c.ID, JSON: "/api/v1/labs/" + c.ID + "/messages", Data: v})
+	h.render(w, r, "lab", http.StatusOK, page{Title: "Lab room " + c.ID, JSON: apiOf("/labs/" + c.ID), Data: v})
 	return nil
 }
 
@@ -373,7 +373,7 @@ func (h *Handler) agent(w http.ResponseWriter, r *http.Request) error {
 	for _, o := range dotlab.Outcomes {
 		outcomes = append(outcomes, outcomeCount{o, p.Outcomes[o]})
 	}
-	h.render(w, r, "agent", http.StatusOK, page{Title: p.Name + " (" + p.ID + ")", JSON: "/api/v1/agents/" + p.ID, Data: agentView{
+	h.render(w, r, "agent", http.StatusOK, page{Title: p.Name + " (" + p.ID + ")", JSON: apiOf("/agents/" + p.ID), Data: agentView{
 		P: p, Activity: act, Outcomes: outcomes, Declines: p.Declines,
 	}})
 	return nil

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/manifest"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
 
 const chooseDirPatch = "--- a/analysis.R\n+++ b/analysis.R\n@@ -8 +8 @@\n-setwd(choose.dir())\n+setwd(\"/work/code\")\n"
@@ -33,18 +33,18 @@ func runtimeClaim(t *testing.T, s *site, sub, runner *dotlab.Agent, title string
 		t.Fatalf("manifest: %v", dotlab.ErrorDetail(err))
 	}
 	h := must(manifest.Hash([]byte(raw)))
-	c := must(s.db.CreateClaim(ctx, sub.ID, dotlab.NewClaim{Raw: []byte(raw), Manifest: m, ManifestHash: h, Field: "statistics"}))
+	c := must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub.ID, dotlab.NewClaim{Raw: []byte(raw), Manifest: m, ManifestHash: h, Field: "statistics"}))
 	for {
-		j, found, err := s.db.NextJob(ctx, runner)
+		j, found, err := sqlstoretest.Protocol(s.db).NextJob(ctx, runner)
 		if err != nil || !found {
 			t.Fatalf("draw: %+v %v %v", j, found, err)
 		}
 		if j.ClaimID == c.ID {
 			break
 		}
-		must(s.db.DeclineJob(ctx, runner.ID, j.ClaimID, dotlab.DeclineCapabilityMismatch))
+		must(sqlstoretest.Protocol(s.db).DeclineJob(ctx, runner.ID, j.ClaimID, dotlab.DeclineCapabilityMismatch))
 	}
-	must(s.db.AcceptJob(ctx, runner.ID, c.ID))
+	must(sqlstoretest.Protocol(s.db).AcceptJob(ctx, runner.ID, c.ID))
 	return c.ID
 }
 
@@ -69,7 +69,7 @@ func TestClaimAndRunPagesShowWhatThePackageNeeded(t *testing.T) {
 	body.OutputHashes = map[string]string{"stream:stdout": stdout, "stream:stderr": stderr}
 	body.Environment.CodeTreeSHA256 = tree
 	body.Uncompared = []dotlab.UncomparedValue{{Name: "mean_diff", Value: "1.58", Source: `stdout, regex "mean_diff = (\S+)"`}, {Name: "sd_diff", Value: "1.1702", Source: "stdout, regex …"}}
-	run := must(s.db.PublishRun(ctx, runner.ID, body, nil))
+	run := must(sqlstoretest.Protocol(s.db).PublishRun(ctx, runner, body, nil))
 	code, _, page := s.get("/runs/"+run.ID, "text/html")
 	if code != http.StatusOK {
 		t.Fatalf("run page: %d", code)
@@ -82,11 +82,11 @@ func TestClaimAndRunPagesShowWhatThePackageNeeded(t *testing.T) {
 	compared := runtimeClaim(t, s, sub, runner, "A patched package, rerun")
 	body = sqlstoretest.RunBody(compared, "1.58", "1.17", dotlab.OutcomeReproduced)
 	body.OutputHashes["stream:stdout"], body.OutputHashes["stream:stderr"] = stdout, stderr
-	must(s.db.PublishRun(ctx, runner.ID, body, nil))
+	must(sqlstoretest.Protocol(s.db).PublishRun(ctx, runner, body, nil))
 	ch := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(compared, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: compared, Agrees: new(bool)}
 	*ch.Agrees = true
 	ch.OutputHashes["stream:stdout"], ch.OutputHashes["stream:stderr"] = stdout, other
-	must(s.db.CreateChallenge(ctx, challenger.ID, ch, nil))
+	must(sqlstoretest.Protocol(s.db).CreateChallenge(ctx, challenger, ch, nil))
 	code, _, page = s.get("/claims/"+compared, "text/html")
 	if code != http.StatusOK {
 		t.Fatalf("claim page: %d", code)

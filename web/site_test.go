@@ -17,9 +17,9 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/httpapi"
-	"github.com/dotlab/dotlab/leakcheck"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	"github.com/dotlab/dotlab/web"
 )
 
@@ -74,15 +74,11 @@ func (s *site) open() {
 // start serves on addr (":0" picks a port; a restart passes the old one).
 func (s *site) start(addr string) {
 	s.t.Helper()
-	leaks, err := leakcheck.New()
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	pages, err := web.New(web.Config{Store: s.db, Clock: s.clock, Windows: windows})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	api, err := httpapi.New(httpapi.Config{Store: s.db, Clock: s.clock, Leaks: leaks, Pages: pages, EventPoll: 100 * time.Millisecond})
+	api, err := httpapi.New(httpapi.Config{Store: s.db, Clock: s.clock, Leaks: servertest.Leaks(s.t), Pages: pages, EventPoll: 100 * time.Millisecond})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -134,7 +130,7 @@ func (s *site) signer(name string, k *attest.Key) *dotlab.Agent {
 	if k != nil {
 		n.PublicKey = k.Public().Authorized
 	}
-	a, key, err := s.db.CreateAgent(context.Background(), n)
+	a, key, err := sqlstoretest.Protocol(s.db).CreateAgent(context.Background(), n)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -169,29 +165,29 @@ func (s *site) seed() {
 	s.disputed, s.runNotReproduced = s.publish(sub, runner, "Student 1908: sleep gain (disputed)", "1.58", "1.2299", dotlab.OutcomeNotReproduced, fixtureLogs("1.2299", ""))
 	body := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody(s.disputed, "1.58", "1.17", dotlab.OutcomeReproduced), ClaimID: s.disputed, Agrees: new(bool)}
 	body.Notes = "sd_diff: my rerun gives 1.17 (dividing by n, as Student did); the run's 1.2299 differs by 0.0599"
-	must(s.db.CreateChallenge(ctx, challenger.ID, body, nil))
+	must(sqlstoretest.Protocol(s.db).CreateChallenge(ctx, challenger, body, nil))
 	rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
 	for i, v := range []string{"challenger", "runner", "challenger"} {
-		if d, found, err := s.db.NextDispute(ctx, reviewers[i].ID); err != nil || !found || d.ID != s.disputed {
+		if d, found, err := sqlstoretest.Protocol(s.db).NextDispute(ctx, reviewers[i].ID); err != nil || !found || d.ID != s.disputed {
 			t.Fatalf("reviewer %d: %v %v", i, found, err)
 		}
-		must(s.db.CastVote(ctx, reviewers[i].ID, s.disputed, dotlab.VoteBody{Vote: v, Rationale: rationale + " (" + v + ")"}))
+		must(sqlstoretest.Protocol(s.db).CastVote(ctx, reviewers[i], s.disputed, dotlab.VoteBody{Vote: v, Rationale: rationale + " (" + v + ")"}))
 	}
 	s.reproduced, s.runReproduced = s.publish(sub, runner, "Fisher 1935: tea tasting", "1.58", "1.17", dotlab.OutcomeReproduced, fixtureLogs("1.17", dotlab.OutcomeReproduced))
 	s.clock.Advance(2 * time.Hour)
-	must(s.db.Settle(ctx))
-	s.labClaim = must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, hostileTitle))).ID
-	must(s.db.JoinLab(ctx, collab.ID, s.labClaim, dotlab.RoleCollaborator))
+	must(sqlstoretest.Protocol(s.db).Settle(ctx))
+	s.labClaim = must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, hostileTitle))).ID
+	must(sqlstoretest.Protocol(s.db).JoinLab(ctx, collab.ID, s.labClaim, dotlab.RoleCollaborator))
 	for _, m := range []dotlab.LabMessageBody{
 		{Type: "note", To: "all", Body: "Reading the manifest: one dataset, seed 1908."},
 		{Type: "question", To: "all", Body: "Does analysis.py divide by n or n-1?", Refs: []string{"analysis.py:12"}},
 		{Type: "blocker", To: "all", Body: hostileBody},
 	} {
-		must(s.db.PostLabMessage(ctx, collab.ID, s.labClaim, m))
+		must(sqlstoretest.Protocol(s.db).PostLabMessage(ctx, collab.ID, s.labClaim, m))
 	}
 	for i := 0; i < 3; i++ {
 		// They need a GPU, which no test agent has: only labClaim is drawable.
-		must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("Listed claim %d", i), "gpu")))
+		must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, fmt.Sprintf("Listed claim %d", i), "gpu")))
 	}
 }
 
@@ -200,26 +196,26 @@ func (s *site) seed() {
 // uploads them (docs/protocol.md §6 "Logs").
 func (s *site) publish(sub, runner *dotlab.Agent, title, mean, sd string, o dotlab.Outcome, logs string) (claimID, runID string) {
 	t, ctx := s.t, context.Background()
-	c := must(s.db.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)))
+	c := must(sqlstoretest.Protocol(s.db).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, title)))
 	for {
-		j, found, err := s.db.NextJob(ctx, runner)
+		j, found, err := sqlstoretest.Protocol(s.db).NextJob(ctx, runner)
 		if err != nil || !found {
 			t.Fatalf("draw: %+v %v %v", j, found, err)
 		}
 		if j.ClaimID == c.ID {
 			break
 		}
-		must(s.db.DeclineJob(ctx, runner.ID, j.ClaimID, dotlab.DeclineCapabilityMismatch))
+		must(sqlstoretest.Protocol(s.db).DeclineJob(ctx, runner.ID, j.ClaimID, dotlab.DeclineCapabilityMismatch))
 	}
-	must(s.db.AcceptJob(ctx, runner.ID, c.ID))
+	must(sqlstoretest.Protocol(s.db).AcceptJob(ctx, runner.ID, c.ID))
 	body := sqlstoretest.RunBody(c.ID, mean, sd, o)
 	sum := sha256.Sum256([]byte(logs))
 	body.LogsSHA256 = hex.EncodeToString(sum[:])
 	if o == dotlab.OutcomeReproduced { // the reproduced run is signed, the other not
 		body.Envelope = must(attest.SignRun(ctx, s.runnerKey, body))
 	}
-	r := must(s.db.PublishRun(ctx, runner.ID, body, nil))
-	must(s.db.PutJobLogs(ctx, runner.ID, c.ID, []byte(logs)))
+	r := must(sqlstoretest.Protocol(s.db).PublishRun(ctx, runner, body, nil))
+	must(sqlstoretest.Protocol(s.db).PutJobLogs(ctx, runner.ID, c.ID, []byte(logs)))
 	return c.ID, r.ID
 }
 

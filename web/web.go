@@ -38,7 +38,7 @@ var assetFS embed.FS
 // Store is what the pages read (sqlstore.DB implements it).
 type Store interface {
 	FindClaim(ctx context.Context, id string) (*dotlab.Claim, error)
-	FindClaims(ctx context.Context, f dotlab.ClaimFilter) ([]*dotlab.Claim, error)
+	FindClaims(ctx context.Context, f dotlab.Page) ([]*dotlab.Claim, error)
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
 	FindRun(ctx context.Context, id string) (*dotlab.Run, error)
 	FindChallenges(ctx context.Context, claimID string) ([]*dotlab.Challenge, error)

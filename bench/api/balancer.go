@@ -21,7 +21,7 @@ type topology struct {
 	lb      bool
 }
 
-// balancerRows (issue #15) measure the runner write cycle against real
+// balancerRows (bench/README.md "Scale-out") measure the runner write cycle against real
 // `dotlab serve` processes, each on its own store loaded alike: one server
 // reached directly, the same through HAProxy (what the balancer costs),
 // and on PostgreSQL two servers through HAProxy (what a second server

@@ -17,9 +17,10 @@ import (
 	"strings"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // Field is the field of science of every loaded claim.
@@ -156,7 +157,7 @@ func Analyze(ctx context.Context, raw *Raw) error {
 // Agent registers an agent with no capabilities through the store and
 // returns it with its API key.
 func Agent(ctx context.Context, db *sqlstore.DB, name string) (*dotlab.Agent, string, error) {
-	return db.CreateAgent(ctx, dotlab.NewAgent{Name: name, Operator: "bench", Capabilities: []string{}})
+	return protocol.New(protocol.Config{Store: db, Unscreened: true}).CreateAgent(ctx, dotlab.NewAgent{Name: name, Operator: "bench", Capabilities: []string{}})
 }
 
 // RunBody is a valid reproduced run body for claim id (a claim loaded by

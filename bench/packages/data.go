@@ -5,12 +5,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -59,7 +62,17 @@ func dataRows(c config) ([]row, error) {
 	}
 	defer ln.Close()
 	// A plain file server: http.FileServer sends a file's bytes with sendfile.
-	go http.Serve(ln, http.FileServer(http.Dir(srv)))
+	// The first path component is a fresh name per command (freshURL), so
+	// no URL is ever fetched twice.
+	fsrv := http.FileServer(http.Dir(srv))
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/fresh-"); ok {
+			if _, tail, found := strings.Cut(rest, "/"); found {
+				r.URL.Path = "/" + tail
+			}
+		}
+		fsrv.ServeHTTP(w, r)
+	}))
 	base := "http://" + ln.Addr().String() + "/"
 	bigM, tinyM, err := dataManifests(c, dir, base, big, tiny)
 	if err != nil {
@@ -102,12 +115,14 @@ func measureData(c config, dir, url string, big dataset, bigM, tinyM string, bin
 	t := &dataTimes{}
 	out := filepath.Join(dir, "curl.out")
 	for i := 0; i < c.n; i++ {
-		d, err := timed("curl", "-sf", "-o", out, url)
+		exec.Command("sync").Run()
+		d, err := timed("curl", "-sf", "-o", out, freshURL(url, fmt.Sprintf("curl-%d", i)))
 		if err != nil {
 			return nil, err
 		}
 		os.Remove(out)
-		ds, err := timed("sh", "-c", `curl -sf -o "$1" "$2" && sha256sum "$1"`, "sh", out, url)
+		exec.Command("sync").Run()
+		ds, err := timed("sh", "-c", `curl -sf -o "$1" "$2" && sha256sum "$1"`, "sh", out, freshURL(url, fmt.Sprintf("curlsum-%d", i)))
 		if err != nil {
 			return nil, err
 		}
@@ -132,14 +147,22 @@ func (b *binary) once(c config, dir string, i int, big dataset, bigM, tinyM stri
 		return err
 	}
 	os.Remove(filepath.Join(b.cache, "blobs", "sha256", big.sha256))
-	cold, l, err := rerun(b.path, bigM, c.work, b.cache, out("cold"))
+	coldM, err := freshManifest(bigM, out("cold")+".json", fmt.Sprintf("%s-cold-%d", b.name, i))
+	if err != nil {
+		return err
+	}
+	cold, l, err := rerun(b.path, coldM, c.work, b.cache, out("cold"))
 	if err != nil {
 		return err
 	}
 	if l.datasetBytesRead != big.size {
 		return fmt.Errorf("%s: the rerun fetched %d bytes, want %d", bigM, l.datasetBytesRead, big.size)
 	}
-	warm, _, err := rerun(b.path, bigM, c.work, b.cache, out("warm"))
+	warmM, err := freshManifest(bigM, out("warm")+".json", fmt.Sprintf("%s-warm-%d", b.name, i))
+	if err != nil {
+		return err
+	}
+	warm, _, err := rerun(b.path, warmM, c.work, b.cache, out("warm"))
 	if err != nil {
 		return err
 	}
@@ -175,6 +198,7 @@ func (t *dataTimes) rows(bins []binary, size int64) []row {
 				extra[i] = k.big[i] - b.tiny[i]
 			}
 			x := median(extra).Seconds()
+			rows = append(rows, perRunRows(b.name, k.what, extra, t.curl, t.curlSum)...)
 			rows = append(rows,
 				series(fmt.Sprintf("(c) %s: extra cost of %s (%s)", b.name, gib, k.what), extra, "rerun big − rerun tiny, per repetition"),
 				ratioRow(fmt.Sprintf("(c) %s: curl -o / extra cost (%s)", b.name, k.what), curl/x, fmt.Sprintf(">= %.1fx", transferGoal), curl/x >= transferGoal, ""),
@@ -182,6 +206,49 @@ func (t *dataTimes) rows(bins []binary, size int64) []row {
 		}
 	}
 	return rows
+}
+
+// perRunRows are the goals held to each repetition on its own (the issue's
+// "in each of three runs"): curl -o / extra cost >= 0.9x and (curl -o &&
+// sha256sum) / extra cost >= 1.5x, the lowest ratio of all repetitions.
+func perRunRows(name, what string, extra, curl, curlSum []time.Duration) []row {
+	lo, loSum := math.Inf(1), math.Inf(1)
+	var each, eachSum []string
+	for i := range extra {
+		r, rs := curl[i].Seconds()/extra[i].Seconds(), curlSum[i].Seconds()/extra[i].Seconds()
+		lo, loSum = min(lo, r), min(loSum, rs)
+		each, eachSum = append(each, fmt.Sprintf("%.2f", r)), append(eachSum, fmt.Sprintf("%.2f", rs))
+	}
+	return []row{
+		ratioRow(fmt.Sprintf("(c) %s: curl -o / extra cost, lowest of the runs (%s)", name, what), lo, fmt.Sprintf(">= %.1fx each run", transferGoal), lo >= transferGoal, strings.Join(each, ", ")),
+		ratioRow(fmt.Sprintf("(c) %s: (curl -o && sha256sum) / extra cost, lowest of the runs (%s)", name, what), loSum, ">= 1.5x each run", loSum >= 1.5, strings.Join(eachSum, ", ")),
+	}
+}
+
+// freshURL is url with a first path component made of name, which the
+// loopback server strips: the same file under a URL never fetched before.
+func freshURL(url, name string) string {
+	i := strings.Index(url[len("http://"):], "/") + len("http://")
+	return url[:i] + "/fresh-" + name + url[i:]
+}
+
+// freshManifest writes a copy of the manifest file src to dst with its one
+// dataset URL made fresh (freshURL).
+func freshManifest(src, dst, name string) (string, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	var m dotlab.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return "", err
+	}
+	m.Datasets[0].URL = freshURL(m.Datasets[0].URL, name)
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return dst, os.WriteFile(dst, b, 0o644)
 }
 
 // dataManifests writes the analysis repository and the two manifests.

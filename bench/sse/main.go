@@ -30,10 +30,11 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -145,11 +146,12 @@ func startServer(db *sqlstore.DB) (string, func(), error) {
 // It returns the claim's id, the runner's key and the cursor of the room's
 // current end (every state event seen).
 func openRoom(ctx context.Context, db *sqlstore.DB) (claimID, runnerKey, cursor string, err error) {
-	sub, _, err := db.CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "bench"})
+	svc := protocol.New(protocol.Config{Store: db, Unscreened: true})
+	sub, _, err := svc.CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "bench"})
 	if err != nil {
 		return "", "", "", err
 	}
-	runner, runnerKey, err := db.CreateAgent(ctx, dotlab.NewAgent{Name: "runner", Operator: "bench"})
+	runner, runnerKey, err := svc.CreateAgent(ctx, dotlab.NewAgent{Name: "runner", Operator: "bench"})
 	if err != nil {
 		return "", "", "", err
 	}
@@ -159,17 +161,17 @@ func openRoom(ctx context.Context, db *sqlstore.DB) (claimID, runnerKey, cursor 
 		return "", "", "", err
 	}
 	h, _ := manifest.Hash(raw)
-	c, err := db.CreateClaim(ctx, sub.ID, dotlab.NewClaim{Raw: raw, Manifest: m, ManifestHash: h, Field: "bench"})
+	c, err := svc.CreateClaim(ctx, sub.ID, dotlab.NewClaim{Raw: raw, Manifest: m, ManifestHash: h, Field: "bench"})
 	if err != nil {
 		return "", "", "", err
 	}
-	if _, _, err := db.NextJob(ctx, runner); err != nil {
+	if _, _, err := svc.NextJob(ctx, runner); err != nil {
 		return "", "", "", err
 	}
-	if _, err := db.AcceptJob(ctx, runner.ID, c.ID); err != nil {
+	if _, err := svc.AcceptJob(ctx, runner.ID, c.ID); err != nil {
 		return "", "", "", err
 	}
-	if _, err := db.JoinLab(ctx, runner.ID, c.ID, "runner"); err != nil {
+	if _, err := svc.JoinLab(ctx, runner.ID, c.ID, "runner"); err != nil {
 		return "", "", "", err
 	}
 	evs, _ := db.ClaimEvents(ctx, c.ID, 0)

@@ -6,7 +6,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
-	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 	"github.com/spf13/cobra"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dotlab/dotlab/agent"
-	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 	"github.com/spf13/cobra"
 )
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/dotlab/dotlab"
 
+	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/imagestore"
-	"github.com/dotlab/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/spf13/cobra"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab/imagestore"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 )
 
 // TestImageBuildGzipAndShow: --gzip, --env and --label reach the config, the

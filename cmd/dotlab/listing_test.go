@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/dotlab/dotlab/internal/servertest"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/server"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 // startServerWith runs the server of `dotlab serve` in-process on a SQLite

@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/dotlab/dotlab/agent"
-	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/sandbox"
 	"github.com/spf13/cobra"
 )

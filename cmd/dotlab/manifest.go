@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/scaffold"
 	"github.com/spf13/cobra"

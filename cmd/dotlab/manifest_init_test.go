@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 )
 
 // manifest init names what the code imports that no image was given for,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 )
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {

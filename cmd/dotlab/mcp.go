@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/mcpserver"
 	"github.com/spf13/cobra"
 )

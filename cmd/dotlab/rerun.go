@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
 	"github.com/spf13/cobra"

@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/dotlab/dotlab/agent"
-	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/verify"
 	"github.com/spf13/cobra"
 )

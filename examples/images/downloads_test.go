@@ -20,7 +20,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab/imagestore"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/sandbox"
 )

@@ -3,7 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,9 +15,9 @@ import (
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/internal/cluster"
-	"github.com/dotlab/dotlab/internal/tlogcheck"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/tlogcheck"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 )
 
 const (
@@ -29,7 +29,7 @@ const (
 	crashDown    = crashWindow + 3*time.Second // how long the killed server stays down
 )
 
-// TestCrashSQLite (issue #15 "Must show"): one `dotlab serve` on SQLite
+// TestCrashSQLite (docs/deploy.md): one `dotlab serve` on SQLite
 // behind HAProxy is killed with SIGKILL while 64 agents post lab messages
 // (each a protocol record with its transparency-log entry) through the
 // balancer, restarted after 6 s, and the posting goes on until 10,000 were

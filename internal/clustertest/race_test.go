@@ -20,9 +20,9 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/internal/cluster"
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 	"github.com/dotlab/dotlab/sqlstore"
-	"github.com/dotlab/dotlab/sqlstore/sqlstoretest"
 	git "github.com/go-git/go-git/v5"
 )
 
@@ -32,7 +32,7 @@ const (
 	raceRunners = 200
 )
 
-// TestRunnersRaceThroughBalancer (issue #15 "Must show"): three `dotlab
+// TestRunnersRaceThroughBalancer (docs/deploy.md): three `dotlab
 // serve` processes on one fresh PostgreSQL database behind HAProxy; 50
 // claims listed with `dotlab claim submit`; 200 runner processes, each its
 // own agent (`dotlab agent register`, then `dotlab runner --once`), race

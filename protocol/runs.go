@@ -1,0 +1,123 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
+	"github.com/dotlab/dotlab/tlogfmt"
+)
+
+// PublishRun is the publish step (docs/protocol.md §6,
+// dotlab.PublishEvent): the official run of runner's job. In order: the
+// body names its job; the caller is the claim's runner, the claim's state
+// allows publishing and the publish deadline holds (publishable); the
+// notes and logs_uri pass the screens; a signed body is runner's signature;
+// the body passes dotlab.EvaluateRun against the manifest. Then the store
+// moves the claim — reproduced and not_reproduced open the challenge
+// window, spec_issue and input_mismatch settle at once — and logs the run
+// (its envelope, and the settlement of a final outcome). raw is the body
+// exactly as submitted (stored byte for byte); nil re-encodes body.
+//
+// Errors: EINVALID (no job_id, the screens, the signature, the body),
+// ENOTFOUND (unknown claim), ENOTOFFERED (not the assigned runner),
+// ECONFLICT (already published, or changed while publishing),
+// EWINDOWCLOSED (deadline passed), EOUTCOMEMISMATCH (the body's outcome).
+func (s *Service) PublishRun(ctx context.Context, runner *dotlab.Agent, body *dotlab.RunBody, raw []byte) (*dotlab.Run, error) {
+	if body.JobID == "" {
+		return nil, dotlab.Errorf(dotlab.EINVALID, "$.job_id: required: the claim id of your job, e.g. DL-0001")
+	}
+	c, err := s.findClaim(ctx, body.JobID)
+	if err != nil {
+		return nil, err
+	}
+	at := s.now()
+	if err := publishable(c, runner.ID, body.Outcome, at); err != nil {
+		return nil, err
+	}
+	if err := s.screenRun(body); err != nil {
+		return nil, err
+	}
+	if err := checkSignedRun(ctx, runner, body); err != nil {
+		return nil, err
+	}
+	comps, err := dotlab.EvaluateRun(c.Manifest, body)
+	if err != nil {
+		return nil, err
+	}
+	w, err := runWrite(c, runner.ID, body, raw, comps, at, s.Store.Windows().Challenge)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := s.Store.AddRun(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	if !applied {
+		// Lost a race (deadline, or a concurrent publish): explain from fresh state.
+		c, err := s.findClaim(ctx, body.JobID)
+		if err != nil {
+			return nil, err
+		}
+		if err := publishable(c, runner.ID, body.Outcome, s.now()); err != nil {
+			return nil, err
+		}
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "%s changed while publishing: fetch it (%s) and retry", body.JobID, dotlab.Go(dotlab.StepClaim, body.JobID))
+	}
+	return s.Store.FindRun(ctx, w.RunID)
+}
+
+// runWrite is the store's write of run body on claim c at time at: the
+// transition of its outcome, the history, and the log entries of the run as
+// the read path will return it (its envelope, and the settlement of a final
+// outcome).
+func runWrite(c *dotlab.Claim, runnerID string, body *dotlab.RunBody, raw []byte, comps []dotlab.Comparison, at time.Time, window time.Duration) (store.RunWrite, error) {
+	t, err := c.Next(dotlab.PublishEvent(body.Outcome))
+	if err != nil {
+		return store.RunWrite{}, err
+	}
+	if raw == nil {
+		if raw, err = json.Marshal(body); err != nil {
+			return store.RunWrite{}, fmt.Errorf("encode run: %w", err)
+		}
+	}
+	compJSON, err := json.Marshal(comps)
+	if err != nil {
+		return store.RunWrite{}, fmt.Errorf("encode comparisons: %w", err)
+	}
+	run := &dotlab.Run{ID: dotlab.NewID("run_"), ClaimID: c.ID, RunnerID: runnerID, Outcome: body.Outcome, LogsSHA256: body.LogsSHA256,
+		Body: *body, Comparisons: comps, PublishedAt: at}
+	w := store.RunWrite{Write: store.Write{At: at}, ClaimID: c.ID, RunnerID: runnerID, RunID: run.ID, Transition: t, Outcome: body.Outcome,
+		Body: raw, Comparisons: compJSON, LogsSHA256: body.LogsSHA256}
+	w.Log = append(w.Log, tlogfmt.RunEntry(run))
+	if body.Envelope != nil {
+		w.Log = append(w.Log, tlogfmt.EnvelopeEntry(tlogfmt.TypeRun, c.ID, run.ID, body.Envelope))
+	}
+	then := "challenge window open"
+	if t.Event == dotlab.EventPublishFinal {
+		then = "settled at once: " + string(body.Outcome)
+		w.Log = append(w.Log, tlogfmt.SettlementEntry(&dotlab.Claim{ID: c.ID, Outcome: body.Outcome, RunID: run.ID, SettledAt: &at}))
+	} else {
+		w.ChallengeDeadline = at.Add(window)
+	}
+	w.History = []string{"run " + run.ID + " published: " + string(body.Outcome), then}
+	return w, nil
+}
+
+// publishable checks that agentID is the claim's runner, that the claim's
+// state allows publishing (dotlab.Claim.Next) and that the deadline holds.
+func publishable(c *dotlab.Claim, agentID string, outcome dotlab.Outcome, now time.Time) error {
+	if c.RunnerID != agentID {
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not assigned to you: only the assigned runner publishes the official run; take a job of your own with %s", c.ID, dotlab.Go(dotlab.StepDrawJob, ""))
+	}
+	if _, err := c.Next(dotlab.PublishEvent(outcome)); err != nil {
+		return err
+	}
+	if c.PublishDeadline != nil && !c.PublishDeadline.After(now) {
+		return dotlab.Errorf(dotlab.EWINDOWCLOSED, "the publish deadline of %s passed at %s, so the job is abandoned: take another with %s", c.ID, c.PublishDeadline.Format(time.RFC3339), dotlab.Go(dotlab.StepDrawJob, ""))
+	}
+	return nil
+}
