@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 )
 
 // TestAptTxtRefusesAptActionsAndOddVersions: a trailing '-' (remove) or a

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dotlab/dotlab/internal/testfix"
+	"github.com/dotlab/dotlab/internal/testing/testfix"
 )
 
 // TestResponderMatchesTheEscapedPath: the real responder process, pinning
