@@ -46,26 +46,7 @@ work=$(mktemp -d /tmp/dotlabbench.XXXXXX)
 trap 'rm -rf "$work"; rmdir /sys/fs/cgroup/*/dotlab-bench 2>/dev/null || true' EXIT
 go build -o "$work/dotlab" ./cmd/dotlab
 bb=$(command -v busybox)
-mkdir -p "$work/rootfs/bin" "$work/rootfs/tmp" "$work/rootfs/etc" "$work/repo"
-chmod 1777 "$work/rootfs/tmp"
-cp "$bb" "$work/rootfs/bin/busybox"
-for a in sh true echo cat; do ln -s busybox "$work/rootfs/bin/$a"; done
-digest=$("$work/dotlab" image build "$work/rootfs" --ref localhost/bench/busybox --cache "$work/cache" | cut -f1)
-printf 'x\n1\n' > "$work/data.csv"
-sha=$(sha256sum "$work/data.csv" | cut -d' ' -f1)
-git -C "$work/repo" init -q
-echo 'echo "{\"v\": 1}" > "$DOTLAB_OUT_DIR/results.json"' > "$work/repo/run.sh"
-git -C "$work/repo" add run.sh
-git -C "$work/repo" -c user.email=b@example.org -c user.name=bench commit -qm bench
-commit=$(git -C "$work/repo" rev-parse HEAD)
-cat > "$work/m.json" <<JSON
-{"spec_version":"0.1","title":"trivial","source":{"citation":"bench"},
- "datasets":[{"name":"d","url":"file://$work/data.csv","sha256":"$sha"}],
- "code":{"repository":"$work/repo","commit":"$commit"},
- "environment":{"image":"localhost/bench/busybox@$digest"},
- "entrypoint":["sh","run.sh"],
- "targets":[{"name":"v","value":1,"tolerance":{"type":"absolute","value":0}}]}
-JSON
+digest=$(bash bench/trivial-claim.sh "$work" "$work/dotlab" "$bb")
 "$work/dotlab" rerun "$work/m.json" --allow-local "$work" --cache "$work/cache" --out "$work/warm" >/dev/null
 mkdir -p "$work/bundle"
 rootfs="$work/cache/images/rootfs/sha256/${digest#sha256:}"

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// LogEntry is one line of logs.jsonl (protocol.txt "Logs"): time (RFC 3339,
+// LogEntry is one line of logs.jsonl (docs/protocol.md §6 "Logs"): time (RFC 3339,
 // UTC), level (info|warn|error), step (run|inputs|environment|code|execute|
 // outputs|results|compare|outcome), a message and structured data.
 type LogEntry struct {

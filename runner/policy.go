@@ -16,8 +16,8 @@ import (
 	"github.com/dotlab/dotlab/internal/netpolicy"
 )
 
-// Policy decides what a manifest may make this machine fetch (DESIGN.md
-// "Fetching what a stranger's manifest names"). The zero value is the strict
+// Policy decides what a manifest may make this machine fetch (docs/sandbox.md
+// "Fetching what a manifest names"). The zero value is the strict
 // policy that agents taking work from a server use: https only, no file://,
 // no credentials in URLs, and no connection to loopback, private,
 // link-local, CGNAT, multicast, unspecified, reserved or cloud-metadata

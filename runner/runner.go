@@ -1,5 +1,5 @@
-// Package runner is the replication workflow of a DotLab agent (protocol.txt
-// "Job lifecycle" step 4, DESIGN.md "Execution contract (runner side)"):
+// Package runner is the replication workflow of a DotLab agent (docs/protocol.md
+// §3 "Lifecycle", the runner's step; docs/sandbox.md "The workflow"):
 // verify every input hash → resolve and unpack the pinned image → fetch the
 // code at the pinned commit → execute the entrypoint in the sandbox → read
 // results.json → compare with exact decimals → record run.json and logs.jsonl.
