@@ -13,6 +13,7 @@ import (
 
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/internal/termsafe"
 	"github.com/spf13/cobra"
 )
 
@@ -23,8 +24,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd()
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "dotlab:", err)
+	// Commands print others' text (messages, rationales, notes, names):
+	// everything on standard output, and the error, is shown with controls
+	// and bidirectional characters escaped (internal/termsafe).
+	out := &termsafe.Writer{W: os.Stdout}
+	root.SetOut(out)
+	err := root.ExecuteContext(ctx)
+	out.Flush()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dotlab:", termsafe.Lines(err.Error()))
 		os.Exit(cli.ExitCode(err))
 	}
 }
