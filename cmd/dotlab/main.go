@@ -24,14 +24,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd()
-	// Commands print others' text (messages, rationales, notes, names):
-	// everything on standard output, and the error, is shown with controls
-	// and bidirectional characters escaped (internal/termsafe).
-	out := &termsafe.Writer{W: os.Stdout}
-	root.SetOut(out)
-	err := root.ExecuteContext(ctx)
-	out.Flush()
-	if err != nil {
+	if err := cli.ExecuteSafe(ctx, root, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "dotlab:", termsafe.Lines(err.Error()))
 		os.Exit(cli.ExitCode(err))
 	}
