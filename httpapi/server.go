@@ -84,6 +84,11 @@ type Config struct {
 	// MaxStreams bounds concurrent live event streams (default 10,000);
 	// past it GET /labs/{id}/events answers 503 unavailable.
 	MaxStreams int
+	// MaxStreamsPerAddr bounds the live event streams one client address
+	// holds at once (clientAddr: behind a trusted proxy, the forwarded
+	// client; default DefaultStreamsPerAddr); past it the stream is
+	// refused with 429 rate_limited.
+	MaxStreamsPerAddr int
 	// AllowPrivateURLs (`dotlab serve --allow-private-urls`) lists manifests
 	// whose URLs name loopback or private addresses, plain http or git://,
 	// for a private deployment or the demo; off, POST /claims refuses them
@@ -143,6 +148,9 @@ type Server struct {
 	closeOnce sync.Once
 	streams   atomic.Int64
 	maxStream int64
+	// addrStreams counts live streams per client address.
+	addrStreams *streamCounter
+	trusted     []netip.Prefix // Config.TrustedProxies
 
 	manifests *bytecache.Cache[[]byte] // manifest JSON by canonical hash
 	routeList []Route                  // the API routes, as registered (Routes)
@@ -199,6 +207,8 @@ func New(cfg Config) (*Server, error) {
 		s.unsub = s.notifier.Subscribe(s.changed)
 	}
 	s.maxStream = int64(cfg.MaxStreams)
+	s.addrStreams = newStreamCounter(cfg.MaxStreamsPerAddr)
+	s.trusted = cfg.TrustedProxies
 	if s.maxStream <= 0 {
 		s.maxStream = 10000
 	}

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"time"
@@ -42,6 +41,13 @@ type Config struct {
 	// the client address their X-Forwarded-For names
 	// (httpapi.Config.TrustedProxies; docs/deploy.md "Rate limits").
 	TrustedProxies []string
+	// Conns bound connections per client address (ConnLimits; zero
+	// timeouts take DefaultConnLimits' values).
+	Conns ConnLimits
+	// StreamsPerAddr bounds live event streams per client address, the
+	// forwarded client behind a trusted proxy
+	// (httpapi.Config.MaxStreamsPerAddr; 0: httpapi.DefaultStreamsPerAddr).
+	StreamsPerAddr int
 	// AllowPrivateURLs lists manifests naming loopback or private addresses,
 	// plain http or git://, and takes such logs_uri values on runs
 	// (httpapi.Config.AllowPrivateURLs).
@@ -70,7 +76,8 @@ type Config struct {
 // limits. Addr, DB and Logger are left to the caller.
 func DefaultConfig() Config {
 	return Config{Windows: dotlab.DefaultWindows, SettleEvery: time.Second,
-		AgentLimit: httpapi.DefaultAgentLimit(), AnonymousLimit: httpapi.DefaultAnonymousLimit()}
+		AgentLimit: httpapi.DefaultAgentLimit(), AnonymousLimit: httpapi.DefaultAnonymousLimit(),
+		Conns: DefaultConnLimits(), StreamsPerAddr: httpapi.DefaultStreamsPerAddr}
 }
 
 // Check reports the first setting `dotlab serve` cannot run with, naming
@@ -86,6 +93,10 @@ func (c Config) Check() error {
 		return errors.New("--settle-every must be a positive duration (e.g. 1s)")
 	case c.DrainDelay < 0 || c.ShutdownTimeout < 0:
 		return errors.New("--drain-delay and --shutdown-timeout must not be negative (e.g. 5s, 30s)")
+	case c.Conns.PerAddr < 0 || c.Conns.IdlePerAddr < 0 || c.StreamsPerAddr < 0:
+		return errors.New("--conn-per-addr, --conn-idle-per-addr and --streams-per-addr must not be negative (0 disables the first two)")
+	case c.Conns.HeaderTimeout < 0 || c.Conns.IdleTimeout < 0:
+		return errors.New("--header-timeout and --idle-timeout must not be negative (e.g. 10s, 2m)")
 	}
 	_, err := trustedProxies(c.TrustedProxies)
 	return err
@@ -135,12 +146,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	o := &ops{db: db, dialect: string(db.Dialect()), logger: cfg.Logger, metrics: metrics.New(metrics.Config{Clock: cfg.Clock, Version: cfg.Version,
 		Subscribers: api.Streams, DrawRoute: "GET /api/v1/jobs/next"})}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, srv, err := listen(cfg, o.handler(api))
 	if err != nil {
-		return fmt.Errorf("--addr %s: %w", cfg.Addr, err)
+		return err
 	}
-	srv := &http.Server{Handler: o.handler(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	w := cfg.Windows
 	cfg.Logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum)
 	if cfg.Ready != nil {
@@ -177,7 +186,7 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted,
+	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted, MaxStreamsPerAddr: cfg.StreamsPerAddr,
 		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages, Log: db.Log()})
 }
 

@@ -41,6 +41,7 @@ func newServeCmd() *cobra.Command {
 	f.Float64Var(&cfg.AnonymousLimit.PerSecond, "rate-anon", cfg.AnonymousLimit.PerSecond, "requests per second per client address without a key (0 disables)")
 	f.IntVar(&cfg.AnonymousLimit.Burst, "rate-anon-burst", cfg.AnonymousLimit.Burst, "burst per client address")
 	f.StringSliceVar(&cfg.TrustedProxies, "trusted-proxy", nil, "balancers in front of this server (CIDR or address, repeatable): their X-Forwarded-For names the client address the rate limit applies to")
+	cfg.ConnFlags(f)
 	f.StringVar(&cfg.LogOrigin, "log-origin", "", "the transparency log's origin and key name, e.g. dotlab.example.org/log (fixed at the first start; default a random dotlab.log/…)")
 	f.BoolVar(&cfg.AllowPrivateURLs, "allow-private-urls", false, "list manifests whose URLs name loopback or private addresses, plain http or git://, and take runs whose logs_uri is plain http or names such a host (a private deployment or the demo; its runners need --allow-private-urls too); link-local and cloud-metadata addresses, file:// and local paths are refused either way")
 	return cmd
