@@ -88,8 +88,8 @@ func openFDs() int {
 // floodResult is what one run of the attack measured.
 type floodResult struct {
 	held, serverFDs, failed, limited, requests int
-	p50, p99                          time.Duration // over the whole attack
-	heldP50, heldP99                  time.Duration // once every connection is opened and held
+	p50, p99                                   time.Duration // over the whole attack
+	heldP50, heldP99                           time.Duration // once every connection is opened and held
 }
 
 func percentiles(lat []time.Duration) (p50, p99 time.Duration) {
