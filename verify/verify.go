@@ -116,6 +116,7 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 	})
 	v.checkSignatures(ctx, rep, rs, only)
 	checkManifest(rep, rs)
+	checkChallenges(rep, rs)
 	if rs.run != nil {
 		checkComparisons(rep, rs)
 		v.checkLogs(ctx, rep, rs.run)
