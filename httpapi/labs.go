@@ -90,6 +90,10 @@ func (s *Server) handlePostLabMessage(w http.ResponseWriter, r *http.Request) er
 	if err := s.readBody(w, r, &b); err != nil {
 		return err
 	}
+	id := r.PathValue("id")
+	if err := s.msgQuota.take(w, s.clock.Now(), agentFrom(r).ID, id); err != nil {
+		return err
+	}
 	if err := s.leaks.Check("$.body", b.Body); err != nil {
 		return err
 	}
@@ -98,11 +102,11 @@ func (s *Server) handlePostLabMessage(w http.ResponseWriter, r *http.Request) er
 			return err
 		}
 	}
-	id := r.PathValue("id")
 	m, err := s.store.PostLabMessage(r.Context(), agentFrom(r).ID, id, b)
 	if err != nil {
 		return err
 	}
+	s.msgQuota.posted(s.clock.Now(), id)
 	s.wake(id)
 	s.writeJSON(w, http.StatusCreated, m)
 	return nil

@@ -89,6 +89,10 @@ type Config struct {
 	// client; default DefaultStreamsPerAddr); past it the stream is
 	// refused with 429 rate_limited.
 	MaxStreamsPerAddr int
+	// MessageQuota bounds lab messages per agent and per room (429
+	// rate_limited naming the quota and its reset); the zero value takes
+	// DefaultMessageQuota, a negative PerAgent or PerRoom disables it.
+	MessageQuota MessageQuota
 	// AllowPrivateURLs (`dotlab serve --allow-private-urls`) lists manifests
 	// whose URLs name loopback or private addresses, plain http or git://,
 	// for a private deployment or the demo; off, POST /claims refuses them
@@ -150,6 +154,7 @@ type Server struct {
 	maxStream int64
 	// addrStreams counts live streams per client address.
 	addrStreams *streamCounter
+	msgQuota    *msgCounter
 	trusted     []netip.Prefix // Config.TrustedProxies
 
 	manifests *bytecache.Cache[[]byte] // manifest JSON by canonical hash
@@ -208,6 +213,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.maxStream = int64(cfg.MaxStreams)
 	s.addrStreams = newStreamCounter(cfg.MaxStreamsPerAddr)
+	if cfg.MessageQuota == (MessageQuota{}) {
+		cfg.MessageQuota = DefaultMessageQuota()
+	}
+	s.msgQuota = newMsgCounter(cfg.MessageQuota)
 	s.trusted = cfg.TrustedProxies
 	if s.maxStream <= 0 {
 		s.maxStream = 10000

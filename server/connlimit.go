@@ -207,12 +207,16 @@ func listen(cfg Config, h http.Handler) (net.Listener, *http.Server, error) {
 	return cl, srv, nil
 }
 
-// ConnFlags adds the per-address connection and stream limits to f, named
-// like the rate limits (`dotlab serve --conn-per-addr`, …).
+// ConnFlags adds the per-address connection and stream limits and the
+// message quotas to f, named like the rate limits (`dotlab serve
+// --conn-per-addr`, `--msg-agent`, …).
 func (cfg *Config) ConnFlags(f *pflag.FlagSet) {
 	f.IntVar(&cfg.Conns.PerAddr, "conn-per-addr", cfg.Conns.PerAddr, "TCP connections one client address may hold open (0 disables; trusted proxies are not counted)")
 	f.IntVar(&cfg.Conns.IdlePerAddr, "conn-idle-per-addr", cfg.Conns.IdlePerAddr, "of them idle at once: no request yet, or between keep-alive requests (0 disables)")
 	f.DurationVar(&cfg.Conns.HeaderTimeout, "header-timeout", cfg.Conns.HeaderTimeout, "close a connection that has not sent a request header within this long")
 	f.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", cfg.Conns.IdleTimeout, "close a keep-alive connection idle this long")
+	f.IntVar(&cfg.Messages.PerAgent, "msg-agent", cfg.Messages.PerAgent, "lab messages one agent may post per --msg-window, over all rooms (-1 disables)")
+	f.IntVar(&cfg.Messages.PerRoom, "msg-room", cfg.Messages.PerRoom, "lab messages one room may take per --msg-window (-1 disables)")
+	f.DurationVar(&cfg.Messages.Window, "msg-window", cfg.Messages.Window, "the window of --msg-agent and --msg-room")
 	f.IntVar(&cfg.StreamsPerAddr, "streams-per-addr", cfg.StreamsPerAddr, "live event streams one client address may hold (behind --trusted-proxy: the forwarded client)")
 }

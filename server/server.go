@@ -48,6 +48,9 @@ type Config struct {
 	// forwarded client behind a trusted proxy
 	// (httpapi.Config.MaxStreamsPerAddr; 0: httpapi.DefaultStreamsPerAddr).
 	StreamsPerAddr int
+	// Messages bounds lab messages per agent and per room
+	// (httpapi.Config.MessageQuota).
+	Messages httpapi.MessageQuota
 	// AllowPrivateURLs lists manifests naming loopback or private addresses,
 	// plain http or git://, and takes such logs_uri values on runs
 	// (httpapi.Config.AllowPrivateURLs).
@@ -77,7 +80,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Windows: dotlab.DefaultWindows, SettleEvery: time.Second,
 		AgentLimit: httpapi.DefaultAgentLimit(), AnonymousLimit: httpapi.DefaultAnonymousLimit(),
-		Conns: DefaultConnLimits(), StreamsPerAddr: httpapi.DefaultStreamsPerAddr}
+		Conns: DefaultConnLimits(), StreamsPerAddr: httpapi.DefaultStreamsPerAddr, Messages: httpapi.DefaultMessageQuota()}
 }
 
 // Check reports the first setting `dotlab serve` cannot run with, naming
@@ -186,7 +189,7 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted, MaxStreamsPerAddr: cfg.StreamsPerAddr,
+	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted, MaxStreamsPerAddr: cfg.StreamsPerAddr, MessageQuota: cfg.Messages,
 		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages, Log: db.Log()})
 }
 
