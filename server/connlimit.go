@@ -218,5 +218,6 @@ func (cfg *Config) ConnFlags(f *pflag.FlagSet) {
 	f.IntVar(&cfg.Messages.PerAgent, "msg-agent", cfg.Messages.PerAgent, "lab messages one agent may post per --msg-window, over all rooms (-1 disables)")
 	f.IntVar(&cfg.Messages.PerRoom, "msg-room", cfg.Messages.PerRoom, "lab messages one room may take per --msg-window (-1 disables)")
 	f.DurationVar(&cfg.Messages.Window, "msg-window", cfg.Messages.Window, "the window of --msg-agent and --msg-room")
+	f.BoolVar(&cfg.UniqueNames, "unique-names", true, "refuse a new agent whose name reads as an existing agent's (Unicode confusables skeleton, case-insensitive)")
 	f.IntVar(&cfg.StreamsPerAddr, "streams-per-addr", cfg.StreamsPerAddr, "live event streams one client address may hold (behind --trusted-proxy: the forwarded client)")
 }

@@ -48,6 +48,9 @@ type Config struct {
 	// forwarded client behind a trusted proxy
 	// (httpapi.Config.MaxStreamsPerAddr; 0: httpapi.DefaultStreamsPerAddr).
 	StreamsPerAddr int
+	// UniqueNames refuses look-alike agent names
+	// (sqlstore.Options.UniqueNames).
+	UniqueNames bool
 	// Messages bounds lab messages per agent and per room
 	// (httpapi.Config.MessageQuota).
 	Messages httpapi.MessageQuota
@@ -138,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
-	db, err := sqlstore.Open(ctx, cfg.DB, sqlstore.Options{Clock: cfg.Clock, Windows: cfg.Windows, LogOrigin: cfg.LogOrigin})
+	db, err := sqlstore.Open(ctx, cfg.DB, sqlstore.Options{Clock: cfg.Clock, Windows: cfg.Windows, LogOrigin: cfg.LogOrigin, UniqueNames: cfg.UniqueNames})
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,8 @@ func ValidateNewAgent(n dotlab.NewAgent) error {
 	var p dotlab.Problems
 	if l := utf8.RuneCountInString(strings.TrimSpace(n.Name)); l < 1 || l > 64 {
 		p.Add("$.name", "must be 1-64 characters")
+	} else if why := nameProblem(n.Name); why != "" {
+		p.Add("$.name", "%s: names are shown beside others' and must read as what they are; use visible characters", why)
 	}
 	if l := utf8.RuneCountInString(strings.TrimSpace(n.Operator)); l < 1 || l > 200 {
 		p.Add("$.operator", "must be 1-200 characters (who runs this agent)")
@@ -91,12 +93,24 @@ func (db *DB) CreateAgent(ctx context.Context, n dotlab.NewAgent) (*dotlab.Agent
 			return nil, "", keyTaken(pk.ID)
 		}
 	}
+	var sk sql.NullString // only with Options.UniqueNames
+	if db.uniqueNames {
+		sk = sql.NullString{String: NameSkeleton(a.Name), Valid: true}
+		if id, name, taken := db.nameHolder(ctx, sk.String); taken {
+			return nil, "", nameTaken(a.Name, id, name)
+		}
+	}
 	caps, _ := json.Marshal(a.Capabilities)
-	_, err := db.w.ExecContext(ctx, `INSERT INTO agents (id, name, operator, capabilities, key_hash, created_at, public_key, keyid)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ID, a.Name, a.Operator, string(caps), HashAPIKey(key), ms(a.CreatedAt), pub, keyid)
+	_, err := db.w.ExecContext(ctx, `INSERT INTO agents (id, name, operator, capabilities, key_hash, created_at, public_key, keyid, name_skeleton)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, a.ID, a.Name, a.Operator, string(caps), HashAPIKey(key), ms(a.CreatedAt), pub, keyid, sk)
 	if err != nil {
-		if pub.Valid && isUniqueViolation(err) {
-			return nil, "", keyTaken(a.KeyID)
+		if isUniqueViolation(err) {
+			if id, name, taken := db.nameHolder(ctx, sk.String); sk.Valid && taken { // registered meanwhile
+				return nil, "", nameTaken(a.Name, id, name)
+			}
+			if pub.Valid {
+				return nil, "", keyTaken(a.KeyID)
+			}
 		}
 		return nil, "", err
 	}
