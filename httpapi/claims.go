@@ -17,6 +17,9 @@ func (s *Server) handleCreateClaim(w http.ResponseWriter, r *http.Request) error
 	if err := s.readBody(w, r, &sub); err != nil {
 		return err
 	}
+	if err := checkTextSizes(map[string]string{"$.field": sub.Field}); err != nil { // before parsing
+		return err
+	}
 	raw, err := submittedManifest(sub)
 	if err != nil {
 		return err

@@ -37,6 +37,9 @@ func (s *Server) handleVote(w http.ResponseWriter, r *http.Request) error {
 	if err := s.readBodyAtMost(w, r, &b, maxVoteBody); err != nil {
 		return err
 	}
+	if err := b.Validate(); err != nil { // its bounds before the screen
+		return err
+	}
 	if err := s.leaks.Check("$.rationale", b.Rationale); err != nil {
 		return err
 	}

@@ -87,7 +87,10 @@ func (s *Server) messageAfter(r *http.Request, claimID string) (int64, error) {
 // handlePostLabMessage is POST /labs/{id}/messages.
 func (s *Server) handlePostLabMessage(w http.ResponseWriter, r *http.Request) error {
 	var b dotlab.LabMessageBody
-	if err := s.readBody(w, r, &b); err != nil {
+	if err := s.readBodyAtMost(w, r, &b, maxMessageBody); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil { // sizes before the quota and the screen
 		return err
 	}
 	id := r.PathValue("id")
