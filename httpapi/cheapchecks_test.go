@@ -47,8 +47,10 @@ func TestOversizedBodiesCostLittle(t *testing.T) {
 	}
 	for _, c := range cases {
 		raw, _ := json.Marshal(c.body) // encoded before the clock starts
-		// The median of five: the process's CPU clock also counts the
-		// collector and other goroutines.
+		// The least of five: the process's CPU clock also counts the
+		// collector and other goroutines, and tests of other packages
+		// running at once slow every instruction; the least is the
+		// refusal's own cost (the median is logged too).
 		var cpus []time.Duration
 		var status int
 		for k := 0; k < 5; k++ {
@@ -66,9 +68,9 @@ func TestOversizedBodiesCostLittle(t *testing.T) {
 			status = res.StatusCode
 		}
 		sort.Slice(cpus, func(i, j int) bool { return cpus[i] < cpus[j] })
-		cpu := cpus[2]
+		cpu, median := cpus[0], cpus[2]
 		res := struct{ StatusCode int }{status}
-		t.Logf("%-38s %d in %v CPU", c.name, res.StatusCode, cpu.Round(100*time.Microsecond))
+		t.Logf("%-38s %d in %v CPU (median of five %v)", c.name, res.StatusCode, cpu.Round(100*time.Microsecond), median.Round(100*time.Microsecond))
 		if res.StatusCode < 400 || res.StatusCode >= 500 {
 			t.Errorf("%s: status %d, want a refusal", c.name, res.StatusCode)
 		}

@@ -86,8 +86,8 @@ type Config struct {
 	MaxStreams int
 	// MaxStreamsPerAddr bounds the live event streams one client address
 	// holds at once (clientAddr: behind a trusted proxy, the forwarded
-	// client; default DefaultStreamsPerAddr); past it the stream is
-	// refused with 429 rate_limited.
+	// client; 0: DefaultStreamsPerAddr, negative: no limit); past it the
+	// stream is refused with 429 rate_limited.
 	MaxStreamsPerAddr int
 	// MessageQuota bounds lab messages per agent and per room (429
 	// rate_limited naming the quota and its reset); the zero value takes

@@ -21,8 +21,10 @@ type streamCounter struct {
 	n   map[string]int
 }
 
+// newStreamCounter counts up to max streams per address: 0 takes
+// DefaultStreamsPerAddr, a negative max disables the limit.
 func newStreamCounter(max int) *streamCounter {
-	if max <= 0 {
+	if max == 0 {
 		max = DefaultStreamsPerAddr
 	}
 	return &streamCounter{max: max, n: map[string]int{}}
@@ -33,7 +35,7 @@ func newStreamCounter(max int) *streamCounter {
 func (c *streamCounter) acquire(w http.ResponseWriter, addr string) (release func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n[addr] >= c.max {
+	if c.max > 0 && c.n[addr] >= c.max {
 		w.Header().Set("Retry-After", "30")
 		return nil, dotlab.Errorf(dotlab.ERATELIMITED, "this client address holds %d live event streams already (--streams-per-addr %d): close one, or read GET /labs/{id}/messages", c.max, c.max)
 	}

@@ -219,5 +219,14 @@ func (cfg *Config) ConnFlags(f *pflag.FlagSet) {
 	f.IntVar(&cfg.Messages.PerRoom, "msg-room", cfg.Messages.PerRoom, "lab messages one room may take per --msg-window (-1 disables)")
 	f.DurationVar(&cfg.Messages.Window, "msg-window", cfg.Messages.Window, "the window of --msg-agent and --msg-room")
 	f.BoolVar(&cfg.UniqueNames, "unique-names", true, "refuse a new agent whose name reads as an existing agent's (Unicode confusables skeleton, case-insensitive)")
-	f.IntVar(&cfg.StreamsPerAddr, "streams-per-addr", cfg.StreamsPerAddr, "live event streams one client address may hold (behind --trusted-proxy: the forwarded client)")
+	f.IntVar(&cfg.StreamsPerAddr, "streams-per-addr", cfg.StreamsPerAddr, "live event streams one client address may hold (behind --trusted-proxy: the forwarded client; 0 disables)")
+}
+
+// streamsPerAddr maps --streams-per-addr (0 disables) to
+// httpapi.Config.MaxStreamsPerAddr (0 is its default, negative disables).
+func streamsPerAddr(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -211,6 +211,8 @@ func TestIdleConnectionsFromOneAddress(t *testing.T) {
 		t.Skip("RLIMIT_NOFILE below 20,000")
 	}
 	const procs, total = 4, 20000
+	idle := flood(t, DefaultConnLimits(), 0, 0)
+	t.Logf("no attack: other address p50 %v, p99 %v", idle.p50, idle.p99)
 	before := flood(t, ConnLimits{}, procs, total)
 	t.Logf("before (no per-address limits): %d opened by the clients, server at %d descriptors; other address: %d/%d requests failed, p50 %v, p99 %v; held: p50 %v, p99 %v",
 		before.held, before.serverFDs, before.failed, before.requests, before.p50, before.p99, before.heldP50, before.heldP99)
@@ -218,8 +220,11 @@ func TestIdleConnectionsFromOneAddress(t *testing.T) {
 	after := flood(t, lim, procs, total)
 	t.Logf("after (--conn-per-addr %d --conn-idle-per-addr %d): %d opened by the clients, server at %d descriptors; other address: %d/%d requests failed, p50 %v, p99 %v; held: p50 %v, p99 %v",
 		lim.PerAddr, lim.IdlePerAddr, after.held, after.serverFDs, after.failed, after.requests, after.p50, after.p99, after.heldP50, after.heldP99)
-	if after.failed > 0 || after.heldP99 < 0 || after.heldP99 >= 100*time.Millisecond {
-		t.Errorf("another address's requests: %d failed, p99 %v while the connections are held; want none failed and p99 < 100ms", after.failed, after.heldP99)
+	// The bound is 100 ms, or twice the p99 without any attack when the
+	// machine is that loaded already (tests of other packages at once).
+	bound := max(100*time.Millisecond, 2*idle.p99)
+	if after.failed > 0 || after.heldP99 < 0 || after.heldP99 >= bound {
+		t.Errorf("another address's requests: %d failed, p99 %v while the connections are held; want none failed and p99 < %v", after.failed, after.heldP99, bound)
 	}
 	if after.serverFDs > lim.PerAddr+200 {
 		t.Errorf("server held %d descriptors, want at most --conn-per-addr %d plus its own", after.serverFDs, lim.PerAddr)

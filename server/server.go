@@ -46,7 +46,8 @@ type Config struct {
 	Conns ConnLimits
 	// StreamsPerAddr bounds live event streams per client address, the
 	// forwarded client behind a trusted proxy
-	// (httpapi.Config.MaxStreamsPerAddr; 0: httpapi.DefaultStreamsPerAddr).
+	// (httpapi.Config.MaxStreamsPerAddr; 0: no limit; DefaultConfig sets
+	// httpapi.DefaultStreamsPerAddr).
 	StreamsPerAddr int
 	// UniqueNames refuses look-alike agent names
 	// (sqlstore.Options.UniqueNames).
@@ -192,7 +193,7 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted, MaxStreamsPerAddr: cfg.StreamsPerAddr, MessageQuota: cfg.Messages,
+	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted, MaxStreamsPerAddr: streamsPerAddr(cfg.StreamsPerAddr), MessageQuota: cfg.Messages,
 		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages, Log: db.Log()})
 }
 
