@@ -135,6 +135,19 @@ func TestFloodedRoomVerifies(t *testing.T) {
 	t.Logf("room of %d messages built in %v", n, time.Since(t0).Round(time.Millisecond))
 	e.start()
 
+	// The machine's own noise: the p99 of a request that does nothing
+	// much (GET /api/v1/status) under whatever else runs now.
+	var base []time.Duration
+	for i := 0; i < 100; i++ {
+		t1 := time.Now()
+		if res, err := http.Get(e.srv.URL + "/api/v1/status"); err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		base = append(base, time.Since(t1))
+	}
+	sort.Slice(base, func(i, j int) bool { return base[i] < base[j] })
+	baseP99 := base[99]
 	var total, maxBytes int
 	var maxTime time.Duration
 	pages, entries := 0, 0
@@ -173,9 +186,12 @@ func TestFloodedRoomVerifies(t *testing.T) {
 	}
 	// Time is asserted at the 99th percentile: on two cores shared with
 	// other tests a single answer can wait for the scheduler (the slowest
-	// is logged).
-	if p99 := times[len(times)*99/100]; maxBytes > apiv1.LogClaimPageBytes || p99 > 100*time.Millisecond {
-		t.Errorf("largest page %d bytes, p99 %v: want at most 1 MiB and 100 ms", maxBytes, p99)
+	// is logged); the bound is 100 ms, or the machine's own p99 (GET
+	// /status) plus 50 ms when it is that loaded already.
+	bound := max(100*time.Millisecond, baseP99+50*time.Millisecond)
+	t.Logf("GET /api/v1/status p99 %v now: page time bound %v", baseP99.Round(time.Microsecond), bound)
+	if p99 := times[len(times)*99/100]; maxBytes > apiv1.LogClaimPageBytes || p99 > bound {
+		t.Errorf("largest page %d bytes, p99 %v: want at most 1 MiB and %v", maxBytes, p99, bound)
 	}
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestVerifyHelperProcess$")
