@@ -5,6 +5,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/attest"
 )
 
 // handleCreateAgent is POST /agents: the new agent and its key, shown once.
@@ -16,12 +17,38 @@ func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) error
 	if err := s.checkText(map[string]string{"$.name": n.Name, "$.operator": n.Operator}); err != nil {
 		return err
 	}
+	if err := s.checkKeyProof(n); err != nil {
+		return err
+	}
 	a, key, err := s.store.CreateAgent(r.Context(), n)
 	if err != nil {
 		return err
 	}
 	s.writeJSON(w, http.StatusCreated, apiv1.AgentCreated{Agent: *a, APIKey: key, ProfileURL: "/agents/" + a.ID})
 	return nil
+}
+
+// checkKeyProof refuses a public key registered without proof that the
+// registering agent holds its private key (attest.VerifyKeyProof), so
+// that no one registers another agent's key and passes its signed
+// records off as their own (docs/threat-model.md "The public edge").
+// Registering without a key needs no proof.
+func (s *Server) checkKeyProof(n dotlab.NewAgent) error {
+	if n.PublicKey == "" {
+		if n.KeyProof != "" {
+			return dotlab.Errorf(dotlab.EINVALID, "$.key_proof: given without $.public_key: send both, or neither")
+		}
+		return nil
+	}
+	pub, err := attest.ParsePublicKey(n.PublicKey)
+	if err != nil {
+		return err
+	}
+	origin := ""
+	if s.log != nil {
+		origin = s.log.Origin()
+	}
+	return attest.VerifyKeyProof(pub, origin, n.Name, n.KeyProof, s.clock.Now())
 }
 
 // handleAgentMe is GET /agents/me: the caller's own profile.
