@@ -67,6 +67,11 @@ type NewAgent struct {
 	// authorized_keys form ("ssh-ed25519 AAAA…"); `dotlab agent register`
 	// generates one. It cannot be changed later.
 	PublicKey string `json:"public_key,omitempty"`
+	// KeyProof, required with PublicKey, proves that the registering agent
+	// holds the key's private half: "<unix seconds>.<base64 Ed25519
+	// signature>" over the server's log origin, the time, Name and
+	// PublicKey (attest.Key.KeyProof; docs/verification.md §7).
+	KeyProof string `json:"key_proof,omitempty"`
 }
 
 // Roles an agent can hold on a claim. An agent holds at most one role per

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/internal/termsafe"
 )
 
 // Decision is a reviewer's vote with its rationale.
@@ -67,12 +68,13 @@ func (a *Agent) ReviewOnce(ctx context.Context) (string, error) {
 // by side per target, the run's and each challenge's rerun values, matches
 // and the per-target differences the server computed.
 func ShowDispute(w io.Writer, d *dotlab.Dispute) {
-	fmt.Fprintf(w, "dispute %s: %q (%s)\n", d.ID, d.Claim.Title, d.Claim.State)
-	fmt.Fprintf(w, "run %s by %s: %s\n", d.Run.ID, d.Run.RunnerID, d.Run.Outcome)
+	t := termsafe.Text
+	fmt.Fprintf(w, "dispute %s: %q (%s)\n", t(d.ID), d.Claim.Title, t(string(d.Claim.State)))
+	fmt.Fprintf(w, "run %s by %s: %s\n", t(d.Run.ID), t(d.Run.RunnerID), t(string(d.Run.Outcome)))
 	for _, ch := range d.Challenges {
-		fmt.Fprintf(w, "challenge %s by %s: %s (agrees: %v)\n", ch.ID, ch.ChallengerID, ch.Outcome, ch.Agrees)
+		fmt.Fprintf(w, "challenge %s by %s: %s (agrees: %v)\n", t(ch.ID), t(ch.ChallengerID), t(string(ch.Outcome)), ch.Agrees)
 		if ch.Notes != "" {
-			fmt.Fprintf(w, "  notes: %s\n", ch.Notes)
+			fmt.Fprintf(w, "  notes: %s\n", t(ch.Notes))
 		}
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -85,13 +87,13 @@ func ShowDispute(w io.Writer, d *dotlab.Dispute) {
 					pub, allowed = string(c.Published), string(c.Allowed)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t±%s\t%s\t%v\t%s\t%v\t%s\n", df.Name, pub, allowed, df.Runner, df.RunnerMatch, df.Challenger, df.ChallengerMatch, df.Delta)
+			fmt.Fprintf(tw, "%s\t%s\t±%s\t%s\t%v\t%s\t%v\t%s\n", t(df.Name), t(pub), t(allowed), t(string(df.Runner)), df.RunnerMatch, t(string(df.Challenger)), df.ChallengerMatch, t(string(df.Delta)))
 		}
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "votes so far: %d of %d\n", len(d.Votes), d.Quorum)
 	for _, v := range d.Votes {
-		fmt.Fprintf(w, "  %s: %s — %s\n", v.ReviewerID, v.Vote, v.Rationale)
+		fmt.Fprintf(w, "  %s: %s — %s\n", t(v.ReviewerID), t(string(v.Vote)), t(v.Rationale))
 	}
 }
 

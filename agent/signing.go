@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
@@ -30,12 +31,38 @@ func RegisterSigned(ctx context.Context, c *client.Client, n dotlab.NewAgent) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	n.PublicKey = k.Public().Authorized
+	if err := WithKeyProof(ctx, c, &n, k); err != nil {
+		return nil, nil, err
+	}
 	a, err := c.Register(ctx, n)
 	if err != nil {
 		return nil, nil, err
 	}
 	return a, k, nil
+}
+
+// WithKeyProof sets n's public key to k's and its key proof for c's
+// server: the server's log origin and time (GET /status), signed with
+// k with the name and key (attest.Key.KeyProof), which the server demands
+// of a registration with a key (docs/verification.md §7).
+func WithKeyProof(ctx context.Context, c *client.Client, n *dotlab.NewAgent, k *attest.Key) error {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	origin := ""
+	if st.Log != nil {
+		origin = st.Log.Origin
+	}
+	// The server's own time (GET /status time) is signed: its clock
+	// decides freshness, whatever this machine's says.
+	at, err := time.Parse(time.RFC3339Nano, st.Time)
+	if err != nil {
+		at = dotlab.SystemClock{}.Now()
+	}
+	n.PublicKey = k.Public().Authorized
+	n.KeyProof = k.KeyProof(origin, n.Name, at)
+	return nil
 }
 
 // keyPath is where a key is kept: <config dir>/keys/<hex SHA-256 of the
@@ -75,7 +102,10 @@ func Register(ctx context.Context, c *client.Client, n dotlab.NewAgent, replace 
 	if err != nil {
 		return nil, "", fmt.Errorf("store the signing key: %w", err)
 	}
-	n.PublicKey = k.Public().Authorized
+	if err := WithKeyProof(ctx, c, &n, k); err != nil {
+		os.Remove(kp)
+		return nil, "", err
+	}
 	a, err := c.Register(ctx, n)
 	if err != nil {
 		os.Remove(kp)

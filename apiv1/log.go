@@ -27,15 +27,29 @@ type LogEntry struct {
 	InclusionProof []string `json:"inclusion_proof"`
 }
 
-// LogClaim is GET /log/claims/{id}: every entry of a claim's records below
-// TreeSize, in log order, each with its inclusion proof, and the root hash
-// of that tree.
+// LogClaim is GET /log/claims/{id}: one page of the entries of a claim's
+// records below TreeSize, in log order, from log index ?from= on (default
+// 0), each with its inclusion proof, and the root hash of that tree. A
+// page holds at most ?limit= entries (default and most LogClaimPageEntries)
+// and at most LogClaimPageBytes of JSON; Next, when set, is the path and
+// query of the next page (same tree size, NextFrom the log index to go on
+// from) and is absent on the last page.
 type LogClaim struct {
 	ClaimID  string     `json:"claim_id"`
 	TreeSize int64      `json:"tree_size"`
 	RootHash string     `json:"root_hash"`
 	Entries  []LogEntry `json:"entries"`
+	Next     string     `json:"next,omitempty"`
+	NextFrom int64      `json:"next_from,omitempty"`
 }
+
+// Bounds of one page of GET /log/claims/{id} (docs/threat-model.md
+// "Spam and denial of service": one answer costs the same whatever the
+// size of the claim's room).
+const (
+	LogClaimPageEntries = 128
+	LogClaimPageBytes   = 1 << 20
+)
 
 // LogConsistency is GET /log/consistency?from=M&to=N: the RFC 6962
 // consistency proof from the tree of size From to the tree of size To.

@@ -8,6 +8,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/protocol"
 )
 
 // handleCreateClaim is POST /claims: decode the manifest (parse and
@@ -16,6 +17,9 @@ import (
 func (s *Server) handleCreateClaim(w http.ResponseWriter, r *http.Request) error {
 	var sub apiv1.ClaimSubmission
 	if err := s.readBody(w, r, &sub); err != nil {
+		return err
+	}
+	if err := protocol.CheckTextSizes(map[string]string{"$.field": sub.Field}); err != nil { // before parsing
 		return err
 	}
 	raw, err := submittedManifest(sub)

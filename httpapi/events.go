@@ -273,6 +273,11 @@ func (s *Server) handleLabEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.addrStreams.acquire(w, clientAddr(r, s.trusted))
+	if err != nil {
+		return err
+	}
+	defer release()
 	if n := s.streams.Add(1); n > s.maxStream {
 		s.streams.Add(-1)
 		w.Header().Set("Retry-After", "30")

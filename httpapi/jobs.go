@@ -45,7 +45,7 @@ func (s *Server) handleAcceptJob(w http.ResponseWriter, r *http.Request) error {
 // any other reason, {} or an empty body declines as reasonless.
 func (s *Server) handleDeclineJob(w http.ResponseWriter, r *http.Request) error {
 	var b apiv1.DeclineBody
-	if err := s.readOptionalBody(w, r, &b); err != nil {
+	if err := s.readOptionalBody(w, r, &b, maxDeclineBody); err != nil {
 		if dotlab.ErrorCode(err) == dotlab.EINVALID {
 			return &dotlab.Error{Code: dotlab.EINVALID, Detail: append(dotlab.ErrorLines(err),
 				`$: decline with no body, {} or {"reason": "<any text>"}; {"reason": "capability_mismatch"} costs nothing`)}

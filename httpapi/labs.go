@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -87,19 +86,18 @@ func (s *Server) messageAfter(r *http.Request, claimID string) (int64, error) {
 // handlePostLabMessage is POST /labs/{id}/messages.
 func (s *Server) handlePostLabMessage(w http.ResponseWriter, r *http.Request) error {
 	var b dotlab.LabMessageBody
-	if err := s.readBody(w, r, &b); err != nil {
+	if err := s.readBodyAtMost(w, r, &b, maxMessageBody); err != nil {
 		return err
 	}
-	if err := s.leaks.Check("$.body", b.Body); err != nil {
+	if err := b.Validate(); err != nil { // sizes before the rest (the protocol step checks them too)
 		return err
-	}
-	for i, ref := range b.Refs {
-		if err := s.leaks.Check(fmt.Sprintf("$.refs[%d]", i), ref); err != nil {
-			return err
-		}
 	}
 	id := r.PathValue("id")
 	m, err := s.store.PostLabMessage(r.Context(), agentFrom(r).ID, id, b)
+	if dotlab.ErrorCode(err) == dotlab.ERATELIMITED { // a message quota
+		now := s.clock.Now()
+		w.Header().Set("Retry-After", strconv.Itoa(int(s.msgQuota.Reset(now).Sub(now).Seconds())+1))
+	}
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
@@ -99,28 +102,69 @@ func (s *Server) handleLogEntry(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleLogClaim is GET /log/claims/{id}?tree_size=N: every entry of the
-// claim below N with its inclusion proof.
+// handleLogClaim is GET /log/claims/{id}?tree_size=N&from=I&limit=L: one
+// page of the claim's entries below N from log index I on, each with its
+// inclusion proof, at most L entries (default and most
+// apiv1.LogClaimPageEntries) and apiv1.LogClaimPageBytes of JSON (one
+// entry more than fits is left to the next page), and the next page's
+// link. Without from and limit it is the first page: a client that reads
+// one answer sees the first entries and a next link.
 func (s *Server) handleLogClaim(w http.ResponseWriter, r *http.Request) error {
 	size, err := s.treeSize(r)
 	if err != nil {
 		return err
 	}
+	from, err := queryInt(r, "from")
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit")
+	if err != nil {
+		return err
+	}
+	if limit > apiv1.LogClaimPageEntries {
+		return dotlab.Errorf(dotlab.EINVALID, "limit: at most %d entries per page", apiv1.LogClaimPageEntries)
+	}
+	if limit == 0 {
+		limit = apiv1.LogClaimPageEntries
+	}
 	root, err := s.log.TreeHash(r.Context(), size)
 	if err != nil {
 		return err
 	}
-	es, err := s.log.ClaimEntries(r.Context(), r.PathValue("id"), size)
+	id := r.PathValue("id")
+	// One entry more than the page tells whether there is a next page.
+	es, err := s.log.ClaimEntriesPage(r.Context(), id, size, from, int(limit)+1)
 	if err != nil {
 		return err
 	}
-	out := apiv1.LogClaim{ClaimID: r.PathValue("id"), TreeSize: size, RootHash: b64(root), Entries: []apiv1.LogEntry{}}
-	for _, e := range es {
-		le, err := s.logEntry(r, e, size)
+	out := apiv1.LogClaim{ClaimID: id, TreeSize: size, RootHash: b64(root), Entries: []apiv1.LogEntry{}}
+	page := es[:min(len(es), int(limit))]
+	idx := make([]int64, len(page))
+	for i, e := range page {
+		idx[i] = e.Index
+	}
+	proofs, err := s.log.InclusionProofs(r.Context(), idx, size)
+	if err != nil {
+		return err
+	}
+	used := 512 // the envelope and the next link
+	for i, e := range page {
+		le := apiv1.LogEntry{Index: e.Index, Type: string(e.Type), ID: e.ID, Entry: string(e.Data), LeafHash: b64(tlog.RecordHash(e.Data)),
+			TreeSize: size, InclusionProof: b64s(proofs[i])}
+		b, err := json.Marshal(le)
 		if err != nil {
 			return err
 		}
+		if used+len(b)+1 > apiv1.LogClaimPageBytes && i > 0 {
+			break
+		}
+		used += len(b) + 1
 		out.Entries = append(out.Entries, le)
+	}
+	if n := len(out.Entries); n < len(es) {
+		out.NextFrom = es[n].Index
+		out.Next = fmt.Sprintf("/api/v1/log/claims/%s?tree_size=%d&from=%d&limit=%d", url.PathEscape(id), size, out.NextFrom, limit)
 	}
 	s.writeJSON(w, http.StatusOK, out)
 	return nil

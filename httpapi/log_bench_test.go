@@ -70,6 +70,7 @@ func writeCycles(b *testing.B, lk *leakcheck.Checker, engine sqlstore.Dialect, n
 	reg := dotlab.NewAgent{Name: "runner", Operator: "bench", Capabilities: []string{}}
 	if signed {
 		reg.PublicKey = key.Public().Authorized
+		reg.KeyProof = key.KeyProof(db.Log().Origin(), reg.Name, clock.Now())
 	}
 	created, err := c.Register(ctx, reg)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/strictjson"
 )
 
@@ -20,9 +21,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 // readOptionalBody is readBody for a body that may be left out: an empty
-// (or all-whitespace) body leaves v as it is.
-func (s *Server) readOptionalBody(w http.ResponseWriter, r *http.Request, v any) error {
-	data, err := s.readAll(w, r)
+// (or all-whitespace) body leaves v as it is; the body limit is lowered
+// to limit bytes (readBodyAtMost).
+func (s *Server) readOptionalBody(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	data, err := s.readLimited(w, r, min(limit, s.maxBody))
 	if err != nil || len(bytes.TrimSpace(data)) == 0 {
 		return err
 	}
@@ -45,9 +47,13 @@ func (s *Server) readRawBody(w http.ResponseWriter, r *http.Request, v any) ([]b
 // that parsing what they are sent costs little (docs/protocol.md §11): a
 // registration (anonymous) and a vote (a rationale of at most 2,000
 // characters, signed or not).
+// A lab message (1,499 characters and 50 refs of at most 500, JSON-escaped
+// at worst) and a decline (a reason of at most 2,000 bytes) are small too.
 const (
-	maxAgentBody = 16 << 10
-	maxVoteBody  = 64 << 10
+	maxAgentBody   = 16 << 10
+	maxVoteBody    = 64 << 10
+	maxMessageBody = 256 << 10
+	maxDeclineBody = 16 << 10
 )
 
 // readBodyAtMost is readBody with the body limit lowered to limit bytes
@@ -94,7 +100,11 @@ func (s *Server) decode(data []byte, v any) error {
 
 // checkText rejects public text fields (path → text) that look like keys or
 // tokens; everything a client sends that others can read goes through it.
+// A field over its protocol step's size bound (protocol.CheckTextSizes) is refused first, unscreened.
 func (s *Server) checkText(fields map[string]string) error {
+	if err := protocol.CheckTextSizes(fields); err != nil {
+		return err
+	}
 	for _, path := range dotlab.SortedKeys(fields) {
 		if text := fields[path]; text != "" {
 			if err := s.leaks.Check(path, text); err != nil {

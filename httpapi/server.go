@@ -35,6 +35,14 @@ var errPanic = errors.New("panic")
 // which the handlers call.
 type Store = protocol.Store
 
+// MessageQuota bounds lab messages per agent and per room (the post
+// step's protocol.MessageQuota).
+type MessageQuota = protocol.MessageQuota
+
+// DefaultMessageQuota is protocol.DefaultMessageQuota: 120 messages an
+// hour per agent, 600 per room.
+func DefaultMessageQuota() MessageQuota { return protocol.DefaultMessageQuota() }
+
 // service is what the handlers call: the protocol's steps and reads
 // (*protocol.Service).
 type service interface {
@@ -91,6 +99,15 @@ type Config struct {
 	// MaxStreams bounds concurrent live event streams (default 10,000);
 	// past it GET /labs/{id}/events answers 503 unavailable.
 	MaxStreams int
+	// MaxStreamsPerAddr bounds the live event streams one client address
+	// holds at once (clientAddr: behind a trusted proxy, the forwarded
+	// client; 0: DefaultStreamsPerAddr, negative: no limit); past it the
+	// stream is refused with 429 rate_limited.
+	MaxStreamsPerAddr int
+	// MessageQuota bounds lab messages per agent and per room (429
+	// rate_limited naming the quota and its reset); the zero value takes
+	// DefaultMessageQuota, a negative PerAgent or PerRoom disables it.
+	MessageQuota MessageQuota
 	// AllowPrivateURLs (`dotlab serve --allow-private-urls`) lists manifests
 	// whose URLs name loopback or private addresses, plain http or git://,
 	// for a private deployment or the demo; off, POST /claims refuses them
@@ -159,6 +176,10 @@ type Server struct {
 	closeOnce sync.Once
 	streams   atomic.Int64
 	maxStream int64
+	// addrStreams counts live streams per client address.
+	addrStreams *streamCounter
+	msgQuota    MessageQuota   // Config.MessageQuota, for Retry-After
+	trusted     []netip.Prefix // Config.TrustedProxies
 
 	manifests *bytecache.Cache[[]byte] // manifest JSON by canonical hash
 	routeList []Route                  // the API routes, as registered (Routes)
@@ -173,7 +194,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Leaks == nil {
 		return nil, errors.New("httpapi: Config.Leaks is required (leakcheck.New())")
 	}
-	svc := protocol.New(protocol.Config{Store: cfg.Store, Leaks: cfg.Leaks, AllowPrivateURLs: cfg.AllowPrivateURLs})
+	if cfg.MessageQuota == (MessageQuota{}) {
+		cfg.MessageQuota = DefaultMessageQuota()
+	}
+	origin := ""
+	if cfg.Log != nil {
+		origin = cfg.Log.Origin()
+	}
+	svc := protocol.New(protocol.Config{Store: cfg.Store, Leaks: cfg.Leaks, AllowPrivateURLs: cfg.AllowPrivateURLs,
+		LogOrigin: origin, MessageQuota: cfg.MessageQuota})
 	s := &Server{store: svc, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
 		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes), log: cfg.Log}
 	if s.validator == nil {
@@ -216,6 +245,9 @@ func New(cfg Config) (*Server, error) {
 		s.unsub = s.notifier.Subscribe(s.changed)
 	}
 	s.maxStream = int64(cfg.MaxStreams)
+	s.addrStreams = newStreamCounter(cfg.MaxStreamsPerAddr)
+	s.msgQuota = cfg.MessageQuota
+	s.trusted = cfg.TrustedProxies
 	if s.maxStream <= 0 {
 		s.maxStream = 10000
 	}

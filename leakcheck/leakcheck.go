@@ -116,7 +116,7 @@ type Checker struct {
 func New() (*Checker, error) {
 	v := viper.New()
 	v.SetConfigType("toml")
-	if err := v.ReadConfig(strings.NewReader(config.DefaultConfig + dotlabRules)); err != nil {
+	if err := v.ReadConfig(strings.NewReader(config.DefaultConfig + dotlabRules + walletRules)); err != nil {
 		return nil, fmt.Errorf("gitleaks config: %w", err)
 	}
 	var vc config.ViperConfig
@@ -201,6 +201,9 @@ func (c *Checker) rules(text string) ([]string, error) {
 		for _, p := range pieces(v) {
 			if fs := det.DetectString(p); len(fs) > 0 {
 				return ruleIDs(fs), nil
+			}
+			if id := walletSecret(p); id != "" {
+				return []string{id}, nil
 			}
 		}
 	}

@@ -50,7 +50,11 @@ var servingRE = regexp.MustCompile(`msg="dotlab serving" addr=(\S+)`)
 // until it listens.
 func serve(t *testing.T, bin, addr, db string) *proc {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", addr, "--db", db, "--rate-agent", "0", "--rate-anon", "0")
+	// One client address holds every subscriber and one agent posts every
+	// message: the per-address and per-agent limits are lifted with the
+	// rate limits.
+	cmd := exec.Command(bin, "serve", "--addr", addr, "--db", db, "--rate-agent", "0", "--rate-anon", "0",
+		"--conn-per-addr", "0", "--conn-idle-per-addr", "0", "--streams-per-addr", "0", "--msg-agent", "-1", "--msg-room", "-1")
 	pr, pw := io.Pipe()
 	p := &proc{cmd: cmd, log: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr, cmd.Stdout = pw, pw

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/store"
@@ -81,11 +82,15 @@ func joinWrite(c *dotlab.Claim, agentID, role, held string) (*store.MemberWrite,
 
 // PostLabMessage is the post step (docs/protocol.md §8): a message in the
 // room of claimID. In order: the body (dotlab.LabMessageBody.Validate);
-// the claim; the caller is a member, or the claim's submitter, who becomes
+// the message quotas (Config.MessageQuota: ERATELIMITED); the claim; the caller is a member, or the claim's submitter, who becomes
 // one by posting (ENOTMEMBER otherwise, with the step that lets it post);
-// `to` is "all" or a registered agent. The message's digest is logged.
+// `to` is "all" or a registered agent; the secret screen of its body and
+// refs. The message's digest is logged.
 func (s *Service) PostLabMessage(ctx context.Context, agentID, claimID string, b dotlab.LabMessageBody) (*dotlab.LabMessage, error) {
 	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.quota.take(s.Store.Now(), agentID, claimID); err != nil {
 		return nil, err
 	}
 	c, err := s.findClaim(ctx, claimID)
@@ -94,6 +99,9 @@ func (s *Service) PostLabMessage(ctx context.Context, agentID, claimID string, b
 	}
 	submitter, err := s.mayPost(ctx, c, agentID)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.screenMessage(b); err != nil {
 		return nil, err
 	}
 	if b.To != "all" {
@@ -111,7 +119,17 @@ func (s *Service) PostLabMessage(ctx context.Context, agentID, claimID string, b
 	if err != nil {
 		return nil, err
 	}
+	s.quota.posted(s.Store.Now(), claimID)
 	return m, nil
+}
+
+// screenMessage screens what a message makes public: its body and refs.
+func (s *Service) screenMessage(b dotlab.LabMessageBody) error {
+	fields := map[string]string{"$.body": b.Body}
+	for i, ref := range b.Refs {
+		fields[fmt.Sprintf("$.refs[%d]", i)] = ref
+	}
+	return s.screenText(fields)
 }
 
 // mayPost checks that agentID may post in the room of c: a member may; the

@@ -74,6 +74,13 @@ type Config struct {
 	// name a loopback or private host (a private deployment, the demo,
 	// tests); off, it must be https on a public host (checkLogsURI).
 	AllowPrivateURLs bool
+	// LogOrigin is the transparency log's origin (translog.Log.Origin; ""
+	// for a server without a log): the server's part of the message a key
+	// proof signs at registration (attest.VerifyKeyProof).
+	LogOrigin string
+	// MessageQuota bounds the lab messages the post step takes per agent
+	// and per room (MessageQuota); the zero value takes none.
+	MessageQuota MessageQuota
 }
 
 var _ dotlab.AgentService = (*Service)(nil)
@@ -85,6 +92,8 @@ type Service struct {
 	Store
 	leaks   LeakChecker
 	private bool
+	origin  string      // Config.LogOrigin
+	quota   *msgCounter // Config.MessageQuota
 }
 
 // New returns the protocol service on cfg.Store. A Config without Leaks
@@ -93,7 +102,8 @@ func New(cfg Config) *Service {
 	if cfg.Leaks == nil && !cfg.Unscreened {
 		panic("protocol: Config.Leaks is required (leakcheck.New()), or Unscreened")
 	}
-	return &Service{Store: cfg.Store, leaks: cfg.Leaks, private: cfg.AllowPrivateURLs}
+	return &Service{Store: cfg.Store, leaks: cfg.Leaks, private: cfg.AllowPrivateURLs, origin: cfg.LogOrigin,
+		quota: newMsgCounter(cfg.MessageQuota)}
 }
 
 // now is the store's clock, to the millisecond the store keeps.

@@ -5,9 +5,40 @@ import (
 	"github.com/dotlab/dotlab/internal/netpolicy"
 )
 
+// textLimits bound, in bytes, the public text fields the steps screen:
+// the protocol's own limits where it has one (notes), else generous
+// bounds no honest client reaches. They are checked for every field
+// before any is screened: the screen costs seconds for 1 MiB, a length
+// check nothing (docs/threat-model.md "The public edge": cheap checks
+// first).
+var textLimits = map[string]int{
+	"$.notes":    dotlab.MaxNotes,
+	"$.reason":   2000,
+	"$.field":    200,
+	"$.name":     256,
+	"$.operator": 800,
+	"$.manifest": 256 << 10,
+}
+
+// CheckTextSizes refuses the first field (path → text, in path order)
+// over its textLimits bound: EINVALID naming the field, its size and the
+// bound.
+func CheckTextSizes(fields map[string]string) error {
+	for _, path := range dotlab.SortedKeys(fields) {
+		if max, ok := textLimits[path]; ok && len(fields[path]) > max {
+			return dotlab.Errorf(dotlab.EINVALID, "%s: is %d bytes; at most %d", path, len(fields[path]), max)
+		}
+	}
+	return nil
+}
+
 // screenText rejects public text fields (path → text) that look like keys
-// or tokens (Config.Leaks), in path order.
+// or tokens (Config.Leaks), in path order; a field over its textLimits
+// bound is refused first, unscreened.
 func (s *Service) screenText(fields map[string]string) error {
+	if err := CheckTextSizes(fields); err != nil {
+		return err
+	}
 	if s.leaks == nil {
 		return nil
 	}

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"time"
@@ -43,6 +42,20 @@ type Config struct {
 	// the client address their X-Forwarded-For names
 	// (httpapi.Config.TrustedProxies; docs/deploy.md "Rate limits").
 	TrustedProxies []string
+	// Conns bound connections per client address (ConnLimits; zero
+	// timeouts take DefaultConnLimits' values).
+	Conns ConnLimits
+	// StreamsPerAddr bounds live event streams per client address, the
+	// forwarded client behind a trusted proxy
+	// (httpapi.Config.MaxStreamsPerAddr; 0: no limit; DefaultConfig sets
+	// httpapi.DefaultStreamsPerAddr).
+	StreamsPerAddr int
+	// UniqueNames refuses look-alike agent names
+	// (sqlstore.Options.UniqueNames).
+	UniqueNames bool
+	// Messages bounds lab messages per agent and per room
+	// (httpapi.Config.MessageQuota).
+	Messages httpapi.MessageQuota
 	// AllowPrivateURLs lists manifests naming loopback or private addresses,
 	// plain http or git://, and takes such logs_uri values on runs
 	// (httpapi.Config.AllowPrivateURLs).
@@ -71,7 +84,8 @@ type Config struct {
 // limits. Addr, DB and Logger are left to the caller.
 func DefaultConfig() Config {
 	return Config{Windows: dotlab.DefaultWindows, SettleEvery: time.Second,
-		AgentLimit: httpapi.DefaultAgentLimit(), AnonymousLimit: httpapi.DefaultAnonymousLimit()}
+		AgentLimit: httpapi.DefaultAgentLimit(), AnonymousLimit: httpapi.DefaultAnonymousLimit(),
+		Conns: DefaultConnLimits(), StreamsPerAddr: httpapi.DefaultStreamsPerAddr, Messages: httpapi.DefaultMessageQuota()}
 }
 
 // Check reports the first setting the server cannot run with, naming the
@@ -87,6 +101,10 @@ func (c Config) Check() error {
 		return errors.New("the settlement period must be a positive duration (e.g. 1s)")
 	case c.DrainDelay < 0 || c.ShutdownTimeout < 0:
 		return errors.New("the drain delay and the shutdown timeout must not be negative (e.g. 5s, 30s)")
+	case c.Conns.PerAddr < 0 || c.Conns.IdlePerAddr < 0 || c.StreamsPerAddr < 0:
+		return errors.New("the per-address connection limits must not be negative (0 disables the connection and idle-connection limits)")
+	case c.Conns.HeaderTimeout < 0 || c.Conns.IdleTimeout < 0:
+		return errors.New("the header and idle timeouts must not be negative (e.g. 10s, 2m)")
 	}
 	_, err := trustedProxies(c.TrustedProxies)
 	return err
@@ -125,7 +143,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
-	db, err := sqlstore.Open(ctx, cfg.DB, sqlstore.Options{Clock: cfg.Clock, Windows: cfg.Windows, LogOrigin: cfg.LogOrigin})
+	db, err := sqlstore.Open(ctx, cfg.DB, sqlstore.Options{Clock: cfg.Clock, Windows: cfg.Windows, LogOrigin: cfg.LogOrigin, UniqueNames: cfg.UniqueNames})
 	if err != nil {
 		return err
 	}
@@ -136,12 +154,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	o := &ops{db: db, dialect: string(db.Dialect()), logger: cfg.Logger, metrics: metrics.New(metrics.Config{Clock: cfg.Clock, Version: cfg.Version,
 		Subscribers: api.Streams, DrawRoute: "GET /api/v1/jobs/next"})}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, srv, err := listen(cfg, o.handler(api))
 	if err != nil {
 		return fmt.Errorf("listen address %s: %w", cfg.Addr, err)
 	}
-	srv := &http.Server{Handler: o.handler(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	w := cfg.Windows
 	cfg.Logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum)
 	if cfg.Ready != nil {
@@ -178,7 +194,7 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted,
+	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted, MaxStreamsPerAddr: streamsPerAddr(cfg.StreamsPerAddr), MessageQuota: cfg.Messages,
 		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages, Log: db.Log()})
 }
 

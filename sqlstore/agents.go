@@ -22,7 +22,9 @@ func HashAPIKey(key string) string {
 
 // AddAgent stores a registration (store.AgentWrite) with the hash of its
 // API key; a public key registered to another agent is ECONFLICT at
-// $.public_key.
+// $.public_key. With Options.UniqueNames the name's skeleton
+// (NameSkeleton) is stored too, and a name whose skeleton another agent
+// holds is EDUPLICATE at $.name naming the holder.
 func (db *DB) AddAgent(ctx context.Context, w store.AgentWrite) error {
 	a := w.Agent
 	var pub, keyid sql.NullString
@@ -33,11 +35,23 @@ func (db *DB) AddAgent(ctx context.Context, w store.AgentWrite) error {
 			return keyTaken(a.KeyID)
 		}
 	}
+	var sk sql.NullString // only with Options.UniqueNames
+	if db.uniqueNames {
+		sk = sql.NullString{String: NameSkeleton(a.Name), Valid: true}
+		if id, name, taken := db.nameHolder(ctx, sk.String); taken {
+			return nameTaken(a.Name, id, name)
+		}
+	}
 	caps, _ := json.Marshal(a.Capabilities)
-	_, err := db.w.ExecContext(ctx, `INSERT INTO agents (id, name, operator, capabilities, key_hash, created_at, public_key, keyid)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, a.ID, a.Name, a.Operator, string(caps), HashAPIKey(w.APIKey), ms(a.CreatedAt), pub, keyid)
-	if pub.Valid && isUniqueViolation(err) {
-		return keyTaken(a.KeyID)
+	_, err := db.w.ExecContext(ctx, `INSERT INTO agents (id, name, operator, capabilities, key_hash, created_at, public_key, keyid, name_skeleton)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, a.ID, a.Name, a.Operator, string(caps), HashAPIKey(w.APIKey), ms(a.CreatedAt), pub, keyid, sk)
+	if isUniqueViolation(err) {
+		if id, name, taken := db.nameHolder(ctx, sk.String); sk.Valid && taken { // registered meanwhile
+			return nameTaken(a.Name, id, name)
+		}
+		if pub.Valid {
+			return keyTaken(a.KeyID)
+		}
 	}
 	return err
 }

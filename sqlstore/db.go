@@ -58,6 +58,11 @@ type Options struct {
 	// NoLog switches the transparency log off: records are written without
 	// entries (benchmarks compare the two; a server always logs).
 	NoLog bool
+	// UniqueNames refuses a new agent whose name has the confusables
+	// skeleton of an existing agent's (NameSkeleton; 409 duplicate), and
+	// gives agents registered without one theirs at Open. `dotlab serve`
+	// sets it (--unique-names, on by default).
+	UniqueNames bool
 }
 
 // DB is an open store. It is safe for concurrent use.
@@ -79,6 +84,8 @@ type DB struct {
 
 	log *translog.Log // nil when Options.NoLog
 
+	uniqueNames bool // Options.UniqueNames
+
 	schema schemaCheck // SchemaVersion's goose provider (ready.go)
 	notes  *announcer  // subscribers and pending announcements (notify.go)
 }
@@ -94,7 +101,8 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 	if opt.Windows == (dotlab.Windows{}) {
 		opt.Windows = dotlab.DefaultWindows
 	}
-	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: bytecache.New[*dotlab.Manifest](maxCachedManifestBytes), auth: map[string]authEntry{}, notes: newAnnouncer()}
+	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: bytecache.New[*dotlab.Manifest](maxCachedManifestBytes), auth: map[string]authEntry{}, notes: newAnnouncer(),
+		uniqueNames: opt.UniqueNames}
 	var err error
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
@@ -112,6 +120,12 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if db.uniqueNames {
+		if err := db.backfillNameSkeletons(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	if err := db.openLog(ctx, opt); err != nil {
 		db.Close()

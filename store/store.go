@@ -208,7 +208,7 @@ type AgentWrite struct {
 // the store's own (a unique violation of one role per agent per claim is
 // dotlab.ECONFLICT).
 type Writer interface {
-	AddAgent(ctx context.Context, w AgentWrite) error                             // ECONFLICT: the public key is another agent's
+	AddAgent(ctx context.Context, w AgentWrite) error                             // ECONFLICT: the public key is another agent's; EDUPLICATE: a store keeping names unique holds one that reads the same
 	AddClaim(ctx context.Context, w ClaimWrite) (id string, err error)            // EDUPLICATE: the manifest was listed meanwhile
 	AddReviewer(ctx context.Context, claimID, agentID string, at time.Time) error // ECONFLICT: another role meanwhile
 	AddOffer(ctx context.Context, w OfferWrite) (won bool, err error)             // ErrOpenOffer

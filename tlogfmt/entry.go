@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/dotlab/dotlab"
 
 	"github.com/gowebpki/jcs"
 )
@@ -86,7 +87,10 @@ func (e Entry) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("log entry %s %s: canonical JSON: %w", e.Type, e.ID, err)
 	}
 	if len(out) > MaxEntryBytes {
-		return nil, fmt.Errorf("log entry %s %s is %d bytes; at most %d", e.Type, e.ID, len(out), MaxEntryBytes)
+		// A record too large to log is refused whole (413 too_large), not
+		// a 500: nothing of it is written.
+		return nil, dotlab.Errorf(dotlab.ETOOLARGE, "$: the %s's log entry would be %d bytes; one entry holds at most %d (c2sp.org/tlog-tiles): list fewer files in output_hashes and input_hashes (about 500 paths of 60 bytes fit)",
+			e.Type, len(out), MaxEntryBytes)
 	}
 	return out, nil
 }

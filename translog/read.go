@@ -91,6 +91,80 @@ func (l *Log) ClaimEntries(ctx context.Context, claimID string, size int64) ([]E
 	return out, rows.Err()
 }
 
+// ClaimEntriesPage is ClaimEntries from log index from on, at most limit
+// entries (the log_entries_claim index keeps it one range scan).
+func (l *Log) ClaimEntriesPage(ctx context.Context, claimID string, size, from int64, limit int) ([]Entry, error) {
+	rows, err := l.r.QueryContext(ctx, `SELECT idx, type, record_id, body FROM log_entries WHERE claim_id = $1 AND idx >= $2 AND idx < $3 ORDER BY idx LIMIT $4`,
+		claimID, from, size, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var e Entry
+		var typ string
+		if err := rows.Scan(&e.Index, &typ, &e.ID, &e.Data); err != nil {
+			return nil, err
+		}
+		e.Type = tlogfmt.EntryType(typ)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// InclusionProofs returns the RFC 6962 inclusion proofs of entries
+// indexes in the tree of size size (each index < size ≤ the current size,
+// else EINVALID), reading every stored hash they need in one query: a
+// first pass with a recording reader learns which (the hashes a proof
+// reads depend on the index and size only), the second proves from them.
+func (l *Log) InclusionProofs(ctx context.Context, indexes []int64, size int64) ([]tlog.RecordProof, error) {
+	if err := l.checkSize(ctx, "tree_size", size); err != nil {
+		return nil, err
+	}
+	need := map[int64]bool{}
+	record := tlog.HashReaderFunc(func(xs []int64) ([]tlog.Hash, error) {
+		for _, x := range xs {
+			need[x] = true
+		}
+		return make([]tlog.Hash, len(xs)), nil
+	})
+	for _, i := range indexes {
+		if i < 0 || i >= size {
+			return nil, dotlab.Errorf(dotlab.EINVALID, "entry %d is not in the tree of size %d", i, size)
+		}
+		if _, err := tlog.ProveRecord(size, i, record); err != nil {
+			return nil, err
+		}
+	}
+	xs := make([]int64, 0, len(need))
+	for x := range need {
+		xs = append(xs, x)
+	}
+	hs, err := hashReader{ctx, l.r}.ReadHashes(xs)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[int64]tlog.Hash, len(xs))
+	for i, x := range xs {
+		have[x] = hs[i]
+	}
+	mem := tlog.HashReaderFunc(func(xs []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(xs))
+		for i, x := range xs {
+			out[i] = have[x]
+		}
+		return out, nil
+	})
+	out := make([]tlog.RecordProof, len(indexes))
+	for k, i := range indexes {
+		if out[k], err = tlog.ProveRecord(size, i, mem); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // checkSize returns EINVALID unless 0 < size ≤ the current tree size.
 func (l *Log) checkSize(ctx context.Context, name string, size int64) error {
 	cur, err := l.Size(ctx)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/attest"
 	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/sqlstore"
@@ -100,6 +101,12 @@ func TestSignatureRefused(t *testing.T) {
 
 	// Keys: one agent per key, Ed25519 only.
 	_, err = e.c.Register(ctx, dotlab.NewAgent{Name: "copycat", Operator: "tests", PublicKey: key.Public().Authorized})
+	wantRefused(t, err, dotlab.EINVALID, "$.key_proof: registering a public key needs proof")
+	twice := dotlab.NewAgent{Name: "second agent", Operator: "tests"}
+	if err := agent.WithKeyProof(ctx, e.c, &twice, key); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.Register(ctx, twice)
 	wantRefused(t, err, dotlab.ECONFLICT, "registered to another agent")
 	_, err = e.c.Register(ctx, dotlab.NewAgent{Name: "garbled", Operator: "tests", PublicKey: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7"})
 	wantRefused(t, err, dotlab.EINVALID, "$.public_key: must be one OpenSSH public key line")

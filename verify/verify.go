@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -85,12 +87,14 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 	rep.Checkpoint = seen.Checkpoint
 	rep.OK = append(rep.OK, seen.Notes...)
 	rep.ok("checkpoint %s size %d root %s: signature verified", seen.Checkpoint.Origin, seen.Checkpoint.Size, b64(seen.Checkpoint.Root[:]))
-	lc, err := v.Client.LogClaim(ctx, id, seen.Checkpoint.Size)
+	logged := map[tlogfmt.Key]loggedEntry{}
+	err = v.Client.EachLogClaimPage(ctx, id, seen.Checkpoint.Size, func(lc *apiv1.LogClaim) error {
+		return checkInclusion(rep, seen.Checkpoint, id, lc, logged)
+	})
 	if err != nil {
 		rep.fail("log entries of %s: %v", id, err)
 		return rep, nil
 	}
-	logged := checkInclusion(rep, seen.Checkpoint, id, lc)
 	var later map[tlogfmt.Key]bool
 	if unread(rs, logged, only) {
 		// A record made after the records were read is in the log but was
@@ -103,9 +107,16 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 			rs = again
 		}
 	}
-	matchRecords(rep, rs, logged, only, later)
+	matchRecords(rep, rs, logged, only, later, func(k tlogfmt.Key) []byte {
+		e, err := v.Client.LogEntry(ctx, string(k.Type), k.ID, seen.Checkpoint.Size)
+		if err != nil {
+			return nil
+		}
+		return []byte(e.Entry)
+	})
 	v.checkSignatures(ctx, rep, rs, only)
 	checkManifest(rep, rs)
+	checkChallenges(rep, rs)
 	if rs.run != nil {
 		checkComparisons(rep, rs)
 		v.checkLogs(ctx, rep, rs.run)
@@ -132,13 +143,14 @@ func (v Verifier) checkLogs(ctx context.Context, rep *Report, r *dotlab.Run) {
 	rep.ok("run %s: logs.jsonl (%d bytes) hashes to the pinned logs_sha256", r.ID, len(logs))
 }
 
-// checkInclusion verifies each entry's inclusion proof against cp and
-// returns the entries that verified, decoded, by key.
-func checkInclusion(rep *Report, cp tlogfmt.Checkpoint, claimID string, lc *apiv1.LogClaim) map[tlogfmt.Key]loggedEntry {
-	out := map[tlogfmt.Key]loggedEntry{}
+// checkInclusion verifies each entry's inclusion proof in one page
+// against cp and adds the entries that verified to out, by key, keeping
+// only the SHA-256 of each entry's bytes (memory stays bounded by the
+// number of records, not their size). An error stops the reading: a page
+// for another tree size.
+func checkInclusion(rep *Report, cp tlogfmt.Checkpoint, claimID string, lc *apiv1.LogClaim, out map[tlogfmt.Key]loggedEntry) error {
 	if lc.TreeSize != cp.Size {
-		rep.fail("log entries of %s: proofs for tree size %d, asked for %d", claimID, lc.TreeSize, cp.Size)
-		return out
+		return fmt.Errorf("proofs for tree size %d, asked for %d", lc.TreeSize, cp.Size)
 	}
 	for _, e := range lc.Entries {
 		data := []byte(e.Entry)
@@ -160,23 +172,25 @@ func checkInclusion(rep *Report, cp tlogfmt.Checkpoint, claimID string, lc *apiv
 			rep.fail("log entry %d (%s): inclusion proof does not lead to the checkpoint's root: %v", e.Index, l.Key(), err)
 			continue
 		}
-		out[l.Key()] = loggedEntry{index: e.Index, data: data, logged: l}
+		out[l.Key()] = loggedEntry{index: e.Index, sum: sha256.Sum256(data)}
 	}
-	return out
+	return nil
 }
 
+// loggedEntry is an entry whose inclusion verified: its index and the
+// SHA-256 of its bytes.
 type loggedEntry struct {
-	index  int64
-	data   []byte
-	logged *tlogfmt.Logged
+	index int64
+	sum   [32]byte
 }
 
 // matchRecords checks that every record has its entry, equal to the
 // record, and that every entry (but offers, which the API shows no record
 // of) has its record: an envelope entry without its envelope is a
 // signature the server dropped. Records whose keys are in later (made
-// after the checkpoint) are only reported, not checked.
-func matchRecords(rep *Report, rs *records, logged map[tlogfmt.Key]loggedEntry, only, later map[tlogfmt.Key]bool) {
+// after the checkpoint) are only reported, not checked. entry fetches a
+// logged entry's bytes again, to name what changed in one that differs.
+func matchRecords(rep *Report, rs *records, logged map[tlogfmt.Key]loggedEntry, only, later map[tlogfmt.Key]bool, entry func(tlogfmt.Key) []byte) {
 	want := map[tlogfmt.Key]bool{}
 	for _, x := range rs.expectations() {
 		k := x.entry.Key()
@@ -198,8 +212,8 @@ func matchRecords(rep *Report, rs *records, logged map[tlogfmt.Key]loggedEntry, 
 			rep.fail("%s: %v", x.label, err)
 			continue
 		}
-		if !bytes.Equal(data, l.data) {
-			rep.fail("%s differs from its log entry %d: %s changed since it was logged", x.label, l.index, changedFields(data, l.data))
+		if sha256.Sum256(data) != l.sum {
+			rep.fail("%s differs from its log entry %d: %s changed since it was logged", x.label, l.index, changedFields(data, entry(k)))
 			continue
 		}
 		rep.ok("%s: log entry %d, included", x.label, l.index)
@@ -378,11 +392,24 @@ func (r *Report) Print(w io.Writer, verbose bool) {
 	fmt.Fprintf(w, "%s does NOT verify: %d failure(s), %d checks passed\n", r.Subject, len(r.Failures), len(r.OK))
 }
 
+// TargetMemoryLimit is the soft memory limit Target runs under
+// (runtime/debug.SetMemoryLimit).
+const TargetMemoryLimit = 160 << 20
+
 // Target verifies target — a claim id (DL-0001) or else a run id — on the
 // server c, keeping the log's checkpoint in the witness file at path (and
 // requiring the verifier key key when set), and prints the report to w. It
 // returns an error when anything failed, naming how many checks.
+//
+// Memory: the log is read page by page (client.EachLogClaimPage) and only
+// a hash of each entry is kept, so memory grows with the number of records
+// alone; unless the process has a memory limit already (GOMEMLIMIT), Target
+// sets a soft one of TargetMemoryLimit, so that the collector keeps a
+// claim with 100,000 room messages under 256 MiB resident.
 func Target(ctx context.Context, c *client.Client, path, key, target string, w io.Writer, verbose bool) error {
+	if debug.SetMemoryLimit(-1) == math.MaxInt64 {
+		debug.SetMemoryLimit(TargetMemoryLimit)
+	}
 	v := Verifier{Client: c, Witness: Witness{Path: path, Key: key}}
 	check := v.Run
 	if dotlab.ValidClaimID(target) {

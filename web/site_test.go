@@ -128,7 +128,7 @@ func (s *site) signer(name string, k *attest.Key) *dotlab.Agent {
 	s.t.Helper()
 	n := dotlab.NewAgent{Name: name, Operator: "web test", Capabilities: []string{"cpu"}}
 	if k != nil {
-		n.PublicKey = k.Public().Authorized
+		n.PublicKey, n.KeyProof = k.Public().Authorized, k.KeyProof(sqlstoretest.LogOrigin(s.db), name, s.db.Now())
 	}
 	a, key, err := sqlstoretest.Protocol(s.db).CreateAgent(context.Background(), n)
 	if err != nil {

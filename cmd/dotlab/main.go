@@ -13,6 +13,7 @@ import (
 
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/internal/termsafe"
 	"github.com/dotlab/dotlab/sandbox"
 	"github.com/spf13/cobra"
 )
@@ -26,8 +27,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd()
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "dotlab:", err)
+	if err := cli.ExecuteSafe(ctx, root, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "dotlab:", termsafe.Lines(err.Error()))
 		os.Exit(cli.ExitCode(err))
 	}
 }

@@ -86,7 +86,17 @@ func Open(t testing.TB, engine sqlstore.Dialect, opt sqlstore.Options) *sqlstore
 
 // Protocol is the protocol service (package protocol) on db, without a
 // secret screen (a test that checks the screen gives protocol.New one):
-// the store's tests take the protocol's steps through it.
+// the store's tests take the protocol's steps through it. Its key proofs
+// are checked against db's log origin (LogOrigin), as a server's are.
 func Protocol(db *sqlstore.DB) *protocol.Service {
-	return protocol.New(protocol.Config{Store: db, AllowPrivateURLs: true, Unscreened: true})
+	return protocol.New(protocol.Config{Store: db, AllowPrivateURLs: true, Unscreened: true, LogOrigin: LogOrigin(db)})
+}
+
+// LogOrigin is db's transparency log origin, "" when it keeps no log: the
+// origin a key proof for Protocol(db) signs (attest.Key.KeyProof).
+func LogOrigin(db *sqlstore.DB) string {
+	if l := db.Log(); l != nil {
+		return l.Origin()
+	}
+	return ""
 }

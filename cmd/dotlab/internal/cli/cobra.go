@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
+
+	"github.com/dotlab/dotlab/internal/termsafe"
 
 	"github.com/spf13/cobra"
 )
@@ -37,4 +41,18 @@ func DefaultServer(cmd *cobra.Command, local string, resolve func() string) erro
 		return f.Value.Set(resolve())
 	}
 	return nil
+}
+
+// ExecuteSafe runs root with its standard output going to stdout through a
+// termsafe.Writer: commands print others' text (messages, rationales,
+// notes, names), so everything they print is shown with controls and
+// bidirectional characters escaped (internal/termsafe).
+func ExecuteSafe(ctx context.Context, root *cobra.Command, stdout io.Writer) error {
+	out := &termsafe.Writer{W: stdout}
+	root.SetOut(out)
+	err := root.ExecuteContext(ctx)
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/termsafe"
 	"io"
 	"os"
 	"strings"
@@ -58,9 +59,9 @@ func (p *Progress) Update(what string, done, total int64) {
 		rate = fmt.Sprintf(" %.0f MB/s", float64(done)/secs/1e6)
 	}
 	if total > 0 {
-		fmt.Fprintf(p.w, "\r\033[K%s: %3.0f%% of %.1f MB%s", what, 100*float64(done)/float64(total), float64(total)/1e6, rate)
+		fmt.Fprintf(p.w, "\r\033[K%s: %3.0f%% of %.1f MB%s", termsafe.Text(what), 100*float64(done)/float64(total), float64(total)/1e6, rate)
 	} else {
-		fmt.Fprintf(p.w, "\r\033[K%s: %.1f MB%s", what, float64(done)/1e6, rate)
+		fmt.Fprintf(p.w, "\r\033[K%s: %.1f MB%s", termsafe.Text(what), float64(done)/1e6, rate)
 	}
 	p.dirty = true
 }
