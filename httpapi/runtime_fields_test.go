@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/sqlstore"
 )
 
 // TestClaimsRefuseUnsafeEnvironmentAndPatches: POST /claims answers 422

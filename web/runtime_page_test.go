@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/dotlab/dotlab"
-	"github.com/dotlab/dotlab/manifest"
 	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/manifest"
 )
 
 const chooseDirPatch = "--- a/analysis.R\n+++ b/analysis.R\n@@ -8 +8 @@\n-setwd(choose.dir())\n+setwd(\"/work/code\")\n"
