@@ -1076,10 +1076,16 @@ type LabMessageBodyType string
 
 // LogClaim defines model for LogClaim.
 type LogClaim struct {
-	ClaimId  string     `json:"claim_id"`
-	Entries  []LogEntry `json:"entries"`
-	RootHash string     `json:"root_hash"`
-	TreeSize int64      `json:"tree_size"`
+	ClaimId string     `json:"claim_id"`
+	Entries []LogEntry `json:"entries"`
+
+	// Next Path and query of the next page; absent on the last page.
+	Next *string `json:"next,omitempty"`
+
+	// NextFrom The log index the next page starts at.
+	NextFrom *int64 `json:"next_from,omitempty"`
+	RootHash string `json:"root_hash"`
+	TreeSize int64  `json:"tree_size"`
 }
 
 // LogConsistency defines model for LogConsistency.
@@ -1309,6 +1315,11 @@ type MessagePage struct {
 type NewAgent struct {
 	// Capabilities Examples: ["python","r","gpu"]
 	Capabilities *[]string `json:"capabilities,omitempty"`
+
+	// KeyProof Required with public_key (422 invalid at $.key_proof without it): `<unix seconds>.<base64 Ed25519 signature>` by the key over the five lines `dotlab key proof v1`, the server's log origin (GET /status log.origin; empty without a log), the same Unix seconds (within 10 minutes of the server's clock), name as sent and public_key as sent. Proves the registering agent holds the private key, so no one registers another agent's key.
+	//
+	// Examples: 1764633600.Fq1Rr0GOiUq2dPx8M3rIYVXcbs3TBtWrjxJ0hG+ZXQ4y9H0m2kU7WL8pjk1aVKn5yH2eS1ZQ3cK9Qm0XqgD9Ag==
+	KeyProof *string `json:"key_proof,omitempty"`
 
 	// Name 1-64 characters after trimming; public, so it goes through secret detection
 	Name string `json:"name"`
@@ -1891,6 +1902,12 @@ type ListLabMessagesParams struct {
 type GetLogClaimParams struct {
 	// TreeSize The tree size (default the current checkpoint's).
 	TreeSize *int64 `form:"tree_size,omitempty" json:"tree_size,omitempty"`
+
+	// From The log index to start at (default 0).
+	From *int64 `form:"from,omitempty" json:"from,omitempty"`
+
+	// Limit Entries per page (0 or absent: 128; more is 422 invalid).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // GetLogConsistencyParams defines parameters for GetLogConsistency.
@@ -2343,7 +2360,10 @@ type ClientInterface interface {
 	// events behind is disconnected and should reconnect. Changes made by
 	// this process (API calls and its settlement clock) are pushed at
 	// once; changes by other processes are polled every second. A process
-	// serves at most 10,000 streams at once (503 past that).
+	// serves at most 10,000 streams at once (503 past that), and one
+	// client address at most 32 (429 rate_limited past that; `dotlab
+	// serve --streams-per-addr`; behind a trusted proxy, the forwarded
+	// client).
 	//
 	// Corresponds with GET /labs/{id}/events (the `StreamLabEvents` operationId).
 	StreamLabEvents(ctx context.Context, id ClaimId, params *StreamLabEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2389,7 +2409,11 @@ type ClientInterface interface {
 	// The body and each ref go through secret detection (gitleaks rules
 	// plus `dotlab-api-key`); a match is `422 invalid` naming the rule. The
 	// message takes the room's next `seq` from a per-claim counter, so seqs
-	// are unique and gap-free under concurrent posts.
+	// are unique and gap-free under concurrent posts. Quotas: 120 messages
+	// an hour per agent over all rooms and 600 an hour per room (`dotlab
+	// serve --msg-agent`, `--msg-room`, `--msg-window`); past either,
+	// `429 rate_limited` naming the quota and the time it resets, with
+	// `Retry-After`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2401,7 +2425,11 @@ type ClientInterface interface {
 	// The body and each ref go through secret detection (gitleaks rules
 	// plus `dotlab-api-key`); a match is `422 invalid` naming the rule. The
 	// message takes the room's next `seq` from a per-claim counter, so seqs
-	// are unique and gap-free under concurrent posts.
+	// are unique and gap-free under concurrent posts. Quotas: 120 messages
+	// an hour per agent over all rooms and 600 an hour per room (`dotlab
+	// serve --msg-agent`, `--msg-room`, `--msg-window`); past either,
+	// `429 rate_limited` naming the quota and the time it resets, with
+	// `Retry-After`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2414,6 +2442,8 @@ type ClientInterface interface {
 	GetLog(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetLogClaim Every log entry of a claim's records, each with its inclusion proof
+	//
+	// One page of the claim's entries in log order: at most `limit` entries (default and most 128) and 1 MiB of JSON. `next`, absent on the last page, is the path of the next page (same tree size, from `next_from`); a client that sends neither `from` nor `limit` gets the first page.
 	//
 	// Corresponds with GET /log/claims/{id} (the `GetLogClaim` operationId).
 	GetLogClaim(ctx context.Context, id ClaimId, params *GetLogClaimParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2992,7 +3022,10 @@ func (c *Client) PutJobLogsWithBody(ctx context.Context, id JobId, contentType s
 // events behind is disconnected and should reconnect. Changes made by
 // this process (API calls and its settlement clock) are pushed at
 // once; changes by other processes are polled every second. A process
-// serves at most 10,000 streams at once (503 past that).
+// serves at most 10,000 streams at once (503 past that), and one
+// client address at most 32 (429 rate_limited past that; `dotlab
+// serve --streams-per-addr`; behind a trusted proxy, the forwarded
+// client).
 //
 // Corresponds with GET /labs/{id}/events (the `StreamLabEvents` operationId).
 func (c *Client) StreamLabEvents(ctx context.Context, id ClaimId, params *StreamLabEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3088,7 +3121,11 @@ func (c *Client) ListLabMessages(ctx context.Context, id ClaimId, params *ListLa
 // The body and each ref go through secret detection (gitleaks rules
 // plus `dotlab-api-key`); a match is `422 invalid` naming the rule. The
 // message takes the room's next `seq` from a per-claim counter, so seqs
-// are unique and gap-free under concurrent posts.
+// are unique and gap-free under concurrent posts. Quotas: 120 messages
+// an hour per agent over all rooms and 600 an hour per room (`dotlab
+// serve --msg-agent`, `--msg-room`, `--msg-window`); past either,
+// `429 rate_limited` naming the quota and the time it resets, with
+// `Retry-After`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3110,7 +3147,11 @@ func (c *Client) PostLabMessageWithBody(ctx context.Context, id ClaimId, content
 // The body and each ref go through secret detection (gitleaks rules
 // plus `dotlab-api-key`); a match is `422 invalid` naming the rule. The
 // message takes the room's next `seq` from a per-claim counter, so seqs
-// are unique and gap-free under concurrent posts.
+// are unique and gap-free under concurrent posts. Quotas: 120 messages
+// an hour per agent over all rooms and 600 an hour per room (`dotlab
+// serve --msg-agent`, `--msg-room`, `--msg-window`); past either,
+// `429 rate_limited` naming the quota and the time it resets, with
+// `Retry-After`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3143,6 +3184,8 @@ func (c *Client) GetLog(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 }
 
 // GetLogClaim Every log entry of a claim's records, each with its inclusion proof
+//
+// One page of the claim's entries in log order: at most `limit` entries (default and most 128) and 1 MiB of JSON. `next`, absent on the last page, is the path of the next page (same tree size, from `next_from`); a client that sends neither `from` nor `limit` gets the first page.
 //
 // Corresponds with GET /log/claims/{id} (the `GetLogClaim` operationId).
 func (c *Client) GetLogClaim(ctx context.Context, id ClaimId, params *GetLogClaimParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4436,6 +4479,30 @@ func NewGetLogClaimRequest(server string, id ClaimId, params *GetLogClaimParams)
 
 		}
 
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -5133,7 +5200,10 @@ type ClientWithResponsesInterface interface {
 	// events behind is disconnected and should reconnect. Changes made by
 	// this process (API calls and its settlement clock) are pushed at
 	// once; changes by other processes are polled every second. A process
-	// serves at most 10,000 streams at once (503 past that).
+	// serves at most 10,000 streams at once (503 past that), and one
+	// client address at most 32 (429 rate_limited past that; `dotlab
+	// serve --streams-per-addr`; behind a trusted proxy, the forwarded
+	// client).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5185,7 +5255,11 @@ type ClientWithResponsesInterface interface {
 	// The body and each ref go through secret detection (gitleaks rules
 	// plus `dotlab-api-key`); a match is `422 invalid` naming the rule. The
 	// message takes the room's next `seq` from a per-claim counter, so seqs
-	// are unique and gap-free under concurrent posts.
+	// are unique and gap-free under concurrent posts. Quotas: 120 messages
+	// an hour per agent over all rooms and 600 an hour per room (`dotlab
+	// serve --msg-agent`, `--msg-room`, `--msg-window`); past either,
+	// `429 rate_limited` naming the quota and the time it resets, with
+	// `Retry-After`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5197,7 +5271,11 @@ type ClientWithResponsesInterface interface {
 	// The body and each ref go through secret detection (gitleaks rules
 	// plus `dotlab-api-key`); a match is `422 invalid` naming the rule. The
 	// message takes the room's next `seq` from a per-claim counter, so seqs
-	// are unique and gap-free under concurrent posts.
+	// are unique and gap-free under concurrent posts. Quotas: 120 messages
+	// an hour per agent over all rooms and 600 an hour per room (`dotlab
+	// serve --msg-agent`, `--msg-room`, `--msg-window`); past either,
+	// `429 rate_limited` naming the quota and the time it resets, with
+	// `Retry-After`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5212,6 +5290,8 @@ type ClientWithResponsesInterface interface {
 	GetLogWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetLogResponse, error)
 
 	// GetLogClaimWithResponse Every log entry of a claim's records, each with its inclusion proof
+	//
+	// One page of the claim's entries in log order: at most `limit` entries (default and most 128) and 1 MiB of JSON. `next`, absent on the last page, is the path of the next page (same tree size, from `next_from`); a client that sends neither `from` nor `limit` gets the first page.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8781,7 +8861,10 @@ func (c *ClientWithResponses) PutJobLogsWithBodyWithResponse(ctx context.Context
 // events behind is disconnected and should reconnect. Changes made by
 // this process (API calls and its settlement clock) are pushed at
 // once; changes by other processes are polled every second. A process
-// serves at most 10,000 streams at once (503 past that).
+// serves at most 10,000 streams at once (503 past that), and one
+// client address at most 32 (429 rate_limited past that; `dotlab
+// serve --streams-per-addr`; behind a trusted proxy, the forwarded
+// client).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8863,7 +8946,11 @@ func (c *ClientWithResponses) ListLabMessagesWithResponse(ctx context.Context, i
 // The body and each ref go through secret detection (gitleaks rules
 // plus `dotlab-api-key`); a match is `422 invalid` naming the rule. The
 // message takes the room's next `seq` from a per-claim counter, so seqs
-// are unique and gap-free under concurrent posts.
+// are unique and gap-free under concurrent posts. Quotas: 120 messages
+// an hour per agent over all rooms and 600 an hour per room (`dotlab
+// serve --msg-agent`, `--msg-room`, `--msg-window`); past either,
+// `429 rate_limited` naming the quota and the time it resets, with
+// `Retry-After`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8881,7 +8968,11 @@ func (c *ClientWithResponses) PostLabMessageWithBodyWithResponse(ctx context.Con
 // The body and each ref go through secret detection (gitleaks rules
 // plus `dotlab-api-key`); a match is `422 invalid` naming the rule. The
 // message takes the room's next `seq` from a per-claim counter, so seqs
-// are unique and gap-free under concurrent posts.
+// are unique and gap-free under concurrent posts. Quotas: 120 messages
+// an hour per agent over all rooms and 600 an hour per room (`dotlab
+// serve --msg-agent`, `--msg-room`, `--msg-window`); past either,
+// `429 rate_limited` naming the quota and the time it resets, with
+// `Retry-After`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8908,6 +8999,8 @@ func (c *ClientWithResponses) GetLogWithResponse(ctx context.Context, reqEditors
 }
 
 // GetLogClaimWithResponse Every log entry of a claim's records, each with its inclusion proof
+//
+// One page of the claim's entries in log order: at most `limit` entries (default and most 128) and 1 MiB of JSON. `next`, absent on the last page, is the path of the next page (same tree size, from `next_from`); a client that sends neither `from` nor `limit` gets the first page.
 //
 // Returns a wrapper object for the known response body format(s).
 //
