@@ -64,13 +64,42 @@ func logResponder(log *Log, events []sandbox.ResponderEvent) {
 	}
 }
 
-// refusalHint says what the author can do about a refused request.
+// refusalHint says what the author can do about a refused request. A
+// refused CONNECT names only the host: the responder's CA signs only hosts
+// with a pinned https URL (docs/sandbox.md "Pinned downloads"), so it never
+// sees which URL the code asked for there.
 func refusalHint(e sandbox.ResponderEvent) string {
 	switch {
 	case e.Refused == "method":
 		return "the sandbox has no network; only GET and HEAD of pinned downloads are answered"
+	case e.Refused == "host":
+		return "no URL on " + connectHost(e.URL) + " is pinned, so the tunnel is refused before the code names a URL; pin each URL the code fetches there in the manifest's downloads (dotlab manifest init --download URL), or find it in the code"
 	case strings.HasPrefix(e.URL, "http://") || strings.HasPrefix(e.URL, "https://"):
 		return "the sandbox has no network; to let the code fetch it, pin it in the manifest's downloads (dotlab manifest init --download URL)"
 	}
 	return "the sandbox has no network"
+}
+
+// connectHost is the "host:port" of a refused CONNECT, which the responder
+// records as "https://host:port/".
+func connectHost(shown string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(shown, "https://"), "/")
+}
+
+// refusedRequests lists the requests the responder refused, one line each,
+// for the rerun's summary (Record.Refused): "GET URL (not pinned)" with the
+// whole URL, query included, as the code asked for it (only userinfo is
+// redacted), or "CONNECT host:port (no URL on this host is pinned)".
+func refusedRequests(events []sandbox.ResponderEvent) []string {
+	var lines []string
+	for _, e := range events {
+		switch {
+		case e.Refused == "" || e.Dropped > 0:
+		case e.Refused == "host":
+			lines = append(lines, e.Method+" "+connectHost(e.URL)+" (no URL on this host is pinned)")
+		default:
+			lines = append(lines, e.Method+" "+redactURL(e.URL)+" ("+e.Refused+")")
+		}
+	}
+	return lines
 }

@@ -103,6 +103,10 @@ type Record struct {
 	// "/work/out/results.json", or the target's source ("stdout, regex …",
 	// "/work/scratch/t.csv, csv …"; docs/manifest-spec.md "targets[].source").
 	ReadFrom map[string]string
+	// Refused lists the requests the sandbox's download responder refused
+	// (refusedRequests: method and URL, or host for a CONNECT), so the
+	// author sees what to pin without reading logs.jsonl.
+	Refused []string
 }
 
 // Files written into the out directory.
@@ -335,6 +339,7 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 		return err
 	}
 	logResponder(log, res.Downloads)
+	rec.Refused = refusedRequests(res.Downloads)
 	rt := res.Runtime
 	rec.Body.Environment.Runtime = &rt
 	outs := make([]output, 0, len(res.Files)+len(res.Kept))
