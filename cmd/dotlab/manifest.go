@@ -54,7 +54,7 @@ func newManifestCmd() *cobra.Command {
 	var allowPrivate bool
 	validate := &cobra.Command{
 		Use:   "validate FILE",
-		Short: "Validate FILE against manifest spec v0.1 (exit 0 valid, 1 invalid)",
+		Short: "Validate FILE against manifest spec v0.1 or v0.2 (exit 0 valid, 1 invalid)",
 		Long:  help("manifest-validate"),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
