@@ -118,6 +118,10 @@ func DockerConfigPath() string {
 	return filepath.Join(home, ".docker", "config.json")
 }
 
+// ErrPlainHTTP is wrapped by Pullable for a registry reached over plain
+// http (a loopback or private address) without AllowHTTP.
+var ErrPlainHTTP = errors.New("would be reached over plain http")
+
 // ErrNeedsCredentials is wrapped by Pullable when the registry answers an
 // anonymous client 401 or 403: runners pull anonymously, so the
 // repository must be public-read.
@@ -143,7 +147,7 @@ func Pullable(ctx context.Context, ref string, o PullOptions) error {
 		return err
 	}
 	if dig.Context().Registry.Scheme() == "http" && !o.AllowHTTP {
-		return fmt.Errorf("registry %s would be reached over plain http", dig.Context().RegistryStr())
+		return fmt.Errorf("registry %s: %w", dig.Context().RegistryStr(), ErrPlainHTTP)
 	}
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(authn.Anonymous)}
 	if o.Transport != nil {
