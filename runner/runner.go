@@ -296,6 +296,9 @@ func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scra
 	if w.img, w.rootfs, err = r.environment(fctx, log, m); err != nil {
 		return nil, err
 	}
+	if err := checkZone(log, m, w.rootfs); err != nil {
+		return nil, err
+	}
 	// 3. Code at the pinned commit, or the pinned archive.
 	if err := os.Mkdir(w.codeDir, 0o755); err != nil {
 		return nil, err
