@@ -85,6 +85,19 @@ type Result struct {
 	AptTxt []byte
 }
 
+// Blocking counts the placeholders that fail validation (those with a
+// stand-in value); the rest (title, source.citation: free text) do not
+// (docs/manifest-spec.md §9), so Placeholders() - Blocking() is their count.
+func (r *Result) Blocking() int {
+	n := 0
+	for _, note := range r.Notes {
+		if note.Kind == "placeholder" && note.standIn != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Placeholders counts the notes of kind "placeholder".
 func (r *Result) Placeholders() int {
 	n := 0
