@@ -2,6 +2,9 @@ package runner
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -25,7 +28,7 @@ func (r *Runner) downloads(ctx context.Context, log *Log, f *fetcher, m *dotlab.
 		if err != nil {
 			if unfetchable(err) {
 				log.Error("inputs", "download "+d.Name+" cannot be fetched", map[string]any{"download": d.Name, "url": redactURL(d.URL), "error": errText(err)})
-				return nil, nil, issuef("download %s cannot be fetched as written: %v", d.Name, err)
+				return nil, nil, issuef("download %s cannot be fetched as written: %v%s", d.Name, err, trustHint(err))
 			}
 			return nil, nil, err
 		}
@@ -43,6 +46,17 @@ func (r *Runner) downloads(ctx context.Context, log *Log, f *fetcher, m *dotlab.
 		served = append(served, sandbox.Download{URL: d.URL, File: got.Path})
 	}
 	return served, mismatches, nil
+}
+
+// trustHint is what to do about a download whose server's certificate is
+// not trusted: a lab's own CA is trusted only when named.
+func trustHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var verify *tls.CertificateVerificationError
+	if errors.As(err, &unknown) || errors.As(err, &verify) {
+		return " (a server with a certificate from a private CA: set " + TrustCAEnv + "=FILE, the CA's PEM file, where the rerun runs)"
+	}
+	return ""
 }
 
 // logResponder copies the responder's record of the run's requests into
