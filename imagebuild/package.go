@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -55,8 +56,17 @@ func BuildPackage(ctx context.Context, dir, base string, repos Repositories, o O
 		return Result{}, err
 	}
 	o.Context, o.Containerfile, o.Egress = tmp, plan.Containerfile, append(plan.Egress, o.Egress...)
+	watch := &aptWatch{}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	o.Log = io.MultiWriter(o.Log, watch)
 	res, err := Build(ctx, o)
 	if err != nil {
+		aptTxt, _ := readBounded(filepath.Join(pf.Dir, "apt.txt"))
+		if r := watch.report(aptTxt); r != "" {
+			return res, fmt.Errorf("%s\n%w", r, err)
+		}
 		return res, err
 	}
 	if err := os.MkdirAll(filepath.Dir(keyFile), 0o755); err == nil {
