@@ -149,7 +149,7 @@ func (s *session) prepare() (closeArchive func() error, err error) {
 			return nil, err
 		}
 		images[recipe] = img
-		s.logf("example image %s", img.Ref)
+		s.logf("example image %s (build output in %s)", img.Ref, img.Log)
 	}
 	archive, err := StartArchive(filepath.Join(s.varDir, "archive"), s.o.ArchiveAddr)
 	if err != nil {

@@ -101,6 +101,9 @@ func TestDemoEndToEnd(t *testing.T) {
 	if disputes != 1 {
 		t.Errorf("%d disputes, want exactly 1", disputes)
 	}
+	if _, err := os.Stat(filepath.Join(imagesVar, "images", "python.log")); err != nil || !strings.Contains(log.String(), "(build output in ") {
+		t.Errorf("the python recipe's build output is not in its log: %v", err)
+	}
 	if !strings.Contains(log.String(), "a hand rerun of "+filepath.Join(varDir, "manifests")+" now fails with connection refused") {
 		t.Errorf("the closing output does not say hand reruns need the demo running")
 	}
