@@ -88,6 +88,7 @@ func LoadExamples(examplesDir string) ([]Example, error) {
 type Image struct {
 	Ref    string // NAME@DIGEST
 	Rootfs string // the recipe's cached rootfs (its dpkg status gives the versions)
+	Log    string // the recipe's build output (varDir/images/RECIPE.log)
 }
 
 // Version returns the version of a Debian package installed in the image
@@ -108,11 +109,22 @@ func BuildImage(examplesDir, varDir, self, recipe string, logf func(string, ...a
 		logf("building the example image %s%s (examples/images/%s/build.sh: debootstrap and apt, minutes the first time; cached afterwards)", imagePrefix, recipe, recipe)
 	}
 	script := filepath.Join(examplesDir, "images", recipe, "build.sh")
+	logPath, err := recipeLogPath(varDir, recipe)
+	if err != nil {
+		return Image{}, err
+	}
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return Image{}, err
+	}
+	defer logFile.Close()
 	cmd := exec.Command("bash", script, self, varDir)
-	cmd.Stderr = os.Stderr
+	// debootstrap's and apt's thousands of lines go to the recipe's log,
+	// not the terminal (one line per recipe there).
+	cmd.Stderr = logFile
 	out, err := cmd.Output()
 	if err != nil {
-		return Image{}, fmt.Errorf("%s: %w (it needs root, debootstrap and Debian's mirror: apt-get install -y debootstrap)", script, err)
+		return Image{}, fmt.Errorf("%s: %w (it needs root, debootstrap and Debian's mirror: apt-get install -y debootstrap; its output: %s)", script, err, logPath)
 	}
 	fields := strings.Fields(string(out))
 	if len(fields) == 0 {
@@ -130,7 +142,17 @@ func BuildImage(examplesDir, varDir, self, recipe string, logf func(string, ...a
 	if err != nil || !store.Has(d) {
 		return Image{}, fmt.Errorf("image %s is not in the store after building: %v", ref, err)
 	}
-	return Image{Ref: ref, Rootfs: rootfs}, nil
+	return Image{Ref: ref, Rootfs: rootfs, Log: logPath}, nil
+}
+
+// recipeLogPath is where a recipe's build output goes:
+// varDir/images/RECIPE.log (the directory made when missing).
+func recipeLogPath(varDir, recipe string) (string, error) {
+	dir := filepath.Join(varDir, "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, recipe+".log"), nil
 }
 
 // recipeOf returns the examples/images recipe that builds a reference

@@ -105,6 +105,8 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	}
 	verdicts := PrintTable(o.Out, s.base, results)
 	if o.Exit || verdicts != nil {
+		fmt.Fprintf(o.Out, "\nThe demo has exited: its server and the archive on %s are gone, so a hand rerun of %s now fails with connection refused; run the demo without --exit to rerun its manifests by hand.\n",
+			o.ArchiveAddr, filepath.Join(s.varDir, "manifests"))
 		return results, verdicts
 	}
 	fmt.Fprintf(o.Out, "\nThe server keeps running at %s (API %s/api/v1). Ctrl-C stops it.\n", s.base, s.base)
@@ -147,7 +149,7 @@ func (s *session) prepare() (closeArchive func() error, err error) {
 			return nil, err
 		}
 		images[recipe] = img
-		s.logf("example image %s", img.Ref)
+		s.logf("example image %s (build output in %s)", img.Ref, img.Log)
 	}
 	archive, err := StartArchive(filepath.Join(s.varDir, "archive"), s.o.ArchiveAddr)
 	if err != nil {

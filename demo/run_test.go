@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,12 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if disputes != 1 {
 		t.Errorf("%d disputes, want exactly 1", disputes)
+	}
+	if _, err := os.Stat(filepath.Join(imagesVar, "images", "python.log")); err != nil || !strings.Contains(log.String(), "(build output in ") {
+		t.Errorf("the python recipe's build output is not in its log: %v", err)
+	}
+	if !strings.Contains(log.String(), "a hand rerun of "+filepath.Join(varDir, "manifests")+" now fails with connection refused") {
+		t.Errorf("the closing output does not say hand reruns need the demo running")
 	}
 	if !strings.Contains(log.String(), "Every claim settled with the verdict its published numbers lead to.") {
 		t.Errorf("final line missing")

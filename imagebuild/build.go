@@ -263,7 +263,12 @@ func (b *buildah) cmd(ctx context.Context, args ...string) *exec.Cmd {
 // buildah image named localhost/dotlab-base:<manifest hex>, importing it
 // once into buildah's storage.
 func (b *buildah) importBase(ctx context.Context, ref string) (*imagestore.Image, string, error) {
-	img, _, err := b.o.Store.Resolve(ctx, ref, b.o.Pull)
+	img, pulled, err := b.o.Store.Resolve(ctx, ref, b.o.Pull)
+	if err != nil && (pulled || errors.Is(err, imagestore.ErrNotFound)) {
+		dir := b.o.Store.Dir()
+		return nil, "", fmt.Errorf("FROM %s: the base is not in the store %s (dotlab image list --cache %s) and pulling it failed: %w; pass the --cache that holds it, build it with its recipe (examples/images/RECIPE/build.sh), or pull it (dotlab image pull %s --cache %s)",
+			ref, dir, dir, err, ref, dir)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("FROM %s: %w", ref, err)
 	}

@@ -158,3 +158,23 @@ func TestBuildOverItsTimeIsStopped(t *testing.T) {
 		t.Fatalf("stopped after %s", took)
 	}
 }
+
+// TestBuildFromAnImageNotInTheStoreSaysWhereToGetIt: a FROM (or --base)
+// image that is neither in the store nor pullable is reported with the
+// store's directory and the three ways to get it, not only the pull's
+// network error.
+func TestBuildFromAnImageNotInTheStoreSaysWhereToGetIt(t *testing.T) {
+	testfix.Need(t, true, "buildah")
+	s, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "127.0.0.1:1/lab/base@sha256:" + strings.Repeat("a", 64)
+	_, err = Build(context.Background(), Options{Store: s, Context: t.TempDir(), Containerfile: []byte("FROM " + ref + "\n"),
+		WorkDir: filepath.Join(t.TempDir(), "buildah"), Log: io.Discard})
+	for _, want := range []string{"not in the store " + s.Dir(), "dotlab image list --cache " + s.Dir(), "pass the --cache that holds it", "examples/images/", "dotlab image pull " + ref} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}

@@ -123,7 +123,47 @@ func (e *Egress) control(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return err
 	}
-	return e.rules.Addr(ap.Addr())
+	if err := e.rules.Addr(ap.Addr()); err != nil {
+		return &addrRefusal{addr: ap.Addr(), err: err}
+	}
+	return nil
+}
+
+// addrRefusal is control's refusal of the address an admitted host
+// resolved to, so that the proxy can say which host and address.
+type addrRefusal struct {
+	addr netip.Addr
+	err  error
+}
+
+func (a *addrRefusal) Error() string { return a.addr.String() + ": " + a.err.Error() }
+func (a *addrRefusal) Unwrap() error { return a.err }
+
+// upstreamFailed answers a failed dial or request to an admitted host:
+// when the fetch policy refused the address the host resolved to, a
+// refusal naming the host, the address and --allow-private-urls,
+// recorded like any other (Refused), the same for CONNECT and plain http;
+// otherwise 502 with the error.
+func (e *Egress) upstreamFailed(w http.ResponseWriter, hostport string, err error) {
+	var ar *addrRefusal
+	if errors.As(err, &ar) {
+		e.refuse(w, fmt.Sprintf("dotlab egress proxy refused %s: it resolves to %s, which the fetch policy refuses (%v); a mirror on a loopback or private address is reached only with --allow-private-urls (rule %q)",
+			hostport, ar.addr, ar.err, EgressRule))
+		return
+	}
+	http.Error(w, "dotlab egress proxy: upstream "+hostport+": "+err.Error(), http.StatusBadGateway)
+}
+
+// refuse records msg (the last maxRefusalsKept are kept) and answers 403
+// with it as the body.
+func (e *Egress) refuse(w http.ResponseWriter, msg string) {
+	e.mu.Lock()
+	if len(e.refused) == maxRefusalsKept {
+		e.refused = e.refused[1:]
+	}
+	e.refused = append(e.refused, msg)
+	e.mu.Unlock()
+	http.Error(w, msg, http.StatusForbidden)
 }
 
 // Allowed lists the admitted HOST:PORT entries, sorted.
@@ -194,13 +234,7 @@ func (e *Egress) admit(w http.ResponseWriter, hostport string) bool {
 	if err != nil {
 		msg = fmt.Sprintf("dotlab egress proxy refused %s: %v (rule %q)", hostport, err, EgressRule)
 	}
-	e.mu.Lock()
-	if len(e.refused) == maxRefusalsKept {
-		e.refused = e.refused[1:]
-	}
-	e.refused = append(e.refused, msg)
-	e.mu.Unlock()
-	http.Error(w, msg, http.StatusForbidden)
+	e.refuse(w, msg)
 	return false
 }
 
@@ -224,7 +258,7 @@ func (e *Egress) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	resp, err := e.tr.RoundTrip(out)
 	if err != nil {
-		http.Error(w, "dotlab egress proxy: upstream: "+err.Error(), http.StatusBadGateway)
+		e.upstreamFailed(w, hostport, err)
 		return
 	}
 	defer resp.Body.Close()
@@ -246,7 +280,7 @@ func (e *Egress) connect(ctx context.Context, w http.ResponseWriter, r *http.Req
 	d := &net.Dialer{Timeout: 30 * time.Second, Control: e.control}
 	up, err := d.DialContext(ctx, "tcp", r.Host)
 	if err != nil {
-		http.Error(w, "dotlab egress proxy: upstream: "+err.Error(), http.StatusBadGateway)
+		e.upstreamFailed(w, r.Host, err)
 		return
 	}
 	defer up.Close()

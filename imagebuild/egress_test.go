@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -113,5 +114,35 @@ func TestEgressByteBudget(t *testing.T) {
 		if n >= 1<<20 {
 			t.Fatalf("relayed %d bytes past a 64 KiB budget", n)
 		}
+	}
+}
+
+// TestEgressNamesTheAddressAnAdmittedHostResolvesTo: when the address an
+// admitted host resolves to is refused at dial time (control, under the
+// strict rules), the answer is a 403 whose body names the host, the
+// address and --allow-private-urls, recorded among the refusals; any other
+// upstream failure stays a 502 naming the host.
+func TestEgressNamesTheAddressAnAdmittedHostResolvesTo(t *testing.T) {
+	e, err := NewEgress(EgressOptions{Allow: []string{"mirror.example.org:80"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cerr := e.control("tcp", "10.1.2.3:80", nil)
+	if cerr == nil {
+		t.Fatal("a private address was dialled under the strict rules")
+	}
+	rec := httptest.NewRecorder()
+	e.upstreamFailed(rec, "mirror.example.org:80", &net.OpError{Op: "dial", Net: "tcp", Err: cerr})
+	body := rec.Body.String()
+	if rec.Code != http.StatusForbidden || !strings.Contains(body, "mirror.example.org:80") || !strings.Contains(body, "resolves to 10.1.2.3") || !strings.Contains(body, "--allow-private-urls") {
+		t.Fatalf("refusal %d %q", rec.Code, body)
+	}
+	if r := e.Refused(); len(r) != 1 || r[0] != strings.TrimSpace(body) {
+		t.Fatalf("refusals %q", r)
+	}
+	rec = httptest.NewRecorder()
+	e.upstreamFailed(rec, "mirror.example.org:80", errors.New("connection refused"))
+	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), "mirror.example.org:80") {
+		t.Fatalf("other failure %d %q", rec.Code, rec.Body.String())
 	}
 }

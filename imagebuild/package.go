@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -55,8 +56,17 @@ func BuildPackage(ctx context.Context, dir, base string, repos Repositories, o O
 		return Result{}, err
 	}
 	o.Context, o.Containerfile, o.Egress = tmp, plan.Containerfile, append(plan.Egress, o.Egress...)
+	watch := &aptWatch{}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	o.Log = io.MultiWriter(o.Log, watch)
 	res, err := Build(ctx, o)
 	if err != nil {
+		aptTxt := readAptTxt(pf.Dir)
+		if r := watch.report(aptTxt); r != "" {
+			return res, fmt.Errorf("%s\n%w", r, err)
+		}
 		return res, err
 	}
 	if err := os.MkdirAll(filepath.Dir(keyFile), 0o755); err == nil {
@@ -94,4 +104,17 @@ func readCached(s *imagestore.Store, keyFile string) (d v1.Hash, err error) {
 	}
 	_, err = s.Image(d)
 	return d, err
+}
+
+// readAptTxt is the package's apt.txt as ReadPackageFiles read it (inside
+// dir, no symbolic link, bounded), or nil: the failed build's report names
+// its lines.
+func readAptTxt(dir string) []byte {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	data, _ := readBounded(root, ".", "apt.txt", "apt.txt")
+	return data
 }

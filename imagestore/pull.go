@@ -126,7 +126,7 @@ func (s *Store) Pull(ctx context.Context, dig name.Digest, opts PullOptions) err
 	want, _ := ParseDigest(dig.DigestStr())
 	raw, mt, err := p.manifest(want)
 	if err != nil {
-		return err
+		return anonymousRefusal(err)
 	}
 	topType := mt
 	manifests := []struct {

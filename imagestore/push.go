@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -68,7 +69,7 @@ func (s *Store) Push(ctx context.Context, d v1.Hash, dst string, o PushOptions) 
 		ref = tag
 	}
 	if err := remote.Write(ref, v1img, opts...); err != nil {
-		return name.Digest{}, pushError(tag.Context().RegistryStr(), err)
+		return name.Digest{}, pushError(tag.Context().Registry, o.Keychain, err)
 	}
 	return tag.Context().Digest(d.String()), nil
 }
@@ -85,13 +86,56 @@ func remoteOptions(ctx context.Context, o PushOptions) []remote.Option {
 	return opts
 }
 
-// pushError names the fix for the registry's usual refusals.
-func pushError(reg string, err error) error {
+// pushError names the fix for the registry's usual refusals: with no
+// credentials for the registry in the keychain, that none were found and
+// where they were looked for; with some, that the registry refused them.
+func pushError(reg name.Registry, kc authn.Keychain, err error) error {
+	host := reg.RegistryStr()
+	var te *transport.Error
+	if !errors.As(err, &te) || (te.StatusCode != http.StatusUnauthorized && te.StatusCode != http.StatusForbidden) {
+		return fmt.Errorf("push to %s: %w", host, err)
+	}
+	if kc == nil {
+		kc = authn.DefaultKeychain
+	}
+	if a, kerr := kc.Resolve(reg); kerr == nil && a == authn.Anonymous {
+		return fmt.Errorf("push to %s: the registry needs credentials (HTTP %d); none found for %s in %s: log in with `docker login %s` or `podman login %s`: %w",
+			host, te.StatusCode, host, DockerConfigPath(), host, host, err)
+	}
+	return fmt.Errorf("push to %s: the registry refused the credentials (HTTP %d): log in again with `docker login %s` or `podman login %s` (%s): %w", host, te.StatusCode, host, host, DockerConfigPath(), err)
+}
+
+// DockerConfigPath is the Docker config file authn.DefaultKeychain reads
+// first: $DOCKER_CONFIG/config.json, else ~/.docker/config.json.
+func DockerConfigPath() string {
+	if d := os.Getenv("DOCKER_CONFIG"); d != "" {
+		return filepath.Join(d, "config.json")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "~/.docker/config.json"
+	}
+	return filepath.Join(home, ".docker", "config.json")
+}
+
+// ErrPlainHTTP is wrapped by Pullable for a registry reached over plain
+// http (a loopback or private address) without AllowHTTP.
+var ErrPlainHTTP = errors.New("would be reached over plain http")
+
+// ErrNeedsCredentials is wrapped by Pullable when the registry answers an
+// anonymous client 401 or 403: runners pull anonymously, so the
+// repository must be public-read.
+var ErrNeedsCredentials = errors.New("the registry refuses anonymous clients")
+
+// anonymousRefusal wraps ErrNeedsCredentials around a registry's 401 or
+// 403 to an anonymous client (Pull, Pullable), with the fix; any other
+// error is returned as it is.
+func anonymousRefusal(err error) error {
 	var te *transport.Error
 	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
-		return fmt.Errorf("push to %s: the registry refused the credentials (HTTP %d): log in with `docker login %s` or `podman login %s` (the Docker config file): %w", reg, te.StatusCode, reg, reg, err)
+		return fmt.Errorf("%w (HTTP %d): runners pull anonymously, so make the repository public-read: %v", ErrNeedsCredentials, te.StatusCode, err)
 	}
-	return fmt.Errorf("push to %s: %w", reg, err)
+	return err
 }
 
 // Pullable reports whether the registry of ref (NAME@sha256:…) serves its
@@ -103,7 +147,7 @@ func Pullable(ctx context.Context, ref string, o PullOptions) error {
 		return err
 	}
 	if dig.Context().Registry.Scheme() == "http" && !o.AllowHTTP {
-		return fmt.Errorf("registry %s would be reached over plain http", dig.Context().RegistryStr())
+		return fmt.Errorf("registry %s: %w", dig.Context().RegistryStr(), ErrPlainHTTP)
 	}
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(authn.Anonymous)}
 	if o.Transport != nil {
@@ -111,7 +155,7 @@ func Pullable(ctx context.Context, ref string, o PullOptions) error {
 	}
 	desc, err := remote.Head(dig, opts...)
 	if err != nil {
-		return err
+		return anonymousRefusal(err)
 	}
 	if desc.Digest.String() != dig.DigestStr() {
 		return fmt.Errorf("registry %s answered digest %s for %s", dig.Context().RegistryStr(), desc.Digest, dig.DigestStr())

@@ -2,6 +2,8 @@ package imagestore_test
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,8 +47,11 @@ func TestPushToAuthRegistryPullAnonymously(t *testing.T) {
 		t.Fatalf("pushed %s", pushed)
 	}
 	// Anonymous: the push registry refuses, the read-only one serves.
-	if err := imagestore.Pullable(ctx, reg.Push+"/lab/busybox@"+d.String(), imagestore.PullOptions{Transport: trust.Transport(), AllowHTTP: true}); err == nil {
-		t.Fatal("the htpasswd registry served an anonymous client")
+	if err := imagestore.Pullable(ctx, reg.Push+"/lab/busybox@"+d.String(), imagestore.PullOptions{Transport: trust.Transport(), AllowHTTP: true}); !errors.Is(err, imagestore.ErrNeedsCredentials) || !strings.Contains(err.Error(), "runners pull anonymously") {
+		t.Fatalf("the htpasswd registry and an anonymous client: %v", err)
+	}
+	if _, _, err := emptyStore(t).Resolve(ctx, reg.Push+"/lab/busybox@"+d.String(), imagestore.PullOptions{Transport: trust.Transport(), AllowHTTP: true}); !errors.Is(err, imagestore.ErrNeedsCredentials) {
+		t.Fatalf("anonymous pull from the htpasswd registry: %v", err)
 	}
 	ref := reg.Pull + "/lab/busybox@" + d.String()
 	pull := imagestore.PullOptions{Transport: trust.Transport(), AllowHTTP: true}
@@ -62,8 +67,10 @@ func TestPushToAuthRegistryPullAnonymously(t *testing.T) {
 		t.Fatalf("pull by digest into an empty store: pulled=%v err=%v", pulled, err)
 	}
 	// Pushing without credentials names the fix.
-	t.Setenv("DOCKER_CONFIG", t.TempDir())
-	if _, err := src.Push(ctx, d, reg.Push+"/lab/other", push); err == nil || !strings.Contains(err.Error(), "docker login") {
+	empty := t.TempDir()
+	t.Setenv("DOCKER_CONFIG", empty)
+	if _, err := src.Push(ctx, d, reg.Push+"/lab/other", push); err == nil || !strings.Contains(err.Error(), "docker login") ||
+		!strings.Contains(err.Error(), "needs credentials") || !strings.Contains(err.Error(), "none found for "+reg.Push+" in "+filepath.Join(empty, "config.json")) {
 		t.Fatalf("push without credentials: %v", err)
 	}
 	// Not pushed: not pullable.
@@ -71,4 +78,13 @@ func TestPushToAuthRegistryPullAnonymously(t *testing.T) {
 	if err := imagestore.Pullable(ctx, reg.Pull+"/lab/busybox@"+other.String(), pull); err == nil {
 		t.Fatal("an image never pushed was pullable")
 	}
+}
+
+// emptyStore is a new, empty image store.
+func emptyStore(t *testing.T) *imagestore.Store {
+	s, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -27,7 +27,7 @@ func checkPatches(p *dotlab.Problems, patches []dotlab.Patch) {
 			return
 		}
 		if _, err := unidiff.Parse(pt.Diff); err != nil {
-			p.Add(at+".diff", "%v: give a unified diff as git diff or diff -u prints it, names with one leading component (a/analysis.R)", err)
+			p.Add(at+".diff", "%v: give a unified diff as git diff prints it (names with one leading component, a/analysis.R), or diff -u of a top-level file and its saved original (diff -u analysis.R.orig analysis.R)", err)
 		}
 	}
 }

@@ -19,6 +19,7 @@ type facts struct {
 	readFrom   map[string]string        // where each rerun value was read
 	extra      []string                 // results.json keys that are not targets
 	issue      *specIssue               // the claim cannot be run as written
+	refused    []string                 // the requests the download responder refused (Record.Refused)
 	uncompared []dotlab.UncomparedValue // what a run that did not finish printed (kept on spec_issue only)
 }
 
@@ -35,7 +36,7 @@ func newFacts(m *dotlab.Manifest) *facts {
 // not_reproduced, each comparison logged.
 func decide(log *Log, m *dotlab.Manifest, f *facts) *Record {
 	rec := &Record{Body: dotlab.RunBody{InputHashes: f.inputs, OutputHashes: f.outputs, Environment: f.env,
-		Comparisons: []dotlab.RunComparison{}, Notes: f.notes}, Extra: f.extra, ReadFrom: f.readFrom}
+		Comparisons: []dotlab.RunComparison{}, Notes: f.notes}, Extra: f.extra, ReadFrom: f.readFrom, Refused: f.refused}
 	issue := f.issue
 	switch {
 	case issue != nil:

@@ -2,6 +2,9 @@ package runner
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -25,7 +28,7 @@ func (r *Runner) downloads(ctx context.Context, log *Log, f *fetcher, m *dotlab.
 		if err != nil {
 			if unfetchable(err) {
 				log.Error("inputs", "download "+d.Name+" cannot be fetched", map[string]any{"download": d.Name, "url": redactURL(d.URL), "error": errText(err)})
-				return nil, nil, issuef("download %s cannot be fetched as written: %v", d.Name, err)
+				return nil, nil, issuef("download %s cannot be fetched as written: %v%s", d.Name, err, trustHint(err))
 			}
 			return nil, nil, err
 		}
@@ -43,6 +46,17 @@ func (r *Runner) downloads(ctx context.Context, log *Log, f *fetcher, m *dotlab.
 		served = append(served, sandbox.Download{URL: d.URL, File: got.Path})
 	}
 	return served, mismatches, nil
+}
+
+// trustHint is what to do about a download whose server's certificate is
+// not trusted: a lab's own CA is trusted only when named.
+func trustHint(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var verify *tls.CertificateVerificationError
+	if errors.As(err, &unknown) || errors.As(err, &verify) {
+		return " (a server with a certificate from a private CA: set " + TrustCAEnv + "=FILE, the CA's PEM file, where the rerun runs)"
+	}
+	return ""
 }
 
 // logResponder copies the responder's record of the run's requests into
@@ -64,13 +78,42 @@ func logResponder(log *Log, events []sandbox.ResponderEvent) {
 	}
 }
 
-// refusalHint says what the author can do about a refused request.
+// refusalHint says what the author can do about a refused request. A
+// refused CONNECT names only the host: the responder's CA signs only hosts
+// with a pinned https URL (docs/sandbox.md "Pinned downloads"), so it never
+// sees which URL the code asked for there.
 func refusalHint(e sandbox.ResponderEvent) string {
 	switch {
 	case e.Refused == "method":
 		return "the sandbox has no network; only GET and HEAD of pinned downloads are answered"
+	case e.Refused == "host":
+		return "no URL on " + connectHost(e.URL) + " is pinned, so the tunnel is refused before the code names a URL; pin each URL the code fetches there in the manifest's downloads (dotlab manifest init --download URL), or find it in the code"
 	case strings.HasPrefix(e.URL, "http://") || strings.HasPrefix(e.URL, "https://"):
 		return "the sandbox has no network; to let the code fetch it, pin it in the manifest's downloads (dotlab manifest init --download URL)"
 	}
 	return "the sandbox has no network"
+}
+
+// connectHost is the "host:port" of a refused CONNECT, which the responder
+// records as "https://host:port/".
+func connectHost(shown string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(shown, "https://"), "/")
+}
+
+// refusedRequests lists the requests the responder refused, one line each,
+// for the rerun's summary (Record.Refused): "GET URL (not pinned)" with the
+// whole URL, query included, as the code asked for it (only userinfo is
+// redacted), or "CONNECT host:port (no URL on this host is pinned)".
+func refusedRequests(events []sandbox.ResponderEvent) []string {
+	var lines []string
+	for _, e := range events {
+		switch {
+		case e.Refused == "" || e.Dropped > 0:
+		case e.Refused == "host":
+			lines = append(lines, e.Method+" "+connectHost(e.URL)+" (no URL on this host is pinned)")
+		default:
+			lines = append(lines, e.Method+" "+redactURL(e.URL)+" ("+e.Refused+")")
+		}
+	}
+	return lines
 }

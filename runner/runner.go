@@ -109,6 +109,10 @@ type Record struct {
 	// "/work/out/results.json", or the target's source ("stdout, regex …",
 	// "/work/scratch/t.csv, csv …"; docs/manifest-spec.md "targets[].source").
 	ReadFrom map[string]string
+	// Refused lists the requests the sandbox's download responder refused
+	// (refusedRequests: method and URL, or host for a CONNECT), so the
+	// author sees what to pin without reading logs.jsonl.
+	Refused []string
 }
 
 // Files written into the out directory.
@@ -288,6 +292,9 @@ func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scra
 	if w.img, w.rootfs, err = r.environment(fctx, log, m); err != nil {
 		return nil, err
 	}
+	if err := checkZone(log, m, w.rootfs); err != nil {
+		return nil, err
+	}
 	// 3. Code at the pinned commit, or the pinned archive.
 	if err := os.Mkdir(w.codeDir, 0o755); err != nil {
 		return nil, err
@@ -331,6 +338,7 @@ func (r *Runner) run(ctx context.Context, log *Log, m *dotlab.Manifest, w *works
 		return err
 	}
 	logResponder(log, res.Downloads)
+	f.refused = refusedRequests(res.Downloads)
 	rt := res.Runtime
 	f.env.Runtime = &rt
 	outs := make([]output, 0, len(res.Files)+len(res.Kept))

@@ -95,16 +95,23 @@ func TestEnvironmentEnvReachesTheAnalysis(t *testing.T) {
 	f := newFixture(t)
 	script := `printf '{"mean": 2.5, "n": %s}\n' "$OMP_NUM_THREADS" > "$DOTLAB_OUT_DIR/results.json"; echo "TZ=$TZ"`
 	m := f.manifest(f.fileURL(), script)
-	m.Environment.Env = map[string]string{"OMP_NUM_THREADS": "4", "TZ": "Europe/Berlin"}
+	m.Environment.Env = map[string]string{"OMP_NUM_THREADS": "4", "TZ": "UTC"}
 	_, out := f.mustRerun(v02(t, m), dotlab.OutcomeReproduced)
 	found := false
 	for _, e := range readLogs(t, out) {
-		if s, _ := e.Data["stdout"].(string); e.Step == "execute" && strings.Contains(s, "TZ=Europe/Berlin") {
+		if s, _ := e.Data["stdout"].(string); e.Step == "execute" && strings.Contains(s, "TZ=UTC") {
 			found = true
 		}
 	}
 	if !found {
 		t.Fatal("TZ did not reach the analysis")
+	}
+	// A zone the image (busybox, no tzdata) does not hold: spec_issue
+	// naming environment.env.TZ, before anything runs.
+	m.Environment.Env = map[string]string{"TZ": "Europe/Berlin"}
+	rec, _ := f.mustRerun(v02(t, m), dotlab.OutcomeSpecIssue, "environment.env.TZ", "/usr/share/zoneinfo/Europe/Berlin")
+	if rec.Body.Environment.Runtime != nil {
+		t.Fatal("the analysis ran with a zone the image lacks")
 	}
 }
 

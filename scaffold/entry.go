@@ -3,6 +3,7 @@ package scaffold
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -160,6 +161,10 @@ func (b *builder) noteFindings() {
 	for _, f := range b.scan.findings {
 		if f.Kind == FindWrites {
 			writes = append(writes, f.Where+": "+f.What)
+			continue
+		}
+		if i := slices.Index(b.opts.Downloads, f.URL); f.Kind == FindNetwork && f.URL != "" && i >= 0 {
+			b.check("$.code", "%s: %s fetches a URL pinned in downloads[%d] (--download): the sandbox's responder answers it with the pinned bytes", f.Where, f.What, i)
 			continue
 		}
 		b.warn("$.code", "%s", f)

@@ -3,6 +3,7 @@ package scaffold
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/dotlab/dotlab"
@@ -12,6 +13,21 @@ import (
 // ImagePlaceholder is environment.image until the author builds the
 // proposed recipe and writes the reference it prints.
 const ImagePlaceholder = "REPLACE-with-image@sha256:<digest>"
+
+// NotebookRecipe is the image recipe proposed for a Python package with a
+// notebook: the scientific Python image with Jupyter's nbconvert and
+// ipykernel (examples/images/python-notebook).
+const NotebookRecipe = "examples/images/python-notebook/build.sh"
+
+// hasNotebook: files holds a Jupyter notebook (*.ipynb).
+func hasNotebook(files []string) bool {
+	for _, f := range files {
+		if strings.EqualFold(path.Ext(f), ".ipynb") {
+			return true
+		}
+	}
+	return false
+}
 
 // environment proposes the image (and requires) by the package's language.
 func (b *builder) environment(files []string) error {
@@ -24,6 +40,10 @@ func (b *builder) environment(files []string) error {
 		return nil
 	}
 	script, ref := lang.Recipe()
+	if lang == LangPython && hasNotebook(files) {
+		script, ref = NotebookRecipe, "dotlab.example/python-notebook@sha256:…"
+		why += ", a notebook: the recipe has Jupyter's nbconvert and ipykernel"
+	}
 	b.m.Environment.Image = ImagePlaceholder
 	kind := map[Language]string{LangR: "an R package", LangPython: "a Python package", LangOther: "neither R nor Python"}[lang]
 	b.placeholder("$.environment.image", "standin.invalid/image@sha256:"+strings.Repeat("0", 64),

@@ -34,7 +34,10 @@ const SectionMissing = "what-manifest-init-reads-in-the-code"
 // the literal, Kind one of the Find* constants.
 type Finding struct {
 	Kind, Where, What string
-	line              int // in its unit, for the order
+	// URL is the URL literal a network finding passes ("" when none is
+	// written out), so that one pinned with --download is said to be.
+	URL  string
+	line int // in its unit, for the order
 }
 
 // Section is the how-to section (PATH#anchor) that answers the finding.
@@ -101,7 +104,7 @@ var writesPython = map[string]writeArg{
 	"savefig": {0, []string{"fname"}}, "save": {0, []string{"file", "fname"}}, "savetxt": {0, []string{"fname"}},
 	"savez": {0, []string{"file"}}, "savez_compressed": {0, []string{"file"}}, "write_csv": {0, []string{"file"}},
 	"write_parquet": {0, []string{"file"}}, "makedirs": {0, []string{"name"}}, "mkdir": {0, []string{"path"}},
-	"dump": {1, []string{"filename"}},
+	"dump": {1, []string{"filename"}}, "urlretrieve": {1, []string{"filename"}},
 }
 
 var writesR = map[string]writeArg{
@@ -115,6 +118,7 @@ var writesR = map[string]writeArg{
 	"dir.create": {0, []string{"path"}}, "cat": {-1, []string{"file"}}, "write": {1, []string{"file"}}, "capture.output": {-1, []string{"file"}},
 	"write.dta": {1, []string{"file"}}, "write_dta": {1, []string{"path"}}, "write_sav": {1, []string{"path"}},
 	"write_parquet": {1, []string{"sink"}}, "write_feather": {1, []string{"sink"}}, "stargazer": {-1, []string{"out"}}, "saveWidget": {1, []string{"file"}},
+	"download.file": {1, []string{"destfile"}},
 }
 
 // fileArg is the argument a call passes as its file (w); ok is false when it passes none.
@@ -153,15 +157,19 @@ var printing = setOf([]string{"print", "cat", "message", "paste", "paste0", "spr
 // classify lists the findings in one unit's reader result.
 func classify(u codeUnit, r unitResult) []Finding {
 	var fs []Finding
-	add := func(kind string, line int, format string, args ...any) {
+	add := func(kind string, line int, format string, args ...any) *Finding {
 		fs = append(fs, Finding{Kind: kind, Where: u.at(line), What: fmt.Sprintf(format, args...), line: line})
+		return &fs[len(fs)-1]
 	}
 	for _, n := range u.fetches {
 		add(FindNetwork, n, "a shell escape that installs or downloads")
 	}
 	sort.SliceStable(r.Calls, func(i, j int) bool { return r.Calls[i].Line < r.Calls[j].Line })
 	for _, c := range r.Calls {
-		if kind := callKind(u.lang, c); kind != "" {
+		switch kind, url := callKind(u.lang, c), callURL(c); {
+		case kind == FindNetwork && url != "":
+			add(kind, c.Line, "%s(%q)", c.Func, url).URL = url
+		case kind != "":
 			add(kind, c.Line, "%s()", c.Func)
 		}
 		switch p := writePath(u.lang, c); p {
@@ -178,11 +186,21 @@ func classify(u codeUnit, r unitResult) []Finding {
 		case hostPath.MatchString(s.Value):
 			add(FindHostPath, s.Line, "%q", s.Value)
 		case urlLiteral.MatchString(s.Value) && s.Func != "" && !printing[s.Func] && !networkCall(u.lang, s.Func):
-			add(FindNetwork, s.Line, "%s(%q)", s.Func, s.Value)
+			add(FindNetwork, s.Line, "%s(%q)", s.Func, s.Value).URL = s.Value
 		}
 	}
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].line < fs[j].line })
 	return fs
+}
+
+// callURL is the first URL literal among c's arguments, "" for none.
+func callURL(c callSite) string {
+	for _, a := range c.Args {
+		if a.Kind == "str" && urlLiteral.MatchString(a.Value) {
+			return a.Value
+		}
+	}
+	return ""
 }
 
 // networkCall: a call callKind already reports as network.

@@ -174,6 +174,8 @@ func (b *builder) lacksAny(ix *debIndex, sites []needSite) bool {
 func (b *builder) noteNeed(n Need, indexed bool, why string) {
 	pkg := "Debian package " + n.Package
 	switch {
+	case n.Package == "" && indexed && n.Kind == NeedR:
+		pkg = fmt.Sprintf("no Debian package ships it (a CRAN-only package): list it in install.R (install.packages(%q)) and build with dotlab image build --base <the R image, examples/images/r/build.sh> --cran URL PKG_DIR, or install it in a Containerfile", n.Name)
 	case n.Package == "" && indexed:
 		pkg = "no Debian package ships it: install it in a Containerfile (dotlab image build --containerfile)"
 	case n.Package == "":

@@ -54,11 +54,12 @@ type needSite struct {
 
 // codeScan is what init read in the code.
 type codeScan struct {
-	needs    []needSite
-	findings []Finding
-	units    []codeUnit
-	aptTxt   []string        // the package's own apt.txt, when it has one
-	local    map[string]bool // Python modules and R packages of the package itself
+	needs     []needSite
+	findings  []Finding
+	units     []codeUnit
+	aptTxt    []string        // the package's own apt.txt, when it has one
+	hasAptTxt bool            // the code as pinned holds an apt.txt
+	local     map[string]bool // Python modules and R packages of the package itself
 }
 
 // readCode reads the package's code files (bounded by MaxCodeFiles,
@@ -110,7 +111,7 @@ func (b *builder) readSpecial(files []string, read codeReader) {
 		switch f {
 		case "apt.txt":
 			if body, err := read(f, 1<<20); err == nil {
-				b.scan.aptTxt = aptNames(string(body))
+				b.scan.aptTxt, b.scan.hasAptTxt = aptNames(string(body)), true
 			}
 		case "DESCRIPTION":
 			if body, err := read(f, 1<<20); err == nil {

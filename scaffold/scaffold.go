@@ -83,6 +83,22 @@ type Result struct {
 	// AptTxt is the apt.txt offered (the package's own plus the Debian
 	// packages of what the image lacks); nil when nothing is to be added.
 	AptTxt []byte
+	// AptTxtInCode: the code as pinned (the commit's tree, or the
+	// directory) holds an apt.txt.
+	AptTxtInCode bool
+}
+
+// Blocking counts the placeholders that fail validation (those with a
+// stand-in value); the rest (title, source.citation: free text) do not
+// (docs/manifest-spec.md §9), so Placeholders() - Blocking() is their count.
+func (r *Result) Blocking() int {
+	n := 0
+	for _, note := range r.Notes {
+		if note.Kind == "placeholder" && note.standIn != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Placeholders counts the notes of kind "placeholder".
@@ -244,7 +260,7 @@ func (b *builder) result() (*Result, error) {
 	if err := enc.Encode(b.m); err != nil {
 		return nil, err
 	}
-	r := &Result{Manifest: b.m, JSON: buf.Bytes(), Notes: b.notes, Needs: b.needs, AptTxt: b.aptTxt}
+	r := &Result{Manifest: b.m, JSON: buf.Bytes(), Notes: b.notes, Needs: b.needs, AptTxt: b.aptTxt, AptTxtInCode: b.scan.hasAptTxt}
 	if b.scan != nil {
 		r.Findings = b.scan.findings
 	}

@@ -65,3 +65,29 @@ func TestClaimPageShowsAPackageAsPublished(t *testing.T) {
 		t.Errorf("the helper is listed among the datasets: %s", datasets)
 	}
 }
+
+// TestClaimPageListsDownloads: a spec v0.2 claim's pinned downloads are
+// listed (name, URL, SHA-256) and the "no datasets" line says the data may
+// come from them rather than only from the code or the image.
+func TestClaimPageListsDownloads(t *testing.T) {
+	s := newSite(t)
+	raw := strings.Replace(strings.Replace(packageManifest, `"spec_version": "0.1"`, `"spec_version": "0.2"`, 1),
+		`"code": {`, `"downloads": [{"name": "bcg.csv", "url": "https://data.example.org/bcg.csv?v=2", "sha256": "`+strings.Repeat("3", 64)+`"}], "code": {`, 1)
+	m, err := manifest.Parse([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := manifest.Hash([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := must(sqlstoretest.Protocol(s.db).CreateClaim(context.Background(), s.ids["submitter"], dotlab.NewClaim{Raw: []byte(raw), Manifest: m, ManifestHash: h, Field: "psychology"}))
+	code, _, body := s.get("/claims/"+c.ID, "text/html")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	body = html.UnescapeString(body)
+	contains(t, "claim page", body,
+		"None: the data is fetched by the code from the pinned downloads below",
+		"<h3>Downloads</h3>", "<th scope=\"row\">bcg.csv</th>", "https://data.example.org/bcg.csv?v=2", strings.Repeat("3", 64))
+}

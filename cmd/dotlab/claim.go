@@ -9,7 +9,7 @@ import (
 )
 
 func newClaimCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "claim", Short: "List claims on a server and look at them"}
+	cmd := &cobra.Command{Use: "claim", Short: "Submit (list) a claim on a server, or show one"}
 	var (
 		server, field string
 		allowPrivate  bool

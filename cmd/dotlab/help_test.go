@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -35,5 +36,21 @@ func TestHelpTexts(t *testing.T) {
 	}
 	if len(used) < 10 {
 		t.Fatalf("only %d help texts found", len(used))
+	}
+}
+
+// TestHelpNamesBothSpecVersionsAndWhatClaimDoes: manifest help names spec
+// v0.2 beside v0.1, and claim's summary offers only what its subcommands
+// do (submit, show).
+func TestHelpNamesBothSpecVersionsAndWhatClaimDoes(t *testing.T) {
+	for _, args := range [][]string{{"manifest", "--help"}, {"manifest", "validate", "--help"}} {
+		out, _, _ := runCLI(t, args...)
+		if !strings.Contains(out, "spec v0.1 or v0.2") {
+			t.Errorf("%v lacks spec v0.1 or v0.2:\n%s", args, out)
+		}
+	}
+	out, _, _ := runCLI(t, "claim", "--help")
+	if strings.Contains(out, "List claims") || !strings.Contains(out, "show") {
+		t.Errorf("claim --help:\n%s", out)
 	}
 }

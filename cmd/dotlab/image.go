@@ -83,7 +83,10 @@ func newImagePullCmd(cacheDir *string) *cobra.Command {
 			if pulled {
 				how = "pulled and verified"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", img.Digest, how)
+			// The last line, as the other image commands print it:
+			// DIGEST<TAB>NAME@DIGEST (README "CLI reference").
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", args[0], how)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", img.Digest, args[0])
 			return nil
 		}),
 	}

@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
 	"github.com/dotlab/dotlab/manifest"
+	"github.com/dotlab/dotlab/runner"
 	"github.com/dotlab/dotlab/scaffold"
 	"github.com/spf13/cobra"
 )
@@ -38,6 +40,7 @@ func newManifestInitCmd() *cobra.Command {
 	f.StringArrayVar(&o.Downloads, "download", nil, "a URL the code fetches while it runs: fetched and pinned by SHA-256 in downloads (spec v0.2; repeatable)")
 	f.StringVar(&out, "out", "", "write the manifest to this new file instead of stdout")
 	f.BoolVar(&o.Policy.AllowPrivate, "allow-private-urls", false, "fetch a git URL over http or from private addresses, and the Debian Contents index from a loopback or private mirror")
+	f.StringVar(&o.Policy.TrustCAFile, "trust-ca", os.Getenv(runner.TrustCAEnv), "PEM file of extra CAs for https fetches (--download, a git URL) (default $"+runner.TrustCAEnv+")")
 	f.StringVar(&o.CacheDir, "cache", cli.DefaultCacheDir(), "cache directory (the image store --image is read from; the Debian Contents index)")
 	f.StringVar(&aptTxt, "write-apt-txt", "", "write the offered apt.txt (Debian packages the image lacks) to this new file")
 	f.StringArrayVar(&o.AptSources, "apt-sources", scaffold.DefaultAptSources(), "apt source files naming the Debian mirror")
@@ -54,7 +57,7 @@ func newManifestCmd() *cobra.Command {
 	var allowPrivate bool
 	validate := &cobra.Command{
 		Use:   "validate FILE",
-		Short: "Validate FILE against manifest spec v0.1 (exit 0 valid, 1 invalid)",
+		Short: "Validate FILE against manifest spec v0.1 or v0.2 (exit 0 valid, 1 invalid)",
 		Long:  help("manifest-validate"),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -61,14 +61,14 @@ func TestManifestInit(t *testing.T) {
 	// Placeholders only: written, exit 0, every field left on stderr by path.
 	out, errOut, code := runCLI(t, "manifest", "init", "--no-archive", dir, "--target", "did=2.76", "--source", `did=stdout:regex:did\s+([-0-9.]+)`)
 	if code != 0 || !strings.Contains(out, `"value": 0.005`) || !strings.Contains(errOut, "manifest: $.datasets[0].url: placeholder: ") ||
-		!strings.Contains(errOut, "$.environment.image: placeholder: an R package") || !strings.Contains(errOut, "not yet valid: 6 fields left for you") {
+		!strings.Contains(errOut, "$.environment.image: placeholder: an R package") || !strings.Contains(errOut, "not yet valid: 4 fields left for you that fail validation, and 2 free-text placeholders (title, citation)") {
 		t.Fatalf("code %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 	// --out writes a new file, never over an existing one; filled in, it validates.
 	mf := filepath.Join(t.TempDir(), "m.json")
 	_, errOut, code = runCLI(t, "manifest", "init", "--no-archive", dir, "--out", mf, "--target", "did=2.76", "--title", "T", "--citation", "C", "--entrypoint", "Rscript main.R",
 		"--image", "dotlab.example/r@sha256:"+strings.Repeat("0a", 32), "--data-url", "https://zenodo.org/records/1/files", "--archive", filepath.Join(dir, "main.R"))
-	if code != 0 || !strings.Contains(errOut, mf+": not yet valid: 1 field left for you") || !strings.Contains(errOut, mf+": $.code.archive.url: placeholder") {
+	if code != 0 || !strings.Contains(errOut, mf+": not yet valid: 1 field left for you that fails validation (") || !strings.Contains(errOut, mf+": $.code.archive.url: placeholder") {
 		t.Fatalf("code %d stderr %s", code, errOut)
 	}
 	if _, _, code := runCLI(t, "manifest", "validate", mf); code != 1 {

@@ -57,7 +57,9 @@ type Line struct {
 // "index …", "new file mode 100644|100755", "deleted file mode
 // 100644|100755", and the "--- OLD" / "+++ NEW" pair (a tab and what
 // follows it, diff -u's timestamp, is ignored). Names lose their first
-// component (patch -p1) and must then be the same on both sides. Errors
+// component (patch -p1) and must then be the same on both sides; names of
+// one component (diff -u main.R.orig main.R at the tree's top) name the
+// +++ file as they are (bareOld). Errors
 // name the line (1-based) and wrap ErrRefused for what a patch may not do.
 func Parse(diff string) ([]FileDiff, error) {
 	lines := strings.Split(diff, "\n")
@@ -124,13 +126,16 @@ func (p *parser) file() (FileDiff, error) {
 	if p.i+1 >= len(p.lines) || !strings.HasPrefix(p.lines[p.i], "--- ") || !strings.HasPrefix(p.lines[p.i+1], "+++ ") {
 		return fd, p.errf("expected a \"--- OLD\" line followed by a \"+++ NEW\" line")
 	}
-	oldName, err := p.name(p.lines[p.i][4:])
+	oldName, oldBare, err := p.name(p.lines[p.i][4:])
 	if err != nil {
 		return fd, err
 	}
 	p.i++
-	newName, err := p.name(p.lines[p.i][4:])
+	newName, newBare, err := p.name(p.lines[p.i][4:])
 	if err != nil {
+		return fd, err
+	}
+	if oldName, err = p.bareOld(oldName, oldBare, newName, newBare); err != nil {
 		return fd, err
 	}
 	p.i++
@@ -192,34 +197,57 @@ func (p *parser) headers() error {
 	return p.errf("expected a \"--- OLD\" line")
 }
 
+// PrefixFix is what to run for a diff whose names this package cannot
+// read: the two forms whose names it accepts.
+const PrefixFix = "make it with git diff in a checkout, or diff -u a/analysis.R b/analysis.R (names with one leading component), or, for a file at the tree's top, diff -u analysis.R.orig analysis.R"
+
 // name turns a ---/+++ name into a clean tree path ("" for /dev/null).
-func (p *parser) name(s string) (string, error) {
+// bare reports a name of one component (diff -u main.R.orig main.R run
+// at the tree's top), which is taken as it is, without stripping.
+func (p *parser) name(s string) (path string, bare bool, err error) {
 	if i := strings.IndexByte(s, '\t'); i >= 0 {
 		s = s[:i]
 	}
 	if s == "/dev/null" {
-		return "", nil
+		return "", false, nil
 	}
 	if strings.HasPrefix(s, "\"") {
-		return "", p.refusef("quoted name %s: name files without quotes, tabs or control characters", truncate(s))
+		return "", false, p.refusef("quoted name %s: name files without quotes, tabs or control characters", truncate(s))
 	}
 	first, rest, ok := strings.Cut(s, "/")
-	if !ok || first == "" || rest == "" {
-		return "", p.errf("name %q: want a prefix and a path, as in a/analysis.R (the first component is stripped)", truncate(s))
+	if !ok {
+		rest, bare = s, true
+	} else if first == "" || rest == "" {
+		return "", false, p.errf("name %q: want a prefix and a path, as in a/analysis.R (the first component is stripped): %s", truncate(s), PrefixFix)
 	}
 	comps, err := safefs.SplitName(rest, false, "patched file")
 	if err != nil || len(comps) == 0 || strings.HasPrefix(rest, "/") || strings.HasPrefix(rest, "./") {
-		return "", p.refusef("name %q: not a plain relative path inside the code tree", truncate(s))
+		return "", false, p.refusef("name %q: not a plain relative path inside the code tree", truncate(s))
 	}
 	for _, c := range comps {
 		if strings.EqualFold(c, ".git") {
-			return "", p.refusef("name %q writes into .git", truncate(s))
+			return "", false, p.refusef("name %q writes into .git", truncate(s))
 		}
 		if strings.ContainsFunc(c, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-			return "", p.refusef("name %q has a control character", truncate(s))
+			return "", false, p.refusef("name %q has a control character", truncate(s))
 		}
 	}
-	return strings.Join(comps, "/"), nil
+	return strings.Join(comps, "/"), bare, nil
+}
+
+// bareOld reads diff -u's plain names: when the +++ name is one bare
+// component (no a/ or b/ prefix), the file patched is the one it names, and
+// a bare --- name (the saved original, main.R.orig) is taken to be that
+// file's old side. A bare name beside a prefixed one is ambiguous (which
+// component to strip) and is an error saying what to run.
+func (p *parser) bareOld(oldName string, oldBare bool, newName string, newBare bool) (string, error) {
+	switch {
+	case oldBare && newBare:
+		return newName, nil
+	case (oldBare && newName != "") || (newBare && oldName != ""):
+		return "", p.errf("names %s and %s: one has a prefix (a/…) and the other none: %s", oldName, newName, PrefixFix)
+	}
+	return oldName, nil
 }
 
 // hunk reads one @@ header and exactly the lines its counts announce.

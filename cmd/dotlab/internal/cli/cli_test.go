@@ -41,13 +41,15 @@ func TestReadManifestFileBounded(t *testing.T) {
 func TestPrintRecord(t *testing.T) {
 	rec := &runner.Record{Body: dotlab.RunBody{Outcome: dotlab.OutcomeNotReproduced, Notes: "one value off"},
 		Comparisons: []dotlab.Comparison{{Name: "t", Published: "4.06", Rerun: "5", Difference: "0.94", ToleranceType: dotlab.ToleranceRelative, Tolerance: "0.01", Allowed: "0.0406"}},
-		ReadFrom:    map[string]string{"t": "stdout, regex \"t = (\\S+)\""}}
+		ReadFrom:    map[string]string{"t": "stdout, regex \"t = (\\S+)\""},
+		Refused:     []string{"GET http://data.example.org/f.csv?v=2 (not pinned)", "CONNECT example.org:443 (no URL on this host is pinned)"}}
 	rec.Body.Environment = dotlab.RunEnvironment{ImageDigest: "sha256:" + strings.Repeat("a", 64), CodeCommit: strings.Repeat("b", 40),
 		Runtime: &dotlab.RuntimeInfo{Name: "runc", Version: "1.1.5+ds1"}}
 	var out strings.Builder
 	PrintRecord(&out, rec, "o")
 	for _, want := range []string{"relative 0.01 (±0.0406)", "NO", "outcome: not_reproduced", "notes: one value off", "record: o/run.json",
-		"image: sha256:aaaa", `stdout, regex "t = (\S+)"`, "code: commit bbbb", "runtime: runc 1.1.5+ds1"} {
+		"image: sha256:aaaa", `stdout, regex "t = (\S+)"`, "code: commit bbbb", "runtime: runc 1.1.5+ds1",
+		"refused by the sandbox", "  GET http://data.example.org/f.csv?v=2 (not pinned)\n  CONNECT example.org:443 (no URL on this host is pinned)\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("lacks %q:\n%s", want, out.String())
 		}

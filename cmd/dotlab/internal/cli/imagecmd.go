@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/dotlab/dotlab/internal/netpolicy"
 	"github.com/dotlab/dotlab/runner"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/spf13/cobra"
 )
 
@@ -191,7 +194,25 @@ func WarnUnpullable(ctx context.Context, stderr io.Writer, path string, m *dotla
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := imagestore.Pullable(ctx, ref, imagestore.PullOptions{Transport: p.Transport(), AllowHTTP: allowPrivate}); err != nil {
-		fmt.Fprintf(stderr, "%s: warning: $.environment.image: %s cannot be pulled from its registry by digest (%v): "+
-			"only in this machine's store: push it with dotlab image push, and name the pushed REGISTRY/REPOSITORY@sha256:…\n", path, ref, err)
+		fmt.Fprintf(stderr, "%s: warning: $.environment.image: %s cannot be pulled from its registry by digest (%v): %s\n", path, ref, err, UnpullableHint(err))
 	}
+}
+
+// UnpullableHint is the fix for why imagestore.Pullable refused: a plain
+// http or private registry needs --allow-private-urls (local testing
+// only); a 401/403 means the repository is not public-read, as runners
+// pull anonymously; anything else (not found, no such host) means the
+// image is only in this machine's store.
+func UnpullableHint(err error) string {
+	var dns *net.DNSError
+	var te *transport.Error
+	switch {
+	case errors.Is(err, imagestore.ErrPlainHTTP), errors.Is(err, netpolicy.ErrRefused):
+		return "a plain-http, loopback or private-address registry is reached only with --allow-private-urls (local testing; a public server refuses it): push the image to a public registry with dotlab image push"
+	case errors.Is(err, imagestore.ErrNeedsCredentials):
+		return "runners pull anonymously: make the repository public-read on the registry, or push the image to one that is"
+	case errors.As(err, &dns), errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
+		return "only in this machine's store: push it with dotlab image push, and name the pushed REGISTRY/REPOSITORY@sha256:…"
+	}
+	return "if it is only in this machine's store, push it with dotlab image push and name the pushed REGISTRY/REPOSITORY@sha256:…; if the registry was unreachable, validate again later"
 }

@@ -47,5 +47,11 @@ func PrintRecord(w io.Writer, rec *runner.Record, outDir string) {
 	if rec.Body.Notes != "" {
 		fmt.Fprintf(w, "notes: %s\n", rec.Body.Notes)
 	}
+	if len(rec.Refused) > 0 {
+		fmt.Fprintln(w, "refused by the sandbox (pin what the code needs in downloads: dotlab manifest init --download URL):")
+		for _, line := range rec.Refused {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+	}
 	fmt.Fprintf(w, "record: %s, %s, %s/\n", filepath.Join(outDir, runner.RunFile), filepath.Join(outDir, runner.LogsFile), filepath.Join(outDir, runner.OutSub))
 }

@@ -30,7 +30,7 @@ func Scaffold(ctx context.Context, stdout, stderr io.Writer, out, aptTxt string,
 // file: an existing one is never overwritten), and prints on stderr every
 // field left for the author ("<JSON path>: placeholder|check: <what to
 // do>"), then the verdict. A manifest with placeholders only is written
-// with exit status 0 ("not yet valid: N fields left for you"); real
+// with exit status 0 ("not yet valid: N fields left for you that fail validation", the free-text title and citation placeholders counted apart); real
 // validation problems are printed too and give exit status 1.
 func WriteScaffold(stdout, stderr io.Writer, out string, r *scaffold.Result) error {
 	name := "manifest"
@@ -65,7 +65,16 @@ func WriteScaffold(stdout, stderr io.Writer, out string, r *scaffold.Result) err
 	case len(r.Problems) > 0:
 		return &ExitError{Code: 1, Err: fmt.Errorf("%s: written, but invalid beyond its placeholders (%d problem%s above)", name, len(r.Problems), Plural(len(r.Problems)))}
 	case !r.Valid:
-		fmt.Fprintf(stderr, "%s: not yet valid: %d field%s left for you (placeholder lines above); then run dotlab manifest validate\n", name, n, Plural(n))
+		b := r.Blocking()
+		more := ""
+		if free := n - b; free > 0 {
+			more = fmt.Sprintf(", and %d free-text placeholder%s (title, citation) that validation passes but a reader sees", free, Plural(free))
+		}
+		verb := "fail"
+		if b == 1 {
+			verb = "fails"
+		}
+		fmt.Fprintf(stderr, "%s: not yet valid: %d field%s left for you that %s validation%s (placeholder lines above); then run dotlab manifest validate\n", name, b, Plural(b), verb, more)
 	case n > 0:
 		fmt.Fprintf(stderr, "%s: valid manifest spec v%s, but %d field%s left for you (placeholder lines above)\n", name, r.Manifest.SpecVersion, n, Plural(n))
 	default:
