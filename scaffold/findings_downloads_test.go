@@ -67,7 +67,7 @@ func TestInitProposesTheNotebookRecipeAndInstallRForCRANOnly(t *testing.T) {
 	sources, _ := testMirror(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "main.R"), []byte("library(notOnDebianXyz)\n"), 0o644)
-	res, err = Init(context.Background(), Options{Source: dir, Targets: []string{"t=1"}, AptSources: []string{sources}})
+	res, err = Init(context.Background(), Options{Source: dir, Targets: []string{"t=1"}, AptSources: []string{sources}, Policy: runner.Policy{AllowPrivate: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
