@@ -51,7 +51,7 @@ func TestManifestInitAptTxtIntoAGitPackage(t *testing.T) {
 	head, _ := exec.Command("git", "-C", pkg, "rev-parse", "HEAD").Output()
 	commit := strings.TrimSpace(string(head))
 	apt := filepath.Join(pkg, "apt.txt")
-	args := []string{"manifest", "init", pkg, "--target", "x=1", "--cache", t.TempDir(), "--apt-sources", sources, "--write-apt-txt", apt}
+	args := []string{"manifest", "init", pkg, "--target", "x=1", "--cache", t.TempDir(), "--apt-sources", sources, "--allow-private-urls", "--write-apt-txt", apt}
 	_, errOut, code := runCLI(t, args...)
 	want := "$.code.commit: check: commit apt.txt: commit " + commit + " does not hold it"
 	if code != 0 || !strings.Contains(errOut, "apt.txt written to "+apt) || !strings.Contains(errOut, want) {
