@@ -77,18 +77,7 @@ func (l *Log) ClaimEntries(ctx context.Context, claimID string, size int64) ([]E
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		var e Entry
-		var typ string
-		if err := rows.Scan(&e.Index, &typ, &e.ID, &e.Data); err != nil {
-			return nil, err
-		}
-		e.Type = tlogfmt.EntryType(typ)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return scanEntries(rows)
 }
 
 // ClaimEntriesPage is ClaimEntries from log index from on, at most limit
@@ -99,18 +88,7 @@ func (l *Log) ClaimEntriesPage(ctx context.Context, claimID string, size, from i
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		var e Entry
-		var typ string
-		if err := rows.Scan(&e.Index, &typ, &e.ID, &e.Data); err != nil {
-			return nil, err
-		}
-		e.Type = tlogfmt.EntryType(typ)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return scanEntries(rows)
 }
 
 // InclusionProofs returns the RFC 6962 inclusion proofs of entries
@@ -212,4 +190,21 @@ func (l *Log) TreeHash(ctx context.Context, size int64) (tlog.Hash, error) {
 		return tlog.Hash{}, err
 	}
 	return tlog.TreeHash(size, hashReader{ctx, l.r})
+}
+
+// scanEntries reads rows of (idx, type, record_id, body) as entries and
+// closes rows.
+func scanEntries(rows *sql.Rows) ([]Entry, error) {
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var e Entry
+		var typ string
+		if err := rows.Scan(&e.Index, &typ, &e.ID, &e.Data); err != nil {
+			return nil, err
+		}
+		e.Type = tlogfmt.EntryType(typ)
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

@@ -1,12 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,24 +15,7 @@ import (
 // again, the file already holding the offer is no error.
 func TestManifestInitAptTxtIntoAGitPackage(t *testing.T) {
 	testfix.Need(t, false, "python3", "git")
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	fmt.Fprint(zw, "usr/lib/python3/dist-packages/sklearn/__init__.py python/python3-sklearn\n")
-	zw.Close()
-	contents := z.Bytes()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/debian/dists/trixie/Release":
-			fmt.Fprintf(w, "SHA256:\n %x %d main/Contents-all.gz\n", sha256.Sum256(contents), len(contents))
-		case "/debian/dists/trixie/main/Contents-all.gz":
-			w.Write(contents)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	sources := filepath.Join(t.TempDir(), "mirror.list")
-	os.WriteFile(sources, []byte("deb "+srv.URL+"/debian trixie main\n"), 0o644)
+	sources := contentsMirror(t, "usr/lib/python3/dist-packages/sklearn/__init__.py python/python3-sklearn\n")
 	pkg := t.TempDir()
 	os.WriteFile(filepath.Join(pkg, "main.py"), []byte("import sklearn\n"), 0o644)
 	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "main.py"}, {"-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "-m", "code"}} {

@@ -20,24 +20,7 @@ import (
 // writes the apt.txt offered to a new file only.
 func TestManifestInitAptTxt(t *testing.T) {
 	testfix.Need(t, false, "python3")
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	fmt.Fprint(zw, "usr/lib/python3/dist-packages/sklearn/__init__.py python/python3-sklearn\nusr/bin/python3 python/python3-minimal\nusr/lib/python3/dist-packages/yaml/__init__.py python/python3-yaml\n")
-	zw.Close()
-	contents := z.Bytes()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/debian/dists/trixie/Release":
-			fmt.Fprintf(w, "SHA256:\n %x %d main/Contents-all.gz\n", sha256.Sum256(contents), len(contents))
-		case "/debian/dists/trixie/main/Contents-all.gz":
-			w.Write(contents)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	sources := filepath.Join(t.TempDir(), "mirror.list")
-	os.WriteFile(sources, []byte("deb "+srv.URL+"/debian trixie main\n"), 0o644)
+	sources := contentsMirror(t, "usr/lib/python3/dist-packages/sklearn/__init__.py python/python3-sklearn\nusr/bin/python3 python/python3-minimal\nusr/lib/python3/dist-packages/yaml/__init__.py python/python3-yaml\n")
 	pkg := t.TempDir()
 	os.WriteFile(filepath.Join(pkg, "main.py"), []byte("import sklearn\nname = input('who? ')\n"), 0o644)
 	apt := filepath.Join(pkg, "apt.txt")
@@ -63,4 +46,30 @@ func TestManifestInitAptTxt(t *testing.T) {
 	if _, errOut, code = runCLI(t, args...); code != 2 || !strings.Contains(errOut, "not overwritten") {
 		t.Fatalf("overwrite: code %d\n%s", code, errOut)
 	}
+}
+
+// contentsMirror serves a Debian mirror on loopback whose trixie main
+// holds only a Contents-all.gz of the given lines (PATH SECTION/PACKAGE),
+// with its Release hash, and returns an apt sources file naming it.
+func contentsMirror(t *testing.T, lines string) string {
+	t.Helper()
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	fmt.Fprint(zw, lines)
+	zw.Close()
+	contents := z.Bytes()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/debian/dists/trixie/Release":
+			fmt.Fprintf(w, "SHA256:\n %x %d main/Contents-all.gz\n", sha256.Sum256(contents), len(contents))
+		case "/debian/dists/trixie/main/Contents-all.gz":
+			w.Write(contents)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	sources := filepath.Join(t.TempDir(), "mirror.list")
+	os.WriteFile(sources, []byte("deb "+srv.URL+"/debian trixie main\n"), 0o644)
+	return sources
 }
