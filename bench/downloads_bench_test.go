@@ -33,12 +33,7 @@ func TestMain(m *testing.M) {
 // certificates, netns join).
 func BenchmarkDownloadFreeRun(b *testing.B) {
 	s := prepare(b)
-	rt := sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}
-	// As the runner does before its first run (runner.Rerun): the version is
-	// probed once and remembered in rt, not in every timed Run.
-	if _, err := rt.CheckVersion(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	rt := probedRuntime(b)
 	code, data := b.TempDir(), b.TempDir()
 	spec := sandbox.Spec{Rootfs: s.rootfs, CodeDir: code, DataDir: data, Args: []string{"true"}, ImageEnv: []string{imagestore.DefaultPath}}
 	file := filepath.Join(b.TempDir(), "blob")
@@ -97,12 +92,7 @@ func BenchmarkDownloadFreeRun(b *testing.B) {
 // ratios (run minus the start-up run) and the whole-run ratios.
 func BenchmarkDownload100MB(b *testing.B) {
 	s := prepare(b)
-	rt := sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}
-	// As the runner does before its first run (runner.Rerun): the version is
-	// probed once and remembered in rt, not in every timed Run.
-	if _, err := rt.CheckVersion(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	rt := probedRuntime(b)
 	code, data := b.TempDir(), b.TempDir()
 	big := make([]byte, 100<<20)
 	rand.Read(big)

@@ -111,12 +111,7 @@ func runCmd(b *testing.B, name string, args ...string) {
 // and the ratios against the goals.
 func BenchmarkTrue(b *testing.B) {
 	s := prepare(b)
-	rt := sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}
-	// As the runner does before its first run (runner.Rerun): the version is
-	// probed once and remembered in rt, not in every timed Run.
-	if _, err := rt.CheckVersion(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	rt := probedRuntime(b)
 	code, data := b.TempDir(), b.TempDir()
 	spec := sandbox.Spec{Rootfs: s.rootfs, CodeDir: code, DataDir: data, Args: []string{"true"}, ImageEnv: []string{imagestore.DefaultPath}}
 
@@ -232,4 +227,15 @@ func BenchmarkRerunTrivial(b *testing.B) {
 	b.ReportMetric(ms(tRerun), "rerun-ms")
 	b.ReportMetric(ms(tBare), "runc-minimal-ms")
 	b.ReportMetric(ms(tRerun)/ms(tBare), "x-runc-minimal")
+}
+
+// probedRuntime is a sandbox runtime whose version was probed once, as the
+// runner does before its first run (runner.Rerun), so no timed Run probes it.
+func probedRuntime(b *testing.B) sandbox.Runtime {
+	b.Helper()
+	rt := sandbox.Runtime{StateDir: filepath.Join(b.TempDir(), "state")}
+	if _, err := rt.CheckVersion(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return rt
 }
