@@ -346,16 +346,16 @@ func (e LogItemKind) Valid() bool {
 
 // Defines values for ManifestSpecVersion.
 const (
-	N01 ManifestSpecVersion = "0.1"
-	N02 ManifestSpecVersion = "0.2"
+	ManifestSpecVersionN01 ManifestSpecVersion = "0.1"
+	ManifestSpecVersionN02 ManifestSpecVersion = "0.2"
 )
 
 // Valid indicates whether the value is a known member of the ManifestSpecVersion enum.
 func (e ManifestSpecVersion) Valid() bool {
 	switch e {
-	case N01:
+	case ManifestSpecVersionN01:
 		return true
-	case N02:
+	case ManifestSpecVersionN02:
 		return true
 	default:
 		return false
@@ -382,16 +382,70 @@ func (e ManifestTargetsToleranceType) Valid() bool {
 
 // Defines values for ManifestTargetSourceStream.
 const (
-	Stderr ManifestTargetSourceStream = "stderr"
-	Stdout ManifestTargetSourceStream = "stdout"
+	ManifestTargetSourceStreamStderr ManifestTargetSourceStream = "stderr"
+	ManifestTargetSourceStreamStdout ManifestTargetSourceStream = "stdout"
 )
 
 // Valid indicates whether the value is a known member of the ManifestTargetSourceStream enum.
 func (e ManifestTargetSourceStream) Valid() bool {
 	switch e {
-	case Stderr:
+	case ManifestTargetSourceStreamStderr:
 		return true
-	case Stdout:
+	case ManifestTargetSourceStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManifestTargetSourceViewStream.
+const (
+	ManifestTargetSourceViewStreamStderr ManifestTargetSourceViewStream = "stderr"
+	ManifestTargetSourceViewStreamStdout ManifestTargetSourceViewStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the ManifestTargetSourceViewStream enum.
+func (e ManifestTargetSourceViewStream) Valid() bool {
+	switch e {
+	case ManifestTargetSourceViewStreamStderr:
+		return true
+	case ManifestTargetSourceViewStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManifestViewSpecVersion.
+const (
+	ManifestViewSpecVersionN01 ManifestViewSpecVersion = "0.1"
+	ManifestViewSpecVersionN02 ManifestViewSpecVersion = "0.2"
+)
+
+// Valid indicates whether the value is a known member of the ManifestViewSpecVersion enum.
+func (e ManifestViewSpecVersion) Valid() bool {
+	switch e {
+	case ManifestViewSpecVersionN01:
+		return true
+	case ManifestViewSpecVersionN02:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManifestViewTargetsToleranceType.
+const (
+	ManifestViewTargetsToleranceTypeAbsolute ManifestViewTargetsToleranceType = "absolute"
+	ManifestViewTargetsToleranceTypeRelative ManifestViewTargetsToleranceType = "relative"
+)
+
+// Valid indicates whether the value is a known member of the ManifestViewTargetsToleranceType enum.
+func (e ManifestViewTargetsToleranceType) Valid() bool {
+	switch e {
+	case ManifestViewTargetsToleranceTypeAbsolute:
+		return true
+	case ManifestViewTargetsToleranceTypeRelative:
 		return true
 	default:
 		return false
@@ -614,13 +668,13 @@ type Challenge struct {
 	Id       string    `json:"id"`
 
 	// InputHashes The challenger's input hashes as posted.
-	InputHashes *map[string]SHA256 `json:"input_hashes"`
-	Notes       *string            `json:"notes,omitempty"`
-	Outcome     Outcome            `json:"outcome"`
+	InputHashes *HashMap `json:"input_hashes"`
+	Notes       *string  `json:"notes,omitempty"`
+	Outcome     Outcome  `json:"outcome"`
 
 	// OutputHashes The challenger's output hashes as posted.
-	OutputHashes *map[string]SHA256 `json:"output_hashes"`
-	RunId        string             `json:"run_id"`
+	OutputHashes *HashMap `json:"output_hashes"`
+	RunId        string   `json:"run_id"`
 
 	// SignedBy The envelope's keyid, verified against the challenger's registered key; absent when unsigned.
 	SignedBy *string `json:"signed_by,omitempty"`
@@ -638,11 +692,13 @@ type ChallengeBody struct {
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
 
 	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
-	Envelope    *Envelope       `json:"envelope,omitempty"`
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Environment What the run executed in (image, seed, runtime, code).
 	Environment *RunEnvironment `json:"environment,omitempty"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
-	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
+	InputHashes *HashMap `json:"input_hashes,omitempty"`
 
 	// JobId The claim id.
 	JobId *string `json:"job_id,omitempty"`
@@ -658,7 +714,7 @@ type ChallengeBody struct {
 	Outcome Outcome `json:"outcome"`
 
 	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
-	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
+	OutputHashes *HashMap `json:"output_hashes,omitempty"`
 
 	// RunId Accepted instead of (or with) claim_id (dotsci draft).
 	RunId *string `json:"run_id,omitempty"`
@@ -681,7 +737,7 @@ type Claim struct {
 	Id                string     `json:"id"`
 
 	// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted). Left out of GET /claims listings.
-	Manifest *Manifest `json:"manifest,omitempty"`
+	Manifest *ManifestView `json:"manifest,omitempty"`
 
 	// ManifestHash SHA-256 of the manifest's RFC 8785 canonical form (its identity).
 	ManifestHash   SHA256     `json:"manifest_hash"`
@@ -712,8 +768,8 @@ type ClaimDetail struct {
 	// Examples: /labs/DL-0001
 	LabUrl string `json:"lab_url"`
 
-	// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted). Left out of GET /claims listings.
-	Manifest Manifest `json:"manifest"`
+	// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted).
+	Manifest ManifestView `json:"manifest"`
 
 	// ManifestHash SHA-256 of the manifest's RFC 8785 canonical form (its identity).
 	ManifestHash SHA256 `json:"manifest_hash"`
@@ -797,7 +853,7 @@ type ClaimView struct {
 	LabUrl string `json:"lab_url"`
 
 	// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted). Left out of GET /claims listings.
-	Manifest *Manifest `json:"manifest,omitempty"`
+	Manifest *ManifestView `json:"manifest,omitempty"`
 
 	// ManifestHash SHA-256 of the manifest's RFC 8785 canonical form (its identity).
 	ManifestHash SHA256 `json:"manifest_hash"`
@@ -840,7 +896,12 @@ type Comparison struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Published Decimal `json:"published"`
 
 	// Rerun An exact decimal, sent as a JSON number and written back as the same
@@ -851,7 +912,12 @@ type Comparison struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Rerun Decimal `json:"rerun"`
 
 	// Tolerance An exact decimal, sent as a JSON number and written back as the same
@@ -862,7 +928,12 @@ type Comparison struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Tolerance     Decimal                 `json:"tolerance"`
 	ToleranceType ComparisonToleranceType `json:"tolerance_type"`
 }
@@ -878,8 +949,13 @@ type ComparisonToleranceType string
 // scientific notation when plain notation would need more than 30
 // digits before or after the point (e.g. `1e-300`). In a manifest, a
 // number must also keep its value under RFC 8785 (at most a double's
-// precision, within its range).
-type Decimal = float64
+// precision, within its range). A generator that knows
+// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+// one that does not reads a double (openapi-typescript: `number`),
+// exact for every value a client sends but not always for the
+// server's `difference`, `allowed` and `delta`.
+type Decimal = json.Number
 
 // DeclineBody Optional; an empty body and `{}` decline without a reason (recorded as reasonless).
 type DeclineBody struct {
@@ -899,12 +975,17 @@ type Difference struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Challenger      Decimal `json:"challenger"`
 	ChallengerMatch bool    `json:"challenger_match"`
 
-	// Delta challenger − runner, exact.
-	Delta *float64 `json:"delta"`
+	// Delta challenger − runner, exact; null when either value cannot be read as a number.
+	Delta *Decimal `json:"delta"`
 	Name  string   `json:"name"`
 
 	// Runner An exact decimal, sent as a JSON number and written back as the same
@@ -915,7 +996,12 @@ type Difference struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Runner      Decimal `json:"runner"`
 	RunnerMatch bool    `json:"runner_match"`
 }
@@ -931,8 +1017,8 @@ type Dispute struct {
 		Field             string     `json:"field"`
 		Id                string     `json:"id"`
 
-		// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted). Left out of GET /claims listings.
-		Manifest Manifest `json:"manifest"`
+		// Manifest The parsed manifest.
+		Manifest ManifestView `json:"manifest"`
 
 		// ManifestHash SHA-256 of the manifest's RFC 8785 canonical form (its identity).
 		ManifestHash   SHA256     `json:"manifest_hash"`
@@ -993,6 +1079,9 @@ type Error struct {
 
 // ErrorError defines model for Error.Error.
 type ErrorError string
+
+// HashMap Name → SHA-256 (64 lowercase hex characters). Nullable where used, as `anyOf` with `{type: null}`.
+type HashMap map[string]SHA256
 
 // Job defines model for Job.
 type Job struct {
@@ -1297,6 +1386,121 @@ type ManifestTargetSource struct {
 // ManifestTargetSourceStream defines model for ManifestTargetSource.Stream.
 type ManifestTargetSourceStream string
 
+// ManifestTargetSourceView Where the target's number comes from when results.json does not give it: one place (stream or file) and one extractor (json, csv or regex).
+type ManifestTargetSourceView struct {
+	Csv *struct {
+		Column string `json:"column"`
+
+		// Delimiter One character: "," (the default), ";", a tab or "|".
+		Delimiter *string           `json:"delimiter,omitempty"`
+		Row       map[string]string `json:"row"`
+	} `json:"csv,omitempty"`
+	File   *string                         `json:"file,omitempty"`
+	Json   *string                         `json:"json,omitempty"`
+	Regex  *string                         `json:"regex,omitempty"`
+	Stream *ManifestTargetSourceViewStream `json:"stream,omitempty"`
+}
+
+// ManifestTargetSourceViewStream defines model for ManifestTargetSourceView.Stream.
+type ManifestTargetSourceViewStream string
+
+// ManifestView A claim's pinned replication manifest: datasets by SHA-256, code at a commit, an image by digest, a seed, an entrypoint and targets with tolerances. Semantic rules beyond this schema are in docs/manifest-spec.md.
+type ManifestView struct {
+	// Code Either a git repository at a commit, or an archive: exactly one of the two forms.
+	Code struct {
+		Archive *struct {
+			// Sha256 SHA-256 as 64 lowercase hex characters
+			Sha256 SHA256 `json:"sha256"`
+
+			// StripTopFolder Strip a single top-level directory of the archive (default true).
+			StripTopFolder *bool  `json:"strip_top_folder,omitempty"`
+			Url            string `json:"url"`
+		} `json:"archive,omitempty"`
+		Commit *string `json:"commit,omitempty"`
+
+		// Patches Spec v0.2. The submitter's declared changes to the published code: unified diffs applied with zero fuzz to the run's copy of the code before the run.
+		Patches *[]struct {
+			Diff   string `json:"diff"`
+			Reason string `json:"reason"`
+		} `json:"patches,omitempty"`
+		Repository *string `json:"repository,omitempty"`
+	} `json:"code"`
+	Datasets []struct {
+		Name string  `json:"name"`
+		Path *string `json:"path,omitempty"`
+
+		// Sha256 SHA-256 as 64 lowercase hex characters
+		Sha256 SHA256 `json:"sha256"`
+		Url    string `json:"url"`
+	} `json:"datasets"`
+
+	// Downloads Spec v0.2. Files the code fetches by URL while it runs, pinned by SHA-256: fetched and verified by the runner before the run, then answered inside the sandbox (which still has no network) by a local responder for exactly these URLs.
+	Downloads *[]struct {
+		Name string `json:"name"`
+
+		// Sha256 SHA-256 as 64 lowercase hex characters
+		Sha256 SHA256 `json:"sha256"`
+		Url    string `json:"url"`
+	} `json:"downloads,omitempty"`
+	Entrypoint  []string `json:"entrypoint"`
+	Environment struct {
+		Dependencies *map[string]string `json:"dependencies,omitempty"`
+
+		// Env Spec v0.2. Variables the package is configured by, set in the sandbox: an allow-list (docs/manifest-spec.md).
+		Env   *map[string]string `json:"env,omitempty"`
+		Image string             `json:"image"`
+	} `json:"environment"`
+
+	// Helpers Small adapter files pinned by SHA-256, mounted read-only at /work/helpers/<path>.
+	Helpers *[]struct {
+		Name string  `json:"name"`
+		Path *string `json:"path,omitempty"`
+
+		// Sha256 SHA-256 as 64 lowercase hex characters
+		Sha256 SHA256 `json:"sha256"`
+		Url    string `json:"url"`
+	} `json:"helpers,omitempty"`
+	Limits *struct {
+		Cpus           *float64 `json:"cpus,omitempty"`
+		MemoryMb       *int     `json:"memory_mb,omitempty"`
+		TimeoutSeconds *int     `json:"timeout_seconds,omitempty"`
+	} `json:"limits,omitempty"`
+	Requires *[]string `json:"requires,omitempty"`
+
+	// Scratch Run in a writable copy of the code at /work/scratch (discarded afterwards); default false.
+	Scratch *bool  `json:"scratch,omitempty"`
+	Seed    *int64 `json:"seed,omitempty"`
+	Source  struct {
+		Citation string  `json:"citation"`
+		Doi      *string `json:"doi,omitempty"`
+		Url      *string `json:"url,omitempty"`
+	} `json:"source"`
+
+	// SpecVersion Manifest spec version: 0.1, or 0.2 (0.1 plus downloads, code.patches and environment.env, which a v0.1 manifest may not use).
+	SpecVersion ManifestViewSpecVersion `json:"spec_version"`
+	Targets     []struct {
+		Name string `json:"name"`
+
+		// Source Where the target's number comes from when results.json does not give it: one place (stream or file) and one extractor (json, csv or regex).
+		Source    *ManifestTargetSourceView `json:"source,omitempty"`
+		Tolerance struct {
+			Type  ManifestViewTargetsToleranceType `json:"type"`
+			Value float64                          `json:"value"`
+		} `json:"tolerance"`
+
+		// Value The published number (at most a double's precision, docs/manifest-spec.md).
+		Value float64 `json:"value"`
+	} `json:"targets"`
+	Title      string  `json:"title"`
+	WorkingDir *string `json:"working_dir,omitempty"`
+}
+
+// ManifestViewSpecVersion Manifest spec version: 0.1, or 0.2 (0.1 plus downloads, code.patches and environment.env, which a v0.1 manifest may not use).
+type ManifestViewSpecVersion string
+
+// ManifestViewTargetsToleranceType defines model for ManifestView.Targets.Tolerance.Type.
+type ManifestViewTargetsToleranceType string
+
 // MemberList defines model for MemberList.
 type MemberList struct {
 	// Members In joining order.
@@ -1338,15 +1542,17 @@ type Outcome string
 
 // PublishedRunBody A run's body as submitted (also stored byte for byte), with every field it has written out.
 type PublishedRunBody struct {
-	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
+	// Comparisons The rerun values as submitted.
 	Comparisons *[]RunComparison `json:"comparisons"`
 
 	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
-	Envelope    *Envelope      `json:"envelope,omitempty"`
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Environment What the run executed in (image, seed, runtime, code).
 	Environment RunEnvironment `json:"environment"`
 
-	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
-	InputHashes *map[string]SHA256 `json:"input_hashes"`
+	// InputHashes Input name → SHA-256, as submitted.
+	InputHashes *HashMap `json:"input_hashes"`
 
 	// JobId The claim id.
 	JobId string `json:"job_id"`
@@ -1361,8 +1567,8 @@ type PublishedRunBody struct {
 	Notes   *string `json:"notes,omitempty"`
 	Outcome Outcome `json:"outcome"`
 
-	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
-	OutputHashes *map[string]SHA256 `json:"output_hashes"`
+	// OutputHashes Output file → SHA-256, as submitted.
+	OutputHashes *HashMap `json:"output_hashes"`
 
 	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
@@ -1410,17 +1616,19 @@ type Run struct {
 	Status   ClaimState `json:"status"`
 }
 
-// RunBody Body of POST /runs.
+// RunBody Body of POST /runs; the run fields, of which `job_id` and `outcome` are required.
 type RunBody struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
 
 	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
-	Envelope    *Envelope       `json:"envelope,omitempty"`
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Environment What the run executed in (image, seed, runtime, code).
 	Environment *RunEnvironment `json:"environment,omitempty"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
-	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
+	InputHashes *HashMap `json:"input_hashes,omitempty"`
 
 	// JobId The claim id.
 	JobId string `json:"job_id"`
@@ -1436,13 +1644,13 @@ type RunBody struct {
 	Outcome Outcome `json:"outcome"`
 
 	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
-	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
+	OutputHashes *HashMap `json:"output_hashes,omitempty"`
 
 	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
 }
 
-// RunComparison defines model for RunComparison.
+// RunComparison One rerun value as submitted.
 type RunComparison struct {
 	// Match Optional (dotsci draft); checked against the server's computation.
 	Match *bool `json:"match,omitempty"`
@@ -1451,7 +1659,7 @@ type RunComparison struct {
 	Name string `json:"name"`
 
 	// Published Optional (dotsci draft); checked against the manifest.
-	Published *float64 `json:"published,omitempty"`
+	Published *Decimal `json:"published,omitempty"`
 
 	// Rerun An exact decimal, sent as a JSON number and written back as the same
 	// decimal text (never rounded through float64); at most 1000
@@ -1461,14 +1669,19 @@ type RunComparison struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Rerun Decimal `json:"rerun"`
 
 	// Tolerance Optional (dotsci draft); checked against the manifest.
-	Tolerance *float64 `json:"tolerance,omitempty"`
+	Tolerance *Decimal `json:"tolerance,omitempty"`
 }
 
-// RunEnvironment defines model for RunEnvironment.
+// RunEnvironment What the run executed in (image, seed, runtime, code).
 type RunEnvironment struct {
 	// CodeArchiveSha256 The SHA-256 of the code archive the run executed (archive code); when present on reproduced/not_reproduced it must equal the manifest's code.archive.sha256. Optional.
 	CodeArchiveSha256 *string `json:"code_archive_sha256,omitempty"`
@@ -1495,11 +1708,13 @@ type RunFields struct {
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
 
 	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
-	Envelope    *Envelope       `json:"envelope,omitempty"`
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Environment What the run executed in (image, seed, runtime, code).
 	Environment *RunEnvironment `json:"environment,omitempty"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
-	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
+	InputHashes *HashMap `json:"input_hashes,omitempty"`
 
 	// JobId The claim id.
 	JobId *string `json:"job_id,omitempty"`
@@ -1515,7 +1730,7 @@ type RunFields struct {
 	Outcome *Outcome `json:"outcome,omitempty"`
 
 	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
-	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
+	OutputHashes *HashMap `json:"output_hashes,omitempty"`
 
 	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
@@ -1638,7 +1853,7 @@ type Summary struct {
 	Total int `json:"total"`
 }
 
-// UncomparedValue defines model for UncomparedValue.
+// UncomparedValue One value a spec_issue run printed.
 type UncomparedValue struct {
 	// Name A target name of the manifest; at most one entry per target.
 	Name string `json:"name"`
@@ -1654,7 +1869,12 @@ type UncomparedValue struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Value Decimal `json:"value"`
 }
 
@@ -6325,7 +6545,7 @@ type GetClaimManifestResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Manifest
+	JSON200 *ManifestView
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -6341,7 +6561,7 @@ type GetClaimManifestResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetClaimManifestResponse) GetJSON200() *Manifest {
+func (r GetClaimManifestResponse) GetJSON200() *ManifestView {
 	return r.JSON200
 }
 
@@ -10031,7 +10251,7 @@ func ParseGetClaimManifestResponse(rsp *http.Response) (*GetClaimManifestRespons
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Manifest
+		var dest ManifestView
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
