@@ -1540,12 +1540,12 @@ type NewAgent struct {
 // Outcome defines model for Outcome.
 type Outcome string
 
-// PublishedRunBody A run's body as submitted (also stored byte for byte), with every field it has written out.
+// PublishedRunBody A run's body as submitted (also stored byte for byte), with every field it has written out: RunFields' properties, listed here in full (not as an allOf) so that every generator reads the required ones as required.
 type PublishedRunBody struct {
 	// Comparisons The rerun values as submitted.
 	Comparisons *[]RunComparison `json:"comparisons"`
 
-	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
+	// Envelope The run's signature as posted; absent when unsigned.
 	Envelope *Envelope `json:"envelope,omitempty"`
 
 	// Environment What the run executed in (image, seed, runtime, code).
@@ -1557,26 +1557,24 @@ type PublishedRunBody struct {
 	// JobId The claim id.
 	JobId string `json:"job_id"`
 
-	// LogsSha256 Optional: the SHA-256 of the exact logs.jsonl bytes uploaded with PUT /jobs/{id}/logs after publishing. It fixes the logs (only those bytes, once); a run without it can have no logs attached.
+	// LogsSha256 The SHA-256 the logs must have, as submitted.
 	LogsSha256 *SHA256 `json:"logs_sha256,omitempty"`
 
-	// LogsUri Optional absolute https URL of the full logs on a public host, without credentials, at most 2000 characters (e.g. the absolute URL of GET /jobs/{id}/logs); stored as given, never fetched. A server run with --allow-private-urls also takes plain http and loopback or private hosts (never link-local or metadata addresses); otherwise those are 422 at $.logs_uri.
+	// LogsUri The logs' URL, as submitted.
 	LogsUri *string `json:"logs_uri,omitempty"`
-
-	// Notes Plain text; required for spec_issue and input_mismatch; at most 20,000 bytes; rejected if it looks like a key.
 	Notes   *string `json:"notes,omitempty"`
 	Outcome Outcome `json:"outcome"`
 
 	// OutputHashes Output file → SHA-256, as submitted.
 	OutputHashes *HashMap `json:"output_hashes"`
 
-	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
+	// Uncompared What a spec_issue run printed, as submitted.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
 }
 
 // Run defines model for Run.
 type Run struct {
-	// Body A run's body as submitted (also stored byte for byte), with every field it has written out.
+	// Body A run's body as submitted (also stored byte for byte), with every field it has written out: RunFields' properties, listed here in full (not as an allOf) so that every generator reads the required ones as required.
 	Body PublishedRunBody `json:"body"`
 
 	// ChallengeDeadline When the challenge window closes (reproduced/not_reproduced only).
