@@ -2,6 +2,8 @@ package genclients_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,12 +45,11 @@ func startServer(t *testing.T) string {
 		SettleEvery: time.Second, Version: "genclients-test", AllowPrivateURLs: true}) + "/api/v1"
 }
 
-// manifests writes the lifecycle's two manifests into dir: the claim with
-// the ten-digit t_paired target, and the extreme one whose target is the
-// largest double (a rerun of the most negative double differs by more than
-// a double holds).
-func manifests(t *testing.T, dir string) (string, string) {
-	t.Helper()
+// manifests are the lifecycle's two manifests: the claim with the ten-digit
+// t_paired target, and the extreme one whose target is the largest double
+// (a rerun of the most negative double differs by more than a double
+// holds).
+func manifests() (string, string) {
 	plain := sqlstoretest.StudentManifest(sqlstoretest.ManifestParts{Title: "generated clients lifecycle", Seed: "1908", Targets: `[
     {"name": "mean_diff", "value": 1.58, "tolerance": {"type": "absolute", "value": 0.005}},
     {"name": "t_paired", "value": 4.0621234567, "tolerance": {"type": "relative", "value": 1e-9}}
@@ -57,13 +58,7 @@ func manifests(t *testing.T, dir string) (string, string) {
     {"name": "mean_diff", "value": 1.58, "tolerance": {"type": "absolute", "value": 0.005}},
     {"name": "huge", "value": 1.7976931348623157e308, "tolerance": {"type": "absolute", "value": 1}}
   ]`})
-	a, b := filepath.Join(dir, "manifest.json"), filepath.Join(dir, "extreme.json")
-	for p, text := range map[string]string{a: plain, b: extreme} {
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return a, b
+	return plain, extreme
 }
 
 // run runs name args in dir with env added and returns its stdout; a
@@ -134,8 +129,64 @@ func TestOgenClientLifecycle(t *testing.T) {
 	run(t, true, dir, env, "go", "run", ogenModule+"/cmd/ogen@"+ogenPin, "-config", cfg, "-clean", "-target", filepath.Join(dir, "api"), "-package", "api", specPath(t))
 	run(t, true, dir, env, "go", "mod", "tidy")
 	run(t, false, dir, env, "go", "build", "-o", "driver", ".")
-	m, extreme := manifests(t, dir)
+	m, extreme := manifests()
 	if out := run(t, false, dir, nil, filepath.Join(dir, "driver"), startServer(t), m, extreme); strings.TrimSpace(out) != "ok" {
 		t.Fatalf("the ogen driver printed %q", out)
+	}
+}
+
+// npmTool returns .ci/node's bin/name (as .ci/run installs the pinned npm
+// packages), after checking every pinned package's installed version;
+// missing or another version skips, or fails under CI.
+func npmTool(t *testing.T, name string) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", "..", "..", ".ci", "node", "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	if _, err := exec.LookPath("node"); err != nil {
+		problems = append(problems, "node: "+err.Error())
+	}
+	for pkg, pin := range npmPins {
+		b, err := os.ReadFile(filepath.Join(root, pkg, "package.json"))
+		var meta struct{ Version string }
+		if err == nil {
+			err = json.Unmarshal(b, &meta)
+		}
+		if err != nil || meta.Version != pin {
+			problems = append(problems, fmt.Sprintf("%s@%s (have %q, %v)", pkg, pin, meta.Version, err))
+		}
+	}
+	if len(problems) > 0 {
+		msg := "needs in .ci/node (.ci/run: npm install --prefix .ci/node): " + strings.Join(problems, "; ")
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return filepath.Join(root, ".bin", name)
+}
+
+// TestTypeScriptClientLifecycle generates TypeScript types from
+// spec/openapi.yaml with the pinned openapi-typescript, type-checks
+// testdata/ts's driver against them with tsc --strict (so a required field
+// read as optional, or a field lost, fails the build), and runs it on Node
+// with openapi-fetch against a live server: the same lifecycle as the ogen
+// test. Decimals are numbers (doubles) in this client: exact for the
+// values sent, and the limit (a difference beyond a double's range reads
+// Infinity) is checked as spec/README.md documents it.
+func TestTypeScriptClientLifecycle(t *testing.T) {
+	gen, tsc := npmTool(t, "openapi-typescript"), npmTool(t, "tsc")
+	dir := t.TempDir()
+	copyFiles(t, filepath.Join("testdata", "ts"), dir)
+	if err := os.Symlink(filepath.Dir(filepath.Dir(gen)), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	run(t, false, dir, nil, gen, specPath(t), "-o", filepath.Join(dir, "schema.d.ts"))
+	run(t, false, dir, nil, tsc, "-p", dir)
+	m, extreme := manifests()
+	if out := run(t, false, dir, nil, "node", filepath.Join(dir, "out", "lifecycle.js"), startServer(t), m, extreme); strings.TrimSpace(out) != "ok" {
+		t.Fatalf("the TypeScript driver printed %q", out)
 	}
 }

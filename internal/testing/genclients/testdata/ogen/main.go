@@ -2,7 +2,7 @@
 // generates from spec/openapi.yaml (into ./api, next to this file, by
 // TestOgenClientLifecycle), against a live DotLab server:
 //
-//	ogendriver BASE_URL MANIFEST_FILE EXTREME_MANIFEST_FILE
+//	ogendriver BASE_URL MANIFEST EXTREME_MANIFEST (the manifests' text)
 //
 // It exits 0 after printing "ok", or 1 naming the step that failed. Every
 // decimal goes through ogen's format: decimal mapping (decimal.Decimal) and
@@ -24,25 +24,17 @@ import (
 
 func main() {
 	if len(os.Args) != 4 {
-		fail("usage: ogendriver BASE_URL MANIFEST_FILE EXTREME_MANIFEST_FILE")
+		fail("usage: ogendriver BASE_URL MANIFEST EXTREME_MANIFEST")
 	}
 	d := &driver{ctx: context.Background(), base: os.Args[1], agents: map[string]*agent{}}
 	d.anon = d.client("")
-	d.lifecycle(read(os.Args[2]), read(os.Args[3]))
+	d.lifecycle(os.Args[2], os.Args[3])
 	fmt.Println("ok")
 }
 
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", args...)
 	os.Exit(1)
-}
-
-func read(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		fail("%v", err)
-	}
-	return string(b)
 }
 
 // as returns r as the answer type T, or fails naming what came instead.
@@ -60,7 +52,9 @@ func as[T any](r any, err error) T {
 func dec(s string) api.Decimal { return api.Decimal(decimal.RequireFromString(s)) }
 
 // exact reports whether d is exactly the decimal s.
-func exact(d api.Decimal, s string) bool { return decimal.Decimal(d).Equal(decimal.RequireFromString(s)) }
+func exact(d api.Decimal, s string) bool {
+	return decimal.Decimal(d).Equal(decimal.RequireFromString(s))
+}
 
 type key string
 
