@@ -190,3 +190,17 @@ func TestTypeScriptClientLifecycle(t *testing.T) {
 		t.Fatalf("the TypeScript driver printed %q", out)
 	}
 }
+
+// TestCIInstallsThePins: .ci/run installs the npm packages at the versions
+// npmPins holds, so CI runs what this package checks.
+func TestCIInstallsThePins(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pkg, pin := range npmPins {
+		if !strings.Contains(string(b), pkg+"@"+pin) {
+			t.Errorf(".ci/run does not install %s@%s", pkg, pin)
+		}
+	}
+}
