@@ -13,6 +13,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 
@@ -123,6 +125,7 @@ func (d *driver) lifecycle(manifest, extreme string) {
 		fail("runs in the challenge window: %+v", runs.Runs)
 	}
 	d.firstEvent(claim.ID)
+	d.newFields(claim.ID, run.ID)
 	d.challenge(claim)
 	d.votes(claim.ID)
 	d.extreme(extreme)
@@ -197,4 +200,46 @@ func (d *driver) firstEvent(claim string) {
 		}
 	}
 	fail("the stream ended before an event: %v", sc.Err())
+}
+
+// newFields: a later server may add fields to any response object (the
+// document keeps response schemas open), and ogen's decoder ignores them:
+// the run and the claim as served, with a field added at the top, in the
+// run's environment and comparisons and in the claim's manifest, decode.
+func (d *driver) newFields(claim, run string) {
+	added := `"added_later":{"x":1},`
+	body := d.raw("/runs/" + run)
+	for _, at := range []string{`{"id":`, `"environment":{`, `"comparisons":[{`} {
+		i := strings.Index(body, at)
+		if i < 0 {
+			fail("the run as served has no %s: %.300s", at, body)
+		}
+		j := i + strings.LastIndex(at, "{") + 1 // just inside the object
+		body = body[:j] + added + body[j:]
+	}
+	if err := new(api.Run).UnmarshalJSON([]byte(body)); err != nil {
+		fail("a run with new fields: %v\n%.300s", err, body)
+	}
+	c := d.raw("/claims/" + claim)
+	if !strings.Contains(c, `"manifest":{`) {
+		fail("the claim as served has no manifest")
+	}
+	c = strings.Replace(c, `"manifest":{`, `"manifest":{`+added, 1)
+	if err := new(api.ClaimDetail).UnmarshalJSON([]byte(c)); err != nil {
+		fail("a claim whose manifest has a new field: %v", err)
+	}
+}
+
+// raw GETs base+path and returns the body as sent.
+func (d *driver) raw(path string) string {
+	res, err := http.Get(d.base + path)
+	if err != nil {
+		fail("GET %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil || res.StatusCode != 200 {
+		fail("GET %s: %d %v", path, res.StatusCode, err)
+	}
+	return string(b)
 }
