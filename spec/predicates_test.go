@@ -26,6 +26,26 @@ var predicateSources = []struct{ file, component, predicateType string }{
 	{"predicate-vote-v1.schema.json", "VoteBody", attest.PredicateVote},
 }
 
+// sharedObjects are the components request bodies share with responses,
+// open in openapi.yaml (responses stay open) but closed in a predicate, as
+// the server reads them (it refuses unknown fields in a request body).
+var sharedObjects = map[string]bool{"RunEnvironment": true, "RuntimeInfo": true, "RunComparison": true, "UncomparedValue": true}
+
+// closedInPredicate returns the component s, closed (additionalProperties
+// false) when it is one of sharedObjects.
+func closedInPredicate(name string, s any) any {
+	m, ok := s.(map[string]any)
+	if !ok || !sharedObjects[name] {
+		return s
+	}
+	out := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	out["additionalProperties"] = false
+	return out
+}
+
 // predicateSchema builds a standalone JSON Schema (2020-12) for a signed
 // record's predicate from openapi.yaml: the body's component with every
 // component it references under $defs, and "envelope" forbidden (the
@@ -48,6 +68,7 @@ func predicateSchema(doc map[string]any, component, file, predicateType string) 
 					if !ok {
 						return fmt.Errorf("no component %s", name)
 					}
+					s = closedInPredicate(name, s)
 					defs[name] = s
 					if err := collect(s); err != nil {
 						return err
