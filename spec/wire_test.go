@@ -362,8 +362,8 @@ func (w *wireCheck) each(s map[string]any, fn func(map[string]any)) {
 	d, _ := w.deref(s)
 	fn(d)
 	all, _ := d["allOf"].([]any)
-	any_, _ := d["anyOf"].([]any)
-	for _, a := range append(slices.Clip(all), any_...) {
+	nullable, _ := d["anyOf"].([]any)
+	for _, a := range append(slices.Clip(all), nullable...) {
 		if m, ok := a.(map[string]any); ok {
 			w.each(m, fn)
 		}
