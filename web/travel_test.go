@@ -487,3 +487,154 @@ func claimReviewTypes(t *testing.T, blocks map[string]string) {
 		t.Errorf("tsc with schema-dts: want exactly one error, the control's misspelt property; got %v:\n%s", err, out)
 	}
 }
+
+// bibEntry is a BibTeX entry as a BibTeX reader splits it: type, key and
+// fields, each field's value between its outer braces with every brace
+// balanced inside (an unbalanced value is an error, as it is for bibtex).
+type bibEntry struct {
+	Type, Key string
+	Fields    map[string]string
+}
+
+// parseBib reads one entry of the form @type{key, name = {value} | bare, …}.
+func parseBib(src string) (bibEntry, error) {
+	e := bibEntry{Fields: map[string]string{}}
+	src = strings.TrimSpace(src)
+	head, rest, ok := strings.Cut(src, "{")
+	if !ok || !strings.HasPrefix(head, "@") {
+		return e, fmt.Errorf("no @type{ at the start")
+	}
+	e.Type = strings.ToLower(head[1:])
+	e.Key, rest, ok = strings.Cut(rest, ",")
+	if !ok {
+		return e, fmt.Errorf("no key")
+	}
+	for {
+		rest = strings.TrimLeft(rest, " \n\t,")
+		if rest == "}" || rest == "" {
+			return e, nil
+		}
+		name, after, ok := strings.Cut(rest, "=")
+		if !ok {
+			return e, fmt.Errorf("field without '=' at %.30q", rest)
+		}
+		after = strings.TrimLeft(after, " ")
+		value, n, err := bibValue(after)
+		if err != nil {
+			return e, fmt.Errorf("field %s: %v", strings.TrimSpace(name), err)
+		}
+		e.Fields[strings.ToLower(strings.TrimSpace(name))] = value
+		rest = after[n:]
+	}
+}
+
+// bibValue reads a braced value (returning what is inside its outer
+// braces) or a bare word, and how many bytes it took.
+func bibValue(s string) (string, int, error) {
+	if !strings.HasPrefix(s, "{") {
+		end := strings.IndexAny(s, ",\n}")
+		if end < 0 {
+			return "", 0, fmt.Errorf("unterminated bare value")
+		}
+		return strings.TrimSpace(s[:end]), end, nil
+	}
+	depth := 0
+	for i, r := range s {
+		switch r {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return s[1:i], i + 1, nil
+			}
+		}
+	}
+	return "", 0, fmt.Errorf("unbalanced braces")
+}
+
+// cslItem has the CSL-JSON (csl-data.json, CSL 1.0.2) fields DotLab
+// writes, by their schema names and types; decoding refuses any other.
+type cslItem struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Genre     string `json:"genre"`
+	Title     string `json:"title"`
+	Author    []struct {
+		Literal string `json:"literal"`
+	} `json:"author"`
+	Publisher string `json:"publisher"`
+	Number    string `json:"number"`
+	Issued    struct {
+		DateParts [][]int `json:"date-parts"`
+	} `json:"issued"`
+	URL  string `json:"URL"`
+	Note string `json:"note"`
+}
+
+// cslTypes are CSL 1.0.2's item types (the schema's "type" enum).
+var cslTypes = strings.Fields(`article article-journal article-magazine article-newspaper bill book broadcast chapter classic collection
+	dataset document entry entry-dictionary entry-encyclopedia event figure graphic hearing interview legal_case legislation manuscript
+	map motion_picture musical_score pamphlet paper-conference patent performance periodical personal_communication post post-weblog
+	regulation report review review-book software song speech standard thesis treaty webpage`)
+
+// TestCitations: a settled claim's record as BibTeX (parsed: balanced, the
+// fields a style needs, LaTeX's specials escaped) and CSL-JSON (the
+// schema's fields and types); an unsettled claim has none yet.
+func TestCitations(t *testing.T) {
+	s := newSite(t)
+	_, c := seedTravel(s)
+	for _, id := range []string{s.reproduced, c.hostile, c.specIssue} {
+		code, hdr, body := s.get("/claims/"+id+"/citation.bib", "")
+		if code != http.StatusOK || hdr.Get("Content-Type") != "application/x-bibtex; charset=utf-8" || hdr.Get("ETag") == "" {
+			t.Fatalf("%s: citation.bib %d %v", id, code, hdr)
+		}
+		e, err := parseBib(body)
+		if err != nil {
+			t.Fatalf("%s: BibTeX: %v\n%s", id, err, body)
+		}
+		f := e.Fields
+		if e.Type != "misc" || e.Key != "dotlab-"+id || !strings.HasPrefix(f["author"], "{DotLab") || f["year"] != "2026" ||
+			f["month"] != "jan" || f["url"] != s.base+"/claims/"+id || f["number"] != id || !strings.Contains(f["note"], "doi:10.1093/biomet/6.1.1") {
+			t.Errorf("%s: BibTeX %+v", id, e)
+		}
+		if id == c.hostile {
+			want := `{` + id + ` Gosset 1908 </script><script>window.\_\_pwned=5</script> <!-- \& "q" 'a' \textbraceleft{}unbalanced \textbackslash{} 100\% \$x\$ \#1 a\_b \textasciicircum{} \textasciitilde{} \textbraceright{}\textbraceright{} (reproduced under the published spec)}`
+			if f["title"] != want {
+				t.Errorf("hostile title in BibTeX:\n got %s\nwant %s", f["title"], want)
+			}
+		}
+		code, hdr, body = s.get("/claims/"+id+"/citation.json", "")
+		if code != http.StatusOK || hdr.Get("Content-Type") != "application/vnd.citationstyles.csl+json" {
+			t.Fatalf("%s: citation.json %d %v", id, code, hdr)
+		}
+		var items []cslItem
+		dec := json.NewDecoder(strings.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&items); err != nil || len(items) != 1 {
+			t.Fatalf("%s: CSL-JSON: %v (%d items)\n%s", id, err, len(items), body)
+		}
+		it := items[0]
+		if !contains1(cslTypes, it.Type) || it.ID != "dotlab-"+id || it.Number != id || it.URL != s.base+"/claims/"+id ||
+			len(it.Author) != 1 || !strings.HasPrefix(it.Author[0].Literal, "DotLab") || fmt.Sprint(it.Issued.DateParts) != "[[2026 1 1]]" ||
+			!strings.HasPrefix(it.Title, id+" ") {
+			t.Errorf("%s: CSL-JSON %+v", id, it)
+		}
+		if id == c.hostile && it.Title != id+" "+travelTitle+" (reproduced under the published spec)" {
+			t.Errorf("hostile title in CSL-JSON: %q", it.Title)
+		}
+	}
+	for _, id := range []string{c.window, s.labClaim} {
+		for _, f := range []string{"citation.bib", "citation.json"} {
+			if code, _, _ := s.get("/claims/"+id+"/"+f, ""); code != http.StatusNotFound {
+				t.Errorf("%s/%s of an unsettled claim: %d, want 404", id, f, code)
+			}
+		}
+	}
+	_, _, page := s.get("/claims/"+s.reproduced, "")
+	contains(t, "settled claim page", page, `href="/claims/`+s.reproduced+`/citation.bib"`, `href="/claims/`+s.reproduced+`/citation.json"`)
+	_, _, page = s.get("/claims/"+c.window, "")
+	if strings.Contains(page, "citation.bib") {
+		t.Error("an open claim's page links a citation")
+	}
+}
