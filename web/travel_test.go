@@ -398,8 +398,11 @@ func TestClaimReviewJSONLD(t *testing.T) {
 		checkLD(t, id, v)
 		var rv struct {
 			Context, Type, URL, ClaimReviewed, DatePublished string
-			ItemReviewed                                     struct{ Type, Name string; Appearance struct{ Type, Name, URL string } }
-			Author                                           struct{ Type, Name string }
+			ItemReviewed                                     struct {
+				Type, Name string
+				Appearance struct{ Type, Name, URL string }
+			}
+			Author struct{ Type, Name string }
 		}
 		b, _ := json.Marshal(v)
 		_ = json.Unmarshal(regexp.MustCompile(`"@(context|type)"`).ReplaceAll(b, []byte(`"$1"`)), &rv)
@@ -556,11 +559,11 @@ func bibValue(s string) (string, int, error) {
 // cslItem has the CSL-JSON (csl-data.json, CSL 1.0.2) fields DotLab
 // writes, by their schema names and types; decoding refuses any other.
 type cslItem struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	Genre     string `json:"genre"`
-	Title     string `json:"title"`
-	Author    []struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Genre  string `json:"genre"`
+	Title  string `json:"title"`
+	Author []struct {
 		Literal string `json:"literal"`
 	} `json:"author"`
 	Publisher string `json:"publisher"`
