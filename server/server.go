@@ -63,6 +63,10 @@ type Config struct {
 	// LogOrigin is the transparency log's origin, fixed at the first start
 	// (sqlstore.Options.LogOrigin).
 	LogOrigin string
+	// PublicURL is where readers reach the pages, scheme and host only
+	// ("https://dotlab.example.org"): the absolute links of the Atom feed,
+	// badges' markdown, JSON-LD and citations (web.Config.PublicURL).
+	PublicURL string
 	Version   string       // reported by GET /api/v1/status
 	Logger    *slog.Logger // required
 	Clock     dotlab.Clock // default dotlab.SystemClock
@@ -186,7 +190,7 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	pages, err := web.New(web.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Windows: cfg.Windows, Log: db.Log()})
+	pages, err := web.New(web.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Windows: cfg.Windows, Log: db.Log(), PublicURL: cfg.PublicURL})
 	if err != nil {
 		return nil, err
 	}
