@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -216,6 +217,7 @@ func (a *Agent) Publish(ctx context.Context, id, dir string, rec *runner.Record)
 	} else {
 		a.logf("%s: no logs to publish: %v", id, err)
 	}
+	a.listOutputs(ctx, id, &body)
 	run, key, err := postSigned(a, "publishing", id, func(k *attest.Key) { a.signRun(ctx, k, &body) },
 		func() (*dotlab.Run, error) { return a.Client.PublishRun(ctx, &body) })
 	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
@@ -242,6 +244,33 @@ func (a *Agent) Publish(ctx context.Context, id, dir string, rec *runner.Record)
 	}
 	a.post(ctx, id, "note", note)
 	return run, nil
+}
+
+// listOutputs sends body's output hashes as an output listing beside the
+// record (PUT /jobs/{id}/outputs, docs/protocol.md §6 "Output listing")
+// when inline they would pass dotlab.InlineOutputHashesMax bytes: it
+// uploads the listing of every output and leaves inline only results.json
+// and the streams, with the listing's pin in output_listing. A listing that
+// cannot be sent (over its bounds, refused) leaves body as it was, and the
+// record falls back as before (a too_large record keeps results.json).
+func (a *Agent) listOutputs(ctx context.Context, id string, body *dotlab.RunBody) {
+	inline, err := json.Marshal(body.OutputHashes)
+	if err != nil || len(inline) <= dotlab.InlineOutputHashesMax {
+		return
+	}
+	listing, _, err := dotlab.EncodeOutputListing(body.OutputHashes)
+	if err != nil {
+		a.logf("%s: %d output hashes do not fit inline nor in a listing: %v", id, len(body.OutputHashes), err)
+		return
+	}
+	pin, err := a.Client.PutOutputListing(ctx, id, listing)
+	if err != nil {
+		a.logf("%s: output listing refused: %v", id, err)
+		return
+	}
+	a.logf("%s: %d output hashes sent as a listing (%d bytes, sha256 %s)", id, pin.Count, pin.Bytes, pin.SHA256)
+	body.OutputListing = pin
+	body.OutputHashes = dotlab.InlineOutputs(body.OutputHashes)
 }
 
 // withheld says that the analysis's own messages were left out because the
@@ -352,6 +381,7 @@ func (a *Agent) PostChallenge(ctx context.Context, claimID, runID, dir string, r
 		sum := sha256.Sum256(logs)
 		body.LogsSHA256 = hex.EncodeToString(sum[:])
 	}
+	a.listOutputs(ctx, claimID, &body.RunBody)
 	if !agrees {
 		body.Notes = DisagreementNotes(run, rec)
 	}
