@@ -226,10 +226,7 @@ func (a *Agent) Publish(ctx context.Context, id, dir string, rec *runner.Record)
 		// string, a huge output listing), publish the outcome without them
 		// rather than abandon the job. logs.jsonl keeps the full record.
 		a.logf("%s: publish refused (%v); retrying without analysis-controlled text", id, err)
-		body.Notes = fmt.Sprintf("%s. %s", body.Outcome, withheld(code))
-		if code == dotlab.ETOOLARGE {
-			body.OutputHashes = resultsOnly(rec.Body.OutputHashes)
-		}
+		body.Notes = fmt.Sprintf("%s. %s", body.Outcome, withheld(code, dropOutputs(code, &body)))
 		a.signRun(ctx, key, &body)
 		run, err = a.Client.PublishRun(ctx, &body)
 	}
@@ -274,9 +271,27 @@ func (a *Agent) listOutputs(ctx context.Context, id string, body *dotlab.RunBody
 }
 
 // withheld says that the analysis's own messages were left out because the
-// server refused them with code.
-func withheld(code string) string {
-	return fmt.Sprintf("The analysis's own messages were withheld: the server refused them (%s); see logs.jsonl.", code)
+// server refused them with code, and how many output hashes were left out
+// with them (dropped), so that none goes missing unsaid.
+func withheld(code string, dropped int) string {
+	s := fmt.Sprintf("The analysis's own messages were withheld: the server refused them (%s); see logs.jsonl.", code)
+	if dropped > 0 {
+		s += fmt.Sprintf(" %d output hashes were left out with them (logs.jsonl lists every output).", dropped)
+	}
+	return s
+}
+
+// dropOutputs keeps only results.json's hash in a body the server refused
+// as too large without an output listing (one that has a listing keeps
+// every hash there), and returns how many hashes it left out.
+func dropOutputs(code string, body *dotlab.RunBody) int {
+	if code != dotlab.ETOOLARGE || body.OutputListing != nil {
+		return 0
+	}
+	kept := resultsOnly(body.OutputHashes)
+	dropped := len(body.OutputHashes) - len(kept)
+	body.OutputHashes = kept
+	return dropped
 }
 
 // resultsOnly keeps results.json's hash of an output listing the server
@@ -393,13 +408,10 @@ func (a *Agent) PostChallenge(ctx context.Context, claimID, runID, dir string, r
 		// and the disagreement lines are this agent's own text.
 		a.logf("%s: challenge refused (%v); retrying without analysis-controlled text", claimID, err)
 		own := *rec
-		own.Body.Notes = withheld(code)
+		own.Body.Notes = withheld(code, dropOutputs(code, &body.RunBody))
 		body.Notes = own.Body.Notes
 		if !agrees {
 			body.Notes = DisagreementNotes(run, &own)
-		}
-		if code == dotlab.ETOOLARGE {
-			body.OutputHashes = resultsOnly(rec.Body.OutputHashes)
 		}
 		a.signChallenge(ctx, key, &body)
 		ch, err = a.Client.Challenge(ctx, &body)
