@@ -157,3 +157,32 @@ func TestChallengeWithOutputListing(t *testing.T) {
 		expect(t, e.do("GET", "/api/v1/runs/"+run.ID+"/outputs", "", nil), 404, "not_found")
 	})
 }
+
+// TestUnpinnedOutputListingsAreBounded: an agent that may challenge many
+// runs cannot park listings that never become records: past
+// protocol.MaxUnpinnedOutputListings (4) unpinned ones the next upload is
+// 409 conflict saying what to do; replacing one it holds still works.
+func TestUnpinnedOutputListingsAreBounded(t *testing.T) {
+	e := newEnv(t, sqlstore.SQLite)
+	_, subKey := e.register("submitter")
+	_, runnerKey := e.register("runner")
+	_, chKey := e.register("parker")
+	listing, _, err := dotlab.EncodeOutputListing(manyOutputs(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 5 {
+		id, _ := e.published(subKey, runnerKey, fmt.Sprintf("parked listing %d", i))
+		ids = append(ids, id)
+	}
+	for _, id := range ids[:4] {
+		expect(t, e.do("PUT", "/api/v1/jobs/"+id+"/outputs", chKey, listing), 200, "")
+	}
+	r := e.do("PUT", "/api/v1/jobs/"+ids[4]+"/outputs", chKey, listing)
+	expect(t, r, 409, "conflict")
+	if d := strings.Join(r.err().Detail, " "); !strings.Contains(d, "at most 4") {
+		t.Errorf("detail %q", d)
+	}
+	expect(t, e.do("PUT", "/api/v1/jobs/"+ids[0]+"/outputs", chKey, listing), 200, "")
+}

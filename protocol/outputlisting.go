@@ -17,11 +17,13 @@ import (
 // its state, a listing pinned already), then the listing is parsed. An
 // upload replaces the agent's earlier one until a record pins it; then the
 // same bytes again answer the same pin and other bytes are refused. It
-// returns the pin to put in the record's output_listing.
+// returns the pin to put in the record's output_listing. An agent holds at
+// most MaxUnpinnedOutputListings listings no record pins.
 //
 // Errors: ENOTFOUND (unknown claim); ENOTOFFERED (the runner's job not
 // accepted); the challenge step's EWINDOWCLOSED and EROLECONFLICT;
-// ECONFLICT (a record pins this agent's listing already); EINVALID and
+// ECONFLICT (a record pins this agent's listing already, or it holds
+// MaxUnpinnedOutputListings unpinned ones); EINVALID and
 // ETOOLARGE (dotlab.ParseOutputListing).
 func (s *Service) PutOutputListing(ctx context.Context, agentID, claimID string, data []byte) (*dotlab.OutputListing, error) {
 	c, err := s.findClaim(ctx, claimID)
@@ -43,6 +45,11 @@ func (s *Service) PutOutputListing(ctx context.Context, agentID, claimID string,
 		}
 		return nil, listingPinned(c.ID, stored)
 	}
+	if !found {
+		if err := s.unpinnedRoom(ctx, agentID); err != nil {
+			return nil, err
+		}
+	}
 	hashes, err := dotlab.ParseOutputListing(data)
 	if err != nil {
 		return nil, err
@@ -57,6 +64,24 @@ func (s *Service) PutOutputListing(ctx context.Context, agentID, claimID string,
 		return nil, dotlab.Errorf(dotlab.ECONFLICT, "a record on %s pinned your output listing meanwhile: it is fixed", c.ID)
 	}
 	return &pin, nil
+}
+
+// MaxUnpinnedOutputListings bounds the output listings one agent holds
+// that no record pins (one per claim it is about to post on), so that
+// uploads which never become records cannot fill the store.
+const MaxUnpinnedOutputListings = 4
+
+// unpinnedRoom refuses a new listing from agentID while it holds
+// MaxUnpinnedOutputListings unpinned ones (ECONFLICT).
+func (s *Service) unpinnedRoom(ctx context.Context, agentID string) error {
+	n, err := s.Store.UnpinnedOutputListings(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	if n >= MaxUnpinnedOutputListings {
+		return dotlab.Errorf(dotlab.ECONFLICT, "you hold %d output listings that no record pins yet (at most %d): post the runs or challenges that pin them, then upload another", n, MaxUnpinnedOutputListings)
+	}
+	return nil
 }
 
 func listingPinned(claimID string, l store.StoredOutputListing) error {

@@ -54,6 +54,13 @@ func (db *DB) UploadedOutputListing(ctx context.Context, claimID, agentID string
 	return l, true, nil
 }
 
+// UnpinnedOutputListings counts agentID's output listings no record pins.
+func (db *DB) UnpinnedOutputListings(ctx context.Context, agentID string) (int, error) {
+	var n int
+	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM output_listings WHERE agent_id = $1 AND record_id IS NULL`, agentID).Scan(&n)
+	return n, err
+}
+
 // OutputListing is the output listing pinned by run or challenge recordID,
 // or ENOTFOUND (none pinned, or no such record).
 func (db *DB) OutputListing(ctx context.Context, recordID string) ([]byte, error) {

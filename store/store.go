@@ -263,6 +263,9 @@ type Reader interface {
 	// UploadedOutputListing is agentID's output listing on claimID, with
 	// its bytes when withListing (found false: none uploaded).
 	UploadedOutputListing(ctx context.Context, claimID, agentID string, withListing bool) (l StoredOutputListing, found bool, err error)
+	// UnpinnedOutputListings counts agentID's output listings no record
+	// pins yet.
+	UnpinnedOutputListings(ctx context.Context, agentID string) (int, error)
 	// RunClaim is the claim of run runID, or the ENOTFOUND error of an
 	// unknown run.
 	RunClaim(ctx context.Context, runID string) (string, error)

@@ -19,6 +19,7 @@ CREATE TABLE output_listings (
     PRIMARY KEY (claim_id, agent_id)
 );
 CREATE UNIQUE INDEX output_listings_record ON output_listings (record_id);
+CREATE INDEX output_listings_agent ON output_listings (agent_id, record_id);
 
 -- +goose Down
 DROP TABLE output_listings;
