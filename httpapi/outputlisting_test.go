@@ -155,6 +155,8 @@ func TestChallengeWithOutputListing(t *testing.T) {
 			t.Fatalf("served %d bytes, uploaded %d", len(served.body), len(listing))
 		}
 		expect(t, e.do("GET", "/api/v1/runs/"+run.ID+"/outputs", "", nil), 404, "not_found")
+		// The runner published without a listing: none can be added now.
+		expect(t, e.do("PUT", "/api/v1/jobs/"+id+"/outputs", runnerKey, listing), 409, "conflict")
 	})
 }
 

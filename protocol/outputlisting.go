@@ -30,7 +30,8 @@ func (s *Service) PutOutputListing(ctx context.Context, agentID, claimID string,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.listingRole(ctx, c, agentID); err != nil {
+	posted, err := s.listingRole(ctx, c, agentID)
+	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
@@ -44,6 +45,9 @@ func (s *Service) PutOutputListing(ctx context.Context, agentID, claimID string,
 			return &stored.Pin, nil
 		}
 		return nil, listingPinned(c.ID, stored)
+	}
+	if posted {
+		return nil, dotlab.Errorf(dotlab.ECONFLICT, "your record on %s is posted already, without an output listing: a listing goes before the record that pins it", c.ID)
 	}
 	if !found {
 		if err := s.unpinnedRoom(ctx, agentID); err != nil {
@@ -90,23 +94,25 @@ func listingPinned(claimID string, l store.StoredOutputListing) error {
 
 // listingRole checks that agentID may upload an output listing on c now:
 // as its runner, while the run is not published and the job may publish;
-// otherwise as a challenger of the run in its window.
-func (s *Service) listingRole(ctx context.Context, c *dotlab.Claim, agentID string) error {
+// otherwise as a challenger of the run in its window. posted is true when
+// agentID's record on c exists already (its pinned listing, if any,
+// decides).
+func (s *Service) listingRole(ctx context.Context, c *dotlab.Claim, agentID string) (posted bool, err error) {
 	now := s.now()
 	if c.RunnerID == agentID && c.State != dotlab.StateFunded {
 		if c.RunID != "" {
-			return nil // the pinned listing decides (PutOutputListing)
+			return true, nil
 		}
-		return publishable(c, agentID, dotlab.OutcomeReproduced, now)
+		return false, publishable(c, agentID, dotlab.OutcomeReproduced, now)
 	}
 	if c.RunnerID == agentID {
-		return dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not accepted yet: accept it first (%s)", c.ID, dotlab.Go(dotlab.StepAccept, c.ID))
+		return false, dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not accepted yet: accept it first (%s)", c.ID, dotlab.Go(dotlab.StepAccept, c.ID))
 	}
-	err := s.challengeable(ctx, c, agentID, dotlab.EventChallengeAgree, now)
+	err = s.challengeable(ctx, c, agentID, dotlab.EventChallengeAgree, now)
 	if dotlab.ErrorCode(err) == dotlab.ECONFLICT {
-		return nil // challenged already: the pinned listing decides
+		return true, nil // challenged already
 	}
-	return err
+	return false, err
 }
 
 // checkOutputListing checks the output listing a record body pins
