@@ -31,8 +31,11 @@ type Challenge struct {
 	// InputHashes and OutputHashes are the challenger's own, as submitted.
 	InputHashes  map[string]string `json:"input_hashes"`
 	OutputHashes map[string]string `json:"output_hashes"`
-	Notes        string            `json:"notes,omitempty"`
-	CreatedAt    time.Time         `json:"created_at"`
+	// OutputListing pins the challenger's output listing when it sent one
+	// (RunBody.OutputListing); absent otherwise.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
+	Notes         string         `json:"notes,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
 	// Envelope is the challenge's signature as posted, its predicate the
 	// whole challenge body (absent: unsigned); SignedBy its key id
 	// (docs/verification.md "Signed records").

@@ -58,6 +58,8 @@ type service interface {
 	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
 	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
+	PutOutputListing(ctx context.Context, agentID, claimID string, data []byte) (*dotlab.OutputListing, error)
+	OutputListing(ctx context.Context, recordID string) ([]byte, error)
 }
 
 // Config configures a Server.
@@ -369,6 +371,9 @@ func (s *Server) routes() {
 	key("POST /api/v1/jobs/{id}/decline", s.handleDeclineJob)
 	key("PUT /api/v1/jobs/{id}/logs", s.handlePutLogs)
 	api("GET /api/v1/jobs/{id}/logs", s.handleLogs)
+	key("PUT /api/v1/jobs/{id}/outputs", s.handlePutOutputs)
+	api("GET /api/v1/runs/{id}/outputs", s.handleOutputs)
+	api("GET /api/v1/challenges/{id}/outputs", s.handleOutputs)
 	key("POST /api/v1/runs", s.handlePublishRun)
 	api("GET /api/v1/runs", s.handleRuns)
 	api("GET /api/v1/runs/{id}", s.handleRun)

@@ -44,6 +44,9 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkOutputListing(ctx, c.ID, challenger.ID, &body.RunBody); err != nil {
+		return nil, err
+	}
 	w, err := challengeWrite(ch, body, raw, at)
 	if err != nil {
 		return nil, err
@@ -145,7 +148,7 @@ func challengeRecord(c *dotlab.Claim, run *dotlab.Run, challengerID string, body
 	}
 	return &dotlab.Challenge{ID: dotlab.NewID("ch_"), ClaimID: c.ID, RunID: run.ID, ChallengerID: challengerID, Agrees: agrees,
 		Outcome: body.Outcome, Comparisons: comps, Differences: diffs, Notes: body.Notes, CreatedAt: at,
-		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes, Envelope: body.Envelope, SignedBy: body.Envelope.SignedBy()}, nil
+		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes, OutputListing: body.OutputListing, Envelope: body.Envelope, SignedBy: body.Envelope.SignedBy()}, nil
 }
 
 // challengeWrite is the store's write of challenge ch: its transition
@@ -171,6 +174,9 @@ func challengeWrite(ch *dotlab.Challenge, body *dotlab.ChallengeBody, raw []byte
 	}
 	w := store.ChallengeWrite{Write: store.Write{At: at, Log: []tlogfmt.Entry{tlogfmt.ChallengeEntry(ch)}}, Challenge: ch, Transition: t,
 		Body: raw, Comparisons: compJSON, Differences: diffJSON}
+	if ch.OutputListing != nil {
+		w.OutputListing = ch.OutputListing.SHA256
+	}
 	if ch.Envelope != nil {
 		w.Log = append(w.Log, tlogfmt.EnvelopeEntry(tlogfmt.TypeChallenge, ch.ClaimID, ch.ID, ch.Envelope))
 	}

@@ -48,6 +48,9 @@ func (s *Service) PublishRun(ctx context.Context, runner *dotlab.Agent, body *do
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkOutputListing(ctx, c.ID, runner.ID, body); err != nil {
+		return nil, err
+	}
 	w, err := runWrite(c, runner.ID, body, raw, comps, at, s.Store.Windows().Challenge)
 	if err != nil {
 		return nil, err
@@ -92,6 +95,9 @@ func runWrite(c *dotlab.Claim, runnerID string, body *dotlab.RunBody, raw []byte
 		Body: *body, Comparisons: comps, PublishedAt: at}
 	w := store.RunWrite{Write: store.Write{At: at}, ClaimID: c.ID, RunnerID: runnerID, RunID: run.ID, Transition: t, Outcome: body.Outcome,
 		Body: raw, Comparisons: compJSON, LogsSHA256: body.LogsSHA256}
+	if body.OutputListing != nil {
+		w.OutputListing = body.OutputListing.SHA256
+	}
 	w.Log = append(w.Log, tlogfmt.RunEntry(run))
 	if body.Envelope != nil {
 		w.Log = append(w.Log, tlogfmt.EnvelopeEntry(tlogfmt.TypeRun, c.ID, run.ID, body.Envelope))

@@ -46,6 +46,11 @@ type RunWrite struct {
 	Body                     []byte // the run body exactly as submitted
 	Comparisons              []byte // the server's comparisons, JSON
 	LogsSHA256               string // "" when the body pins no logs
+	// OutputListing is the SHA-256 of the output listing the body pins
+	// ("" none): RunnerID's upload on ClaimID with that hash, unpinned
+	// until now, is pinned to the run in the same transaction (none such:
+	// ECONFLICT, nothing written).
+	OutputListing string
 	// ChallengeDeadline is set for a compared outcome (the window opens);
 	// the zero time settles the claim at once with Outcome.
 	ChallengeDeadline time.Time
@@ -64,6 +69,8 @@ type ChallengeWrite struct {
 	Comparisons []byte // JSON
 	Differences []byte // JSON
 	History     []string
+	// OutputListing: as RunWrite's, the challenger's upload.
+	OutputListing string
 }
 
 // VoteWrite records a reviewer's vote while the claim is disputed, then
@@ -138,6 +145,25 @@ type LogsWrite struct {
 	Logs                            []byte
 	Coverage                        []byte
 	Complete                        bool
+}
+
+// OutputListingWrite stores AgentID's output listing for its record on
+// ClaimID (docs/protocol.md §6 "Output listing"): inserted, or replacing
+// its earlier upload while no record pins that; applied is false when a
+// record pins the one stored already.
+type OutputListingWrite struct {
+	Write
+	ClaimID, AgentID string
+	Pin              dotlab.OutputListing
+	Listing          []byte // canonical (dotlab.ParseOutputListing)
+}
+
+// StoredOutputListing is an uploaded output listing: its pin, its bytes
+// and the run or challenge that pinned it ("" not yet).
+type StoredOutputListing struct {
+	Pin      dotlab.OutputListing
+	Listing  []byte
+	RecordID string
 }
 
 // MemberWrite adds an agent to a claim's lab room in Role (runner,
@@ -215,7 +241,8 @@ type Writer interface {
 	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)       // ECONFLICT: another role on the claim
 	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error)     //
 	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)           //
-	AddMember(ctx context.Context, w MemberWrite) error                           // ECONFLICT: another role meanwhile
+	AddOutputListing(ctx context.Context, w OutputListingWrite) (applied bool, err error)
+	AddMember(ctx context.Context, w MemberWrite) error // ECONFLICT: another role meanwhile
 	AddMessage(ctx context.Context, w MessageWrite) error
 	ApplyDue(ctx context.Context, w DueWrite) (applied bool, err error)
 	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
@@ -233,6 +260,12 @@ type Reader interface {
 	Windows() dotlab.Windows
 	// RoleOf is agentID's role on claimID ("" for none).
 	RoleOf(ctx context.Context, claimID, agentID string) (string, error)
+	// UploadedOutputListing is agentID's output listing on claimID, with
+	// its bytes when withListing (found false: none uploaded).
+	UploadedOutputListing(ctx context.Context, claimID, agentID string, withListing bool) (l StoredOutputListing, found bool, err error)
+	// UnpinnedOutputListings counts agentID's output listings no record
+	// pins yet.
+	UnpinnedOutputListings(ctx context.Context, agentID string) (int, error)
 	// RunClaim is the claim of run runID, or the ENOTFOUND error of an
 	// unknown run.
 	RunClaim(ctx context.Context, runID string) (string, error)

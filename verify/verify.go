@@ -117,6 +117,9 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 	v.checkSignatures(ctx, rep, rs, only)
 	checkManifest(rep, rs)
 	checkChallenges(rep, rs)
+	v.checkOutputListings(ctx, rep, rs, func(recordID string) bool {
+		return only == nil || only[tlogfmt.Key{Type: tlogfmt.TypeRun, ID: recordID}] || only[tlogfmt.Key{Type: tlogfmt.TypeChallenge, ID: recordID}]
+	})
 	if rs.run != nil {
 		checkComparisons(rep, rs)
 		v.checkLogs(ctx, rep, rs.run)

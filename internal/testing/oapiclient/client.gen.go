@@ -674,7 +674,10 @@ type Challenge struct {
 
 	// OutputHashes The challenger's output hashes as posted.
 	OutputHashes *HashMap `json:"output_hashes"`
-	RunId        string   `json:"run_id"`
+
+	// OutputListing The challenger's output listing pin as posted (GET /challenges/{id}/outputs serves it); absent when it sent none.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
+	RunId         string         `json:"run_id"`
 
 	// SignedBy The envelope's keyid, verified against the challenger's registered key; absent when unsigned.
 	SignedBy *string `json:"signed_by,omitempty"`
@@ -715,6 +718,9 @@ type ChallengeBody struct {
 
 	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
 	OutputHashes *HashMap `json:"output_hashes,omitempty"`
+
+	// OutputListing Optional extension: the pin of the output listing uploaded beforehand with PUT /jobs/{id}/outputs, which holds every output's hash; output_hashes then keeps only results.json, stream:stdout and stream:stderr (each the listing's). 422 at $.output_listing when it is not your upload on this claim, or a record pins that already.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
 
 	// RunId Accepted instead of (or with) claim_id (dotsci draft).
 	RunId *string `json:"run_id,omitempty"`
@@ -1540,6 +1546,21 @@ type NewAgent struct {
 // Outcome defines model for Outcome.
 type Outcome string
 
+// OutputListing The pin of an output listing uploaded with PUT /jobs/{id}/outputs (docs/protocol.md §6 "Output listing"): in a run or challenge body, in its record and in its log entry.
+type OutputListing struct {
+	// Bytes The listing's length in bytes.
+	Bytes int64 `json:"bytes"`
+
+	// Count The listing's entries (lines).
+	Count int `json:"count"`
+
+	// Sha256 SHA-256 as 64 lowercase hex characters
+	Sha256 SHA256 `json:"sha256"`
+}
+
+// OutputListingLines Canonical JSON lines, one per output: {"name":N,"sha256":H} in RFC 8785 form and a newline, sorted by the names' UTF-8 bytes, each name once; at most 33,554,432 bytes and 100,100 lines.
+type OutputListingLines = string
+
 // PublishedRunBody A run's body as submitted (also stored byte for byte), with every field it has written out: RunFields' properties, listed here in full (not as an allOf) so that every generator reads the required ones as required.
 type PublishedRunBody struct {
 	// Comparisons The rerun values as submitted.
@@ -1567,6 +1588,9 @@ type PublishedRunBody struct {
 
 	// OutputHashes Output file → SHA-256, as submitted.
 	OutputHashes *HashMap `json:"output_hashes"`
+
+	// OutputListing The output listing's pin, as submitted (GET /runs/{id}/outputs serves the listing); absent when the run sent none.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
 
 	// Uncompared What a spec_issue run printed, as submitted.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
@@ -1643,6 +1667,9 @@ type RunBody struct {
 
 	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
 	OutputHashes *HashMap `json:"output_hashes,omitempty"`
+
+	// OutputListing Optional extension: the pin of the output listing uploaded beforehand with PUT /jobs/{id}/outputs, which holds every output's hash; output_hashes then keeps only results.json, stream:stdout and stream:stderr (each the listing's). 422 at $.output_listing when it is not your upload on this claim, or a record pins that already.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
 
 	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
@@ -1729,6 +1756,9 @@ type RunFields struct {
 
 	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
 	OutputHashes *HashMap `json:"output_hashes,omitempty"`
+
+	// OutputListing Optional extension: the pin of the output listing uploaded beforehand with PUT /jobs/{id}/outputs, which holds every output's hash; output_hashes then keeps only results.json, stream:stdout and stream:stderr (each the listing's). 422 at $.output_listing when it is not your upload on this claim, or a record pins that already.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
 
 	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
@@ -2387,6 +2417,11 @@ type ClientInterface interface {
 	// Corresponds with POST /challenges (the `CreateChallenge` operationId).
 	CreateChallenge(ctx context.Context, body CreateChallengeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetChallengeOutputs The output listing a challenge pinned (public)
+	//
+	// Corresponds with GET /challenges/{id}/outputs (the `GetChallengeOutputs` operationId).
+	GetChallengeOutputs(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListClaims One page of claims in id order (without their manifests)
 	//
 	// Each claim leaves out `manifest` (it can be 256 KiB); follow
@@ -2566,6 +2601,28 @@ type ClientInterface interface {
 	// Corresponds with PUT /jobs/{id}/logs (the `PutJobLogs` operationId).
 	PutJobLogsWithBody(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PutJobOutputsWithBody Upload an output listing before the record that pins it (the claim's runner, or a challenger)
+	//
+	// Optional extension (docs/protocol.md §6 "Output listing"): for a
+	// run or challenge whose inline `output_hashes` would pass the 65,535
+	// bytes a log entry holds. The body is the canonical listing of every
+	// output, at most 33,554,432 bytes and 100,100 lines (not the 1 MiB
+	// body limit): one line per output, `{"name":N,"sha256":H}` in RFC 8785
+	// form and "\n", sorted by the names' UTF-8 bytes, each name once
+	// (non-empty UTF-8, at most 8192 bytes). Uploaded by the claim's runner
+	// before publishing, or by an agent that may challenge the run now,
+	// before challenging; it replaces the caller's earlier upload until a
+	// record pins it, then it is fixed (the same bytes answer the same pin,
+	// others 409). Who and the claim's state are checked before the
+	// listing is parsed. The answer is the pin to put in the record's
+	// `output_listing`; the record then keeps inline only results.json and
+	// the streams.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /jobs/{id}/outputs (the `PutJobOutputs` operationId).
+	PutJobOutputsWithBody(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// StreamLabEvents Live room events (server-sent events), resumable
 	//
 	// First the backlog after the cursor (messages after M, then state
@@ -2730,6 +2787,11 @@ type ClientInterface interface {
 	// Corresponds with GET /runs/{id} (the `GetRun` operationId).
 	GetRun(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetRunOutputs The output listing a run pinned (public)
+	//
+	// Corresponds with GET /runs/{id}/outputs (the `GetRunOutputs` operationId).
+	GetRunOutputs(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetStatus Version and which features are live
 	//
 	// Corresponds with GET /status (the `GetStatus` operationId).
@@ -2869,6 +2931,21 @@ func (c *Client) CreateChallengeWithBody(ctx context.Context, contentType string
 // Corresponds with POST /challenges (the `CreateChallenge` operationId).
 func (c *Client) CreateChallenge(ctx context.Context, body CreateChallengeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateChallengeRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetChallengeOutputs The output listing a challenge pinned (public)
+//
+// Corresponds with GET /challenges/{id}/outputs (the `GetChallengeOutputs` operationId).
+func (c *Client) GetChallengeOutputs(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetChallengeOutputsRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3228,6 +3305,38 @@ func (c *Client) PutJobLogsWithBody(ctx context.Context, id JobId, contentType s
 	return c.Client.Do(req)
 }
 
+// PutJobOutputsWithBody Upload an output listing before the record that pins it (the claim's runner, or a challenger)
+//
+// Optional extension (docs/protocol.md §6 "Output listing"): for a
+// run or challenge whose inline `output_hashes` would pass the 65,535
+// bytes a log entry holds. The body is the canonical listing of every
+// output, at most 33,554,432 bytes and 100,100 lines (not the 1 MiB
+// body limit): one line per output, `{"name":N,"sha256":H}` in RFC 8785
+// form and "\n", sorted by the names' UTF-8 bytes, each name once
+// (non-empty UTF-8, at most 8192 bytes). Uploaded by the claim's runner
+// before publishing, or by an agent that may challenge the run now,
+// before challenging; it replaces the caller's earlier upload until a
+// record pins it, then it is fixed (the same bytes answer the same pin,
+// others 409). Who and the claim's state are checked before the
+// listing is parsed. The answer is the pin to put in the record's
+// `output_listing`; the record then keeps inline only results.json and
+// the streams.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /jobs/{id}/outputs (the `PutJobOutputs` operationId).
+func (c *Client) PutJobOutputsWithBody(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutJobOutputsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // StreamLabEvents Live room events (server-sent events), resumable
 //
 // First the backlog after the cursor (messages after M, then state
@@ -3542,6 +3651,21 @@ func (c *Client) GetRun(ctx context.Context, id RunId, reqEditors ...RequestEdit
 	return c.Client.Do(req)
 }
 
+// GetRunOutputs The output listing a run pinned (public)
+//
+// Corresponds with GET /runs/{id}/outputs (the `GetRunOutputs` operationId).
+func (c *Client) GetRunOutputs(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRunOutputsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetStatus Version and which features are live
 //
 // Corresponds with GET /status (the `GetStatus` operationId).
@@ -3775,6 +3899,40 @@ func NewCreateChallengeRequestWithBody(server string, contentType string, body i
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetChallengeOutputsRequest constructs an http.Request for the GetChallengeOutputs method
+func NewGetChallengeOutputsRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/challenges/%s/outputs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4327,6 +4485,42 @@ func NewPutJobLogsRequestWithBody(server string, id JobId, contentType string, b
 	}
 
 	operationPath := fmt.Sprintf("/jobs/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPutJobOutputsRequestWithBody constructs an http.Request for the PutJobOutputs method, with any body, and a specified content type
+func NewPutJobOutputsRequestWithBody(server string, id JobId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/jobs/%s/outputs", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5013,6 +5207,40 @@ func NewGetRunRequest(server string, id RunId) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetRunOutputsRequest constructs an http.Request for the GetRunOutputs method
+func NewGetRunOutputsRequest(server string, id RunId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/runs/%s/outputs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetStatusRequest constructs an http.Request for the GetStatus method
 func NewGetStatusRequest(server string) (*http.Request, error) {
 	var err error
@@ -5206,6 +5434,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /challenges (the `CreateChallenge` operationId).
 	CreateChallengeWithResponse(ctx context.Context, body CreateChallengeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateChallengeResponse, error)
+
+	// GetChallengeOutputsWithResponse The output listing a challenge pinned (public)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /challenges/{id}/outputs (the `GetChallengeOutputs` operationId).
+	GetChallengeOutputsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetChallengeOutputsResponse, error)
 
 	// ListClaimsWithResponse One page of claims in id order (without their manifests)
 	//
@@ -5406,6 +5641,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /jobs/{id}/logs (the `PutJobLogs` operationId).
 	PutJobLogsWithBodyWithResponse(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutJobLogsResponse, error)
 
+	// PutJobOutputsWithBodyWithResponse Upload an output listing before the record that pins it (the claim's runner, or a challenger)
+	//
+	// Optional extension (docs/protocol.md §6 "Output listing"): for a
+	// run or challenge whose inline `output_hashes` would pass the 65,535
+	// bytes a log entry holds. The body is the canonical listing of every
+	// output, at most 33,554,432 bytes and 100,100 lines (not the 1 MiB
+	// body limit): one line per output, `{"name":N,"sha256":H}` in RFC 8785
+	// form and "\n", sorted by the names' UTF-8 bytes, each name once
+	// (non-empty UTF-8, at most 8192 bytes). Uploaded by the claim's runner
+	// before publishing, or by an agent that may challenge the run now,
+	// before challenging; it replaces the caller's earlier upload until a
+	// record pins it, then it is fixed (the same bytes answer the same pin,
+	// others 409). Who and the claim's state are checked before the
+	// listing is parsed. The answer is the pin to put in the record's
+	// `output_listing`; the record then keeps inline only results.json and
+	// the streams.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /jobs/{id}/outputs (the `PutJobOutputs` operationId).
+	PutJobOutputsWithBodyWithResponse(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutJobOutputsResponse, error)
+
 	// StreamLabEventsWithResponse Live room events (server-sent events), resumable
 	//
 	// First the backlog after the cursor (messages after M, then state
@@ -5587,6 +5844,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /runs/{id} (the `GetRun` operationId).
 	GetRunWithResponse(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*GetRunResponse, error)
+
+	// GetRunOutputsWithResponse The output listing a run pinned (public)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /runs/{id}/outputs (the `GetRunOutputs` operationId).
+	GetRunOutputsWithResponse(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*GetRunOutputsResponse, error)
 
 	// GetStatusWithResponse Version and which features are live
 	//
@@ -6073,6 +6337,82 @@ func (r CreateChallengeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateChallengeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetChallengeOutputsResponse405Headers the declared response headers of an HTTP 405 response for GetChallengeOutputs
+type GetChallengeOutputsResponse405Headers struct {
+	Allow *string
+}
+
+// GetChallengeOutputsResponse429Headers the declared response headers of an HTTP 429 response for GetChallengeOutputs
+type GetChallengeOutputsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetChallengeOutputsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetChallengeOutputsResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetChallengeOutputsResponse429Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetChallengeOutputsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetChallengeOutputsResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetChallengeOutputsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetChallengeOutputsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetChallengeOutputsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetChallengeOutputsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetChallengeOutputsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetChallengeOutputsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7381,6 +7721,124 @@ func (r PutJobLogsResponse) ContentType() string {
 	return ""
 }
 
+// PutJobOutputsResponse405Headers the declared response headers of an HTTP 405 response for PutJobOutputs
+type PutJobOutputsResponse405Headers struct {
+	Allow *string
+}
+
+// PutJobOutputsResponse429Headers the declared response headers of an HTTP 429 response for PutJobOutputs
+type PutJobOutputsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PutJobOutputsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OutputListing
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *PutJobOutputsResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutJobOutputsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutJobOutputsResponse) GetJSON200() *OutputListing {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutJobOutputsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutJobOutputsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutJobOutputsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r PutJobOutputsResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PutJobOutputsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutJobOutputsResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PutJobOutputsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutJobOutputsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutJobOutputsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PutJobOutputsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutJobOutputsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutJobOutputsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutJobOutputsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // StreamLabEventsResponse405Headers the declared response headers of an HTTP 405 response for StreamLabEvents
 type StreamLabEventsResponse405Headers struct {
 	Allow *string
@@ -8496,6 +8954,82 @@ func (r GetRunResponse) ContentType() string {
 	return ""
 }
 
+// GetRunOutputsResponse405Headers the declared response headers of an HTTP 405 response for GetRunOutputs
+type GetRunOutputsResponse405Headers struct {
+	Allow *string
+}
+
+// GetRunOutputsResponse429Headers the declared response headers of an HTTP 429 response for GetRunOutputs
+type GetRunOutputsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetRunOutputsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetRunOutputsResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetRunOutputsResponse429Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetRunOutputsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetRunOutputsResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetRunOutputsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetRunOutputsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRunOutputsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRunOutputsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRunOutputsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRunOutputsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetStatusResponse405Headers the declared response headers of an HTTP 405 response for GetStatus
 type GetStatusResponse405Headers struct {
 	Allow *string
@@ -8764,6 +9298,19 @@ func (c *ClientWithResponses) CreateChallengeWithResponse(ctx context.Context, b
 		return nil, err
 	}
 	return ParseCreateChallengeResponse(rsp)
+}
+
+// GetChallengeOutputsWithResponse The output listing a challenge pinned (public)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /challenges/{id}/outputs (the `GetChallengeOutputs` operationId).
+func (c *ClientWithResponses) GetChallengeOutputsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetChallengeOutputsResponse, error) {
+	rsp, err := c.GetChallengeOutputs(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetChallengeOutputsResponse(rsp)
 }
 
 // ListClaimsWithResponse One page of claims in id order (without their manifests)
@@ -9067,6 +9614,34 @@ func (c *ClientWithResponses) PutJobLogsWithBodyWithResponse(ctx context.Context
 	return ParsePutJobLogsResponse(rsp)
 }
 
+// PutJobOutputsWithBodyWithResponse Upload an output listing before the record that pins it (the claim's runner, or a challenger)
+//
+// Optional extension (docs/protocol.md §6 "Output listing"): for a
+// run or challenge whose inline `output_hashes` would pass the 65,535
+// bytes a log entry holds. The body is the canonical listing of every
+// output, at most 33,554,432 bytes and 100,100 lines (not the 1 MiB
+// body limit): one line per output, `{"name":N,"sha256":H}` in RFC 8785
+// form and "\n", sorted by the names' UTF-8 bytes, each name once
+// (non-empty UTF-8, at most 8192 bytes). Uploaded by the claim's runner
+// before publishing, or by an agent that may challenge the run now,
+// before challenging; it replaces the caller's earlier upload until a
+// record pins it, then it is fixed (the same bytes answer the same pin,
+// others 409). Who and the claim's state are checked before the
+// listing is parsed. The answer is the pin to put in the record's
+// `output_listing`; the record then keeps inline only results.json and
+// the streams.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /jobs/{id}/outputs (the `PutJobOutputs` operationId).
+func (c *ClientWithResponses) PutJobOutputsWithBodyWithResponse(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutJobOutputsResponse, error) {
+	rsp, err := c.PutJobOutputsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutJobOutputsResponse(rsp)
+}
+
 // StreamLabEventsWithResponse Live room events (server-sent events), resumable
 //
 // First the backlog after the cursor (messages after M, then state
@@ -9337,6 +9912,19 @@ func (c *ClientWithResponses) GetRunWithResponse(ctx context.Context, id RunId, 
 		return nil, err
 	}
 	return ParseGetRunResponse(rsp)
+}
+
+// GetRunOutputsWithResponse The output listing a run pinned (public)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /runs/{id}/outputs (the `GetRunOutputs` operationId).
+func (c *ClientWithResponses) GetRunOutputsWithResponse(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*GetRunOutputsResponse, error) {
+	rsp, err := c.GetRunOutputs(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRunOutputsResponse(rsp)
 }
 
 // GetStatusWithResponse Version and which features are live
@@ -9798,6 +10386,76 @@ func ParseCreateChallengeResponse(rsp *http.Response) (*CreateChallengeResponse,
 		response.Headers405 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateChallengeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetChallengeOutputsResponse parses an HTTP response from a GetChallengeOutputsWithResponse call
+func ParseGetChallengeOutputsResponse(rsp *http.Response) (*GetChallengeOutputsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetChallengeOutputsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetChallengeOutputsResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetChallengeOutputsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -11038,6 +11696,118 @@ func ParsePutJobLogsResponse(rsp *http.Response) (*PutJobLogsResponse, error) {
 	return response, nil
 }
 
+// ParsePutJobOutputsResponse parses an HTTP response from a PutJobOutputsWithResponse call
+func ParsePutJobOutputsResponse(rsp *http.Response) (*PutJobOutputsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutJobOutputsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OutputListing
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers PutJobOutputsResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutJobOutputsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseStreamLabEventsResponse parses an HTTP response from a StreamLabEventsWithResponse call
 func ParseStreamLabEventsResponse(rsp *http.Response) (*StreamLabEventsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12074,6 +12844,76 @@ func ParseGetRunResponse(rsp *http.Response) (*GetRunResponse, error) {
 		response.Headers405 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetRunResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetRunOutputsResponse parses an HTTP response from a GetRunOutputsWithResponse call
+func ParseGetRunOutputsResponse(rsp *http.Response) (*GetRunOutputsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRunOutputsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetRunOutputsResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetRunOutputsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

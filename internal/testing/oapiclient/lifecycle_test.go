@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/testing/oapiclient"
 	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
@@ -243,10 +244,14 @@ func (l *lifecycle) publish() {
 	sum := sha256.Sum256([]byte(runLogs))
 	pin := oapiclient.SHA256(hex.EncodeToString(sum[:]))
 	body.LogsSha256 = &pin
+	body.OutputListing = l.uploadListing("runner", *body.OutputHashes)
 	r, err := runner.PublishRunWithResponse(l.ctx, body)
 	l.check(err)
 	status(l.t, "publish", r, r.Body, 201)
 	l.run = r.JSON201.Id
+	outputs, err := l.anon.GetRunOutputsWithResponse(l.ctx, l.run)
+	l.check(err)
+	status(l.t, "run outputs", outputs, outputs.Body, 200)
 	// The logs the run pinned, uploaded once after publishing; other bytes are refused.
 	put, err := runner.PutJobLogsWithBodyWithResponse(l.ctx, l.claim, "application/x-ndjson", strings.NewReader(runLogs))
 	l.check(err)
@@ -284,6 +289,26 @@ func (l *lifecycle) publish() {
 	l.readEvents()
 }
 
+// uploadListing uploads name's output listing of hashes (the optional
+// extension, docs/protocol.md §6 "Output listing"; any size may use it)
+// and returns the pin its record carries; a listing out of order is 422.
+func (l *lifecycle) uploadListing(name string, hashes map[string]oapiclient.SHA256) *oapiclient.OutputListing {
+	plain := map[string]string{}
+	for n, h := range hashes {
+		plain[n] = string(h)
+	}
+	listing, _, err := dotlab.EncodeOutputListing(plain)
+	l.check(err)
+	c := l.agents[name].c
+	bad, err := c.PutJobOutputsWithBodyWithResponse(l.ctx, l.claim, "application/x-ndjson", strings.NewReader(" "+string(listing)))
+	l.check(err)
+	status(l.t, name+" listing not canonical", bad, bad.Body, 422)
+	r, err := c.PutJobOutputsWithBodyWithResponse(l.ctx, l.claim, "application/x-ndjson", bytes.NewReader(listing))
+	l.check(err)
+	status(l.t, name+" listing", r, r.Body, 200)
+	return r.JSON200
+}
+
 // readEvents opens the room's live stream (the generated client's plain
 // method: a stream has no end to read to) and reads its first event.
 func (l *lifecycle) readEvents() {
@@ -311,6 +336,7 @@ func (l *lifecycle) challenge() {
 	agrees, claim := false, l.claim
 	body := oapiclient.ChallengeBody{ClaimId: &claim, Agrees: agrees, InputHashes: rb.InputHashes, OutputHashes: rb.OutputHashes,
 		Environment: rb.Environment, Comparisons: rb.Comparisons, Outcome: rb.Outcome, Notes: rb.Notes}
+	body.OutputListing = l.uploadListing("challenger", *rb.OutputHashes)
 	own, err := l.agents["runner"].c.CreateChallengeWithResponse(l.ctx, body)
 	l.check(err)
 	status(l.t, "the runner challenges", own, own.Body, 403)
@@ -325,6 +351,9 @@ func (l *lifecycle) challenge() {
 	if !exactly(*d.Delta, "0.0000004433") {
 		l.t.Fatalf("t_paired delta %s, want exactly 0.0000004433", *d.Delta)
 	}
+	outputs, err := l.anon.GetChallengeOutputsWithResponse(l.ctx, r.JSON201.Id)
+	l.check(err)
+	status(l.t, "challenge outputs", outputs, outputs.Body, 200)
 	list, err := l.anon.ListChallengesWithResponse(l.ctx, l.claim)
 	l.check(err)
 	status(l.t, "challenges", list, list.Body, 200)
