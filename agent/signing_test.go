@@ -66,7 +66,7 @@ func TestRegisterStoresKeyAndAgentSigns(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub, _ := attest.ParsePublicKey(reg.PublicKey)
-	if r.SignedBy != reg.KeyID || attest.VerifyRun(ctx, pub, &r.Body) != nil {
+	if r.SignedBy != reg.KeyID || attest.VerifyRun(ctx, pub, attest.Binding{}, &r.Body) != nil {
 		t.Fatalf("run signed by %q, want %q", r.SignedBy, reg.KeyID)
 	}
 	// A key the server does not hold for this agent: published unsigned.

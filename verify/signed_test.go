@@ -78,7 +78,7 @@ func TestSignatureRefused(t *testing.T) {
 	if st.PredicateType != attest.PredicateRun || len(st.Subject) != 1 || st.Subject[0].Name != "results.json" {
 		t.Fatalf("statement %+v", st)
 	}
-	if err := attest.VerifyRun(ctx, pub, &served.Body); err != nil {
+	if err := attest.VerifyRun(ctx, pub, attest.Binding{}, &served.Body); err != nil {
 		t.Fatalf("served run does not verify offline: %v", err)
 	}
 
