@@ -53,7 +53,8 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	if err != nil {
 		return nil, err
 	}
-	signed.SubjectID, w.Statement = ch.ID, signed
+	signed.SubjectID = ch.ID
+	w.Statement = signed
 	applied, err := s.Store.AddChallenge(ctx, w)
 	if dotlab.ErrorCode(err) == dotlab.ECONFLICT {
 		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim; %s lists other runs", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))

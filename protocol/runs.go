@@ -59,7 +59,8 @@ func (s *Service) PublishRun(ctx context.Context, runner *dotlab.Agent, body *do
 	if err != nil {
 		return nil, err
 	}
-	signed.SubjectID, w.Statement = w.RunID, signed
+	signed.SubjectID = w.RunID
+	w.Statement = signed
 	applied, err := s.Store.AddRun(ctx, w)
 	if err != nil {
 		return nil, err
