@@ -54,8 +54,8 @@ func newReplaySide(t *testing.T, engine sqlstore.Dialect, k *attest.Key) *replay
 // made for A is refused on B naming predicate.log_origin, one naming B's
 // log but A's agent id naming predicate.agent_id, and nothing is written;
 // on A, the same envelope posted again (or respelled in the URL-safe
-// alphabet) is refused as already posted; the honest v2 run verifies bound
-// on A; and when B's operator files A's v2 envelope under B's run itself
+// alphabet) is refused as already posted, as is a bound challenge posted
+// twice; the honest v2 run and challenge verify bound on A; and when B's operator files A's v2 envelope under B's run itself
 // (through its store), `dotlab verify` on B fails naming the run.
 func TestReplayedEnvelopeRefused(t *testing.T) {
 	for _, engine := range sqlstoretest.Engines {
@@ -115,6 +115,21 @@ func replayedEnvelopeRefused(t *testing.T, engine sqlstore.Dialect) {
 	wantPass(t, rep)
 	if len(rep.Unbound) != 0 || !anyHas(rep.OK, "signature of run "+run.ID+": verified with key "+k.Public().ID+", bound to log "+a.origin+" and agent "+a.me.ID) {
 		t.Fatalf("the v2 run on A is not reported bound:\n%s", strings.Join(rep.OK, "\n"))
+	}
+
+	// A challenge on A: bound to A and its challenger, posted once.
+	challenger, chKey := a.e.signer("challenger")
+	chMe := must(challenger.Me(ctx))
+	agrees := true
+	cb := &dotlab.ChallengeBody{RunBody: *sqlstoretest.RunBody("", "1.58", "1.2299", dotlab.OutcomeNotReproduced), ClaimID: a.x, Agrees: &agrees}
+	cb.Envelope = must(attest.SignBoundChallenge(ctx, chKey, attest.Binding{LogOrigin: a.origin, AgentID: chMe.ID}, cb))
+	ch := must(challenger.Challenge(ctx, cb))
+	_, err = challenger.Challenge(ctx, cb)
+	wantRefused(t, err, dotlab.EINVALID, "$.envelope: already posted", "challenge "+ch.ID)
+	rep = a.e.verify(a.x)
+	wantPass(t, rep)
+	if len(rep.Unbound) != 1 || rep.Unbound[0] != "run "+must(a.e.c.Claim(ctx, a.x)).RunID || !anyHas(rep.OK, "signature of challenge "+ch.ID+": verified with key "+chKey.Public().ID+", bound to log") {
+		t.Fatalf("verify on A: unbound %q (want the v1 run only), the bound challenge:\n%s", rep.Unbound, strings.Join(rep.OK, "\n"))
 	}
 
 	// B's operator files A's v2 envelope under B's own run of the claim.
