@@ -346,13 +346,13 @@ func verify[T any](ctx context.Context, pub *PublicKey, env *dotlab.Envelope, r 
 	if err != nil {
 		return err
 	}
-	if st.PredicateType != r.V1 && st.PredicateType != r.V2 {
-		return invalid("predicateType is %q; this record's is %q (or %q, which names the log and the agent)", st.PredicateType, r.V2, r.V1)
+	if st.PredicateType != r.V1() && st.PredicateType != r.V2() {
+		return invalid("predicateType is %q; this record's is %q (or %q, which names no log or agent)", st.PredicateType, r.V2(), r.V1())
 	}
 	if !slices.EqualFunc(st.Subject, subjects, sameSubject) {
 		return invalid("subjects %s differ from what the body pins: %s", names(st.Subject), names(subjects))
 	}
-	if st.PredicateType == r.V1 {
+	if st.PredicateType == r.V1() {
 		_, err = decodePredicate(payload, body)
 	} else {
 		if err := CheckBinding(payload, want); err != nil {

@@ -42,18 +42,22 @@ type boundPredicate[T any] struct {
 	Body      *T     `json:"body"`
 }
 
-// Record is a kind of signed record by its two predicate types.
-type Record struct {
-	Name   string // "run", "challenge", "vote"
-	V1, V2 string
-}
+// Record is a kind of signed record: "run", "challenge" or "vote".
+type Record string
 
 // The three kinds of signed record.
-var (
-	RunRecord       = Record{"run", PredicateRun, PredicateRunV2}
-	ChallengeRecord = Record{"challenge", PredicateChallenge, PredicateChallengeV2}
-	VoteRecord      = Record{"vote", PredicateVote, PredicateVoteV2}
+const (
+	RunRecord       Record = "run"
+	ChallengeRecord Record = "challenge"
+	VoteRecord      Record = "vote"
 )
+
+// V1 is the record's v1 predicate type (the body alone).
+func (r Record) V1() string { return "https://dotlab.online/attestation/" + string(r) + "/v1" }
+
+// V2 is the record's v2 predicate type (the body bound to a log and an
+// agent).
+func (r Record) V2() string { return "https://dotlab.online/attestation/" + string(r) + "/v2" }
 
 // SignBoundRun signs b (without its envelope) as a v2 run predicate bound
 // to bind. Both of bind's fields are required.
@@ -175,8 +179,8 @@ func Precheck(env *dotlab.Envelope, r Record, want Binding) (*Peeked, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.PredicateType != r.V1 && p.PredicateType != r.V2 {
-		return nil, invalid("predicateType is %q; a %s's is %q (or %q, which names no log or agent)", p.PredicateType, r.Name, r.V2, r.V1)
+	if p.PredicateType != r.V1() && p.PredicateType != r.V2() {
+		return nil, invalid("predicateType is %q; a %s's is %q (or %q, which names no log or agent)", p.PredicateType, r, r.V2(), r.V1())
 	}
 	if p.Bound() {
 		if err := bindingMatches(*p.Binding, want); err != nil {

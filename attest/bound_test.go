@@ -164,3 +164,16 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestRecordKinds: each kind's predicate types are the published ones.
+func TestRecordKinds(t *testing.T) {
+	for r, want := range map[attest.Record][2]string{
+		attest.RunRecord:       {attest.PredicateRun, attest.PredicateRunV2},
+		attest.ChallengeRecord: {attest.PredicateChallenge, attest.PredicateChallengeV2},
+		attest.VoteRecord:      {attest.PredicateVote, attest.PredicateVoteV2},
+	} {
+		if r.V1() != want[0] || r.V2() != want[1] {
+			t.Errorf("%s: %s %s; want %s %s", r, r.V1(), r.V2(), want[0], want[1])
+		}
+	}
+}

@@ -17,9 +17,10 @@ import (
 // run (challengeTarget) and says whether it agrees; the claim is
 // in its window and the caller holds no role on it (challengeable); the
 // notes and logs_uri pass the screens; a signed body is the challenger's
-// signature, bound to this log and challenger when v2 (checkSigned); the server recomputes the challenger's comparisons, agrees
-// must follow dotlab.Agrees, and a disagreeing challenge names in its notes
-// each comparison that differs (dotlab.CheckDisagreementNotes). The first
+// signature, bound to this log and challenger when v2 (checkSigned); the
+// server recomputes the challenger's comparisons, agrees must follow
+// dotlab.Agrees, and a disagreeing challenge names in its notes each
+// comparison that differs (dotlab.CheckDisagreementNotes). The first
 // disagreeing challenge moves the claim to disputed
 // (dotlab.EventChallengeDisagree).
 //
