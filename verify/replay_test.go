@@ -145,4 +145,3 @@ func anyHas(lines []string, s string) bool {
 	}
 	return false
 }
-
