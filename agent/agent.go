@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -59,6 +60,9 @@ type Agent struct {
 	// Witness, when set, checks the server's log after each step that did
 	// work and keeps its last checkpoint (KeepCheckpoints).
 	Witness *verify.Witness
+
+	bindMu sync.Mutex      // guards bind (jobs publish from several goroutines)
+	bind   *attest.Binding // what this agent's statements name, once read (binding)
 
 	tried    map[string]bool // claims the challenger already looked at
 	resumed  map[string]bool // held jobs the runner took up in this process (held)

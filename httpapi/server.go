@@ -505,6 +505,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 			"bounties": false, "stakes": false, "markets": false,
 			"agents": true, "claims": true, "jobs": true, "runs": true,
 			"challenges": true, "disputes": true, "labs": true, "events": true, "log": s.log != nil,
+			"bound_signatures": s.log != nil, // v2 statements naming the log origin and agent id (docs/verification.md §7)
 		},
 		Time: s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
 		Log:  s.statusLog(),

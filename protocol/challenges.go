@@ -12,13 +12,15 @@ import (
 )
 
 // CreateChallenge is the challenge step (docs/mechanism.md §3): an
-// independent rerun of a run in its challenge window. In order: the body
-// names the run (challengeTarget) and says whether it agrees; the claim is
+// independent rerun of a run in its challenge window. In order: a signed
+// body's statement is not used already (refuseReplay); the body names the
+// run (challengeTarget) and says whether it agrees; the claim is
 // in its window and the caller holds no role on it (challengeable); the
 // notes and logs_uri pass the screens; a signed body is the challenger's
-// signature; the server recomputes the challenger's comparisons, agrees
-// must follow dotlab.Agrees, and a disagreeing challenge names in its notes
-// each comparison that differs (dotlab.CheckDisagreementNotes). The first
+// signature, bound to this log and challenger when v2 (checkSigned); the
+// server recomputes the challenger's comparisons, agrees must follow
+// dotlab.Agrees, and a disagreeing challenge names in its notes each
+// comparison that differs (dotlab.CheckDisagreementNotes). The first
 // disagreeing challenge moves the claim to disputed
 // (dotlab.EventChallengeDisagree).
 //
@@ -26,6 +28,9 @@ import (
 // window), EROLECONFLICT (the runner, submitter, collaborators and
 // reviewers), ECONFLICT (one challenge per agent per claim).
 func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent, body *dotlab.ChallengeBody, raw []byte) (*dotlab.Challenge, error) {
+	if err := s.refuseReplay(ctx, body.Envelope); err != nil {
+		return nil, err
+	}
 	c, at, err := s.challengedClaim(ctx, challenger.ID, body)
 	if err != nil {
 		return nil, err
@@ -33,7 +38,8 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	if err := s.screenRun(&body.RunBody); err != nil {
 		return nil, err
 	}
-	if err := checkSignedChallenge(ctx, challenger, body); err != nil {
+	signed, err := s.checkSignedChallenge(ctx, challenger, body)
+	if err != nil {
 		return nil, err
 	}
 	run, err := s.Store.FindRun(ctx, c.RunID)
@@ -51,6 +57,8 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	if err != nil {
 		return nil, err
 	}
+	signed.SubjectID = ch.ID
+	w.Statement = signed
 	applied, err := s.Store.AddChallenge(ctx, w)
 	if dotlab.ErrorCode(err) == dotlab.ECONFLICT {
 		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim; %s lists other runs", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))

@@ -59,6 +59,9 @@ func (db *DB) AddChallenge(ctx context.Context, w store.ChallengeWrite) (bool, e
 				}
 			}
 		}
+		if err := useStatement(ctx, tx, ch.ClaimID, w.Statement, w.At); err != nil {
+			return err
+		}
 		return db.appendLog(ctx, tx, w.Log)
 	})
 	if isUniqueViolation(err) {

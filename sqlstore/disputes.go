@@ -136,6 +136,9 @@ func (db *DB) AddVote(ctx context.Context, w store.VoteWrite) (bool, error) {
 			v.ClaimID, v.ReviewerID, v.Vote, v.Rationale, ms(w.At), env); err != nil {
 			return err
 		}
+		if err := useStatement(ctx, tx, v.ClaimID, w.Statement, w.At); err != nil {
+			return err
+		}
 		if err := db.appendLog(ctx, tx, w.Log); err != nil {
 			return err
 		}

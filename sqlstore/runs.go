@@ -59,6 +59,9 @@ func (db *DB) AddRun(ctx context.Context, w store.RunWrite) (bool, error) {
 		if err := db.addHistory(ctx, tx, w.ClaimID, t, w.At, w.History...); err != nil {
 			return err
 		}
+		if err := useStatement(ctx, tx, w.ClaimID, w.Statement, w.At); err != nil {
+			return err
+		}
 		return db.appendLog(ctx, tx, w.Log)
 	})
 	return applied, err

@@ -34,6 +34,28 @@ type Write struct {
 	Log []tlogfmt.Entry // appended in the write's transaction, in order
 }
 
+// SignedStatement is the statement a signed record's envelope carries, as
+// a write records its use: SHA256 names it (attest.Peeked.StatementSHA256,
+// the SHA-256 of the envelope's decoded payload; "" for an unsigned record,
+// which records nothing), KeyID the key that signed it (two agents may sign
+// one v1 statement, which names no agent), SubjectType and SubjectID the
+// record it signs
+// (tlogfmt.TypeRun and the run id, TypeChallenge and the challenge id,
+// TypeVote and tlogfmt.VoteID). A signed statement signs one record: a
+// store refuses a write whose statement and key a record already used with
+// ErrStatementUsed, writing nothing (docs/threat-model.md "Replay and
+// borrowed keys").
+type SignedStatement struct {
+	SHA256      string
+	KeyID       string
+	SubjectType tlogfmt.EntryType
+	SubjectID   string
+}
+
+// ErrStatementUsed is the refusal of a write whose signed statement
+// another record used already (a replayed envelope).
+var ErrStatementUsed = dotlab.Errorf(dotlab.EINVALID, "$.envelope: already posted: this signed statement is another record's; a signed statement is used once: sign the record you are posting now")
+
 // RunWrite publishes a run: the claim moves by Transition (publish or
 // publish_final) from assigned or running, only while RunnerID holds the
 // job and its publish deadline is after At; the run row, the job's end and
@@ -55,6 +77,7 @@ type RunWrite struct {
 	// the zero time settles the claim at once with Outcome.
 	ChallengeDeadline time.Time
 	History           []string // one detail per state Transition records
+	Statement         SignedStatement
 }
 
 // ChallengeWrite records a challenge while the claim's challenge window is
@@ -71,6 +94,7 @@ type ChallengeWrite struct {
 	History     []string
 	// OutputListing: as RunWrite's, the challenger's upload.
 	OutputListing string
+	Statement     SignedStatement
 }
 
 // VoteWrite records a reviewer's vote while the claim is disputed, then
@@ -80,9 +104,10 @@ type ChallengeWrite struct {
 // dotlab.Verdict); a Settlement is applied in the same transaction.
 type VoteWrite struct {
 	Write
-	Vote     dotlab.Vote // the rationale as stored (trimmed)
-	Envelope *dotlab.Envelope
-	Tally    func(t dotlab.Tally, runID string, run, firstDisagreeing dotlab.Outcome) *Settlement
+	Vote      dotlab.Vote // the rationale as stored (trimmed)
+	Envelope  *dotlab.Envelope
+	Statement SignedStatement
+	Tally     func(t dotlab.Tally, runID string, run, firstDisagreeing dotlab.Outcome) *Settlement
 }
 
 // Settlement settles a claim by Transition with Outcome, recording
@@ -245,9 +270,9 @@ type Writer interface {
 	AddMember(ctx context.Context, w MemberWrite) error // ECONFLICT: another role meanwhile
 	AddMessage(ctx context.Context, w MessageWrite) error
 	ApplyDue(ctx context.Context, w DueWrite) (applied bool, err error)
-	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
-	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error)
-	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)
+	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)             // ErrStatementUsed
+	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error) // ErrStatementUsed
+	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)           // ErrStatementUsed
 }
 
 // Reader is what the protocol reads to decide a step, beyond the domain's
@@ -297,4 +322,8 @@ type Reader interface {
 	Due(ctx context.Context, ev dotlab.Event, now time.Time, limit int) ([]Due, error)
 	// HasVoted reports whether reviewerID voted on claimID.
 	HasVoted(ctx context.Context, claimID, reviewerID string) (bool, error)
+	// StatementUse is the record that used the statement of digest sha256
+	// (SignedStatement.SHA256) signed with key keyID, as "<subject type>
+	// <subject id>" ("run run_…"); found is false when none did.
+	StatementUse(ctx context.Context, sha256, keyID string) (subject string, found bool, err error)
 }

@@ -34,6 +34,10 @@ type Report struct {
 	// unsigned: docs/verification.md §7); Unsigned names the latter.
 	Signed   int
 	Unsigned []string
+	// Unbound names the signed records among Signed whose statement is
+	// v1: it names no log and no agent, so it may as well have been made
+	// for another server and replayed here (docs/verification.md §7).
+	Unbound []string
 }
 
 // Passed reports whether nothing failed.
@@ -387,6 +391,10 @@ func (r *Report) Print(w io.Writer, verbose bool) {
 			fmt.Fprintf(w, " (%s: they rest on the log alone)", strings.Join(r.Unsigned, ", "))
 		}
 		fmt.Fprintln(w)
+	}
+	if len(r.Unbound) > 0 {
+		fmt.Fprintf(w, "unbound: %d signed record(s) name no log or agent (v1 statements: %s): their signatures are their agents', but not replay-protected: nothing shows they were made for this log\n",
+			len(r.Unbound), strings.Join(r.Unbound, ", "))
 	}
 	if r.Passed() {
 		fmt.Fprintf(w, "%s verified: %d checks passed against checkpoint %s size %d\n", r.Subject, len(r.OK), r.Checkpoint.Origin, r.Checkpoint.Size)

@@ -694,7 +694,7 @@ type ChallengeBody struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
 
-	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is {log_origin, agent_id, body: this body without `envelope`} (predicate type https://dotlab.online/attestation/run/v2 for a run, …/challenge/v2 for a challenge: bound to this server's log origin and the caller's agent id), or, v1, this body without `envelope` itself (…/run/v1, …/challenge/v1: bound to no log, still accepted, and reported unbound by dotlab verify); subjects results.json and logs.jsonl by the SHA-256 the body pins; signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body, names another log or agent, or was posted already); absent, the record is accepted unsigned. docs/verification.md §7.
 	Envelope *Envelope `json:"envelope,omitempty"`
 
 	// Environment What the run executed in (image, seed, runtime, code).
@@ -1052,7 +1052,7 @@ type Dispute struct {
 
 // Envelope A DSSE envelope (github.com/secure-systems-lab/dsse envelope.md) over an in-toto Statement v1: signatures are Ed25519 over PAE(payloadType, payload), i.e. "DSSEv1" SP LEN(type) SP type SP LEN(payload) SP payload. docs/verification.md §7.
 type Envelope struct {
-	// Payload Padded standard (or URL-safe) base64 of the statement's JSON, as an encoder writes it (no line breaks): {_type: https://in-toto.io/Statement/v1, subject: [{name, digest: {sha256}}], predicateType, predicate}. Subjects carry name and digest only; the predicate type is one of DotLab's three; the predicate is decoded strictly (no duplicate or case-variant keys).
+	// Payload Padded standard (or URL-safe) base64 of the statement's JSON, as an encoder writes it (no line breaks): {_type: https://in-toto.io/Statement/v1, subject: [{name, digest: {sha256}}], predicateType, predicate}. Subjects carry name and digest only; the predicate type is one of DotLab's (run, challenge, vote; v2 bound to a log origin and agent id, or v1); the predicate is decoded strictly (no duplicate or case-variant keys).
 	Payload     []byte              `json:"payload"`
 	PayloadType EnvelopePayloadType `json:"payloadType"`
 
@@ -1643,7 +1643,7 @@ type RunBody struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
 
-	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is {log_origin, agent_id, body: this body without `envelope`} (predicate type https://dotlab.online/attestation/run/v2 for a run, …/challenge/v2 for a challenge: bound to this server's log origin and the caller's agent id), or, v1, this body without `envelope` itself (…/run/v1, …/challenge/v1: bound to no log, still accepted, and reported unbound by dotlab verify); subjects results.json and logs.jsonl by the SHA-256 the body pins; signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body, names another log or agent, or was posted already); absent, the record is accepted unsigned. docs/verification.md §7.
 	Envelope *Envelope `json:"envelope,omitempty"`
 
 	// Environment What the run executed in (image, seed, runtime, code).
@@ -1732,7 +1732,7 @@ type RunFields struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
 
-	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is {log_origin, agent_id, body: this body without `envelope`} (predicate type https://dotlab.online/attestation/run/v2 for a run, …/challenge/v2 for a challenge: bound to this server's log origin and the caller's agent id), or, v1, this body without `envelope` itself (…/run/v1, …/challenge/v1: bound to no log, still accepted, and reported unbound by dotlab verify); subjects results.json and logs.jsonl by the SHA-256 the body pins; signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body, names another log or agent, or was posted already); absent, the record is accepted unsigned. docs/verification.md §7.
 	Envelope *Envelope `json:"envelope,omitempty"`
 
 	// Environment What the run executed in (image, seed, runtime, code).
@@ -1825,7 +1825,7 @@ type SHA256 = string
 
 // Status defines model for Status.
 type Status struct {
-	// Features Feature name → whether it is live: agents, claims, jobs, runs, challenges, disputes, labs and events are true; bounties, stakes and markets false.
+	// Features Feature name → whether it is live: agents, claims, jobs, runs, challenges, disputes, labs and events are true; bounties, stakes and markets false; log and bound_signatures (v2 signed statements naming the log origin and agent id, docs/verification.md §7) true when the server keeps a transparency log.
 	//
 	// Examples: {"agents":true,"bounties":false,"challenges":true,"claims":true,"disputes":true,"events":true,"jobs":true,"labs":true,"markets":false,"runs":true,"stakes":false}
 	Features map[string]bool `json:"features"`
@@ -1929,7 +1929,7 @@ type VoteBody struct {
 	// DisputeId Optional: the dispute voted on; must equal the path's id (422 at $.dispute_id). A signed vote gives it, so the signature binds the dispute.
 	DisputeId *string `json:"dispute_id,omitempty"`
 
-	// Envelope Optional signature of this body without `envelope`: predicate type https://dotlab.online/attestation/vote/v1, subject rationale.txt by the SHA-256 of the rationale's UTF-8 bytes. docs/verification.md §7.
+	// Envelope Optional signature of this body without `envelope`: predicate type https://dotlab.online/attestation/vote/v2 (predicate {log_origin, agent_id, body}, bound to this server's log origin and the caller's agent id) or …/vote/v1 (the body itself, bound to no log), subject rationale.txt by the SHA-256 of the rationale's UTF-8 bytes. docs/verification.md §7.
 	Envelope *Envelope `json:"envelope,omitempty"`
 
 	// Rationale 20-2000 characters after trimming, tied to specific comparisons; it must name at least one target of the claim as a whole word (any letter case), else 422 listing the targets. Rejected if it looks like a key. A signed rationale must not start or end with white space (it is stored trimmed).
