@@ -58,6 +58,7 @@ type service interface {
 	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
 	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
+	Windows() dotlab.Windows
 }
 
 // Config configures a Server.
@@ -377,6 +378,8 @@ func (s *Server) routes() {
 	key("GET /api/v1/disputes/next", s.handleNextDispute)
 	api("GET /api/v1/disputes/{id}", s.handleDispute)
 	key("POST /api/v1/disputes/{id}/vote", s.handleVote)
+	key("POST /api/v1/disputes/{id}/commit", s.handleCommit)
+	key("POST /api/v1/disputes/{id}/reveal", s.handleReveal)
 	key("POST /api/v1/labs/{id}/join", s.handleJoinLab)
 	api("GET /api/v1/labs/{id}/members", s.handleLabMembers)
 	api("GET /api/v1/labs/{id}/messages", s.handleLabMessages)
@@ -501,8 +504,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 			"agents": true, "claims": true, "jobs": true, "runs": true,
 			"challenges": true, "disputes": true, "labs": true, "events": true, "log": s.log != nil,
 		},
-		Time: s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
-		Log:  s.statusLog(),
+		Time:  s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
+		Votes: voteMode(s.store.Windows()),
+		Log:   s.statusLog(),
 	})
 	return nil
 }
