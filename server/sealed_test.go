@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,10 +11,12 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/internal/testing/servertest"
 	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 	"github.com/dotlab/dotlab/server"
 	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/verify"
 )
 
 // TestSealedVotesInvisibleUntilDecided: on `dotlab serve --sealed-votes`,
@@ -63,6 +66,10 @@ func TestSealedVotesInvisibleUntilDecided(t *testing.T) {
 			t.Fatalf("a sealed rationale is public before the decision: %q", r)
 		}
 	}
+	witness := filepath.Join(t.TempDir(), "logs.json")
+	if rep := verifyClaim(t, base, witness, id); !rep.Passed() {
+		t.Fatalf("a sealed dispute does not verify: %v", rep.Failures)
+	}
 	doAt(t, base+"/api/v1", "POST", "/disputes/"+id+"/vote", keys[2], voteBody(t, "challenger", "sd_diff: the third reviewer sides with 1.17")).want(t, 200, "")
 	after := seen()
 	for _, r := range rationales {
@@ -70,6 +77,37 @@ func TestSealedVotesInvisibleUntilDecided(t *testing.T) {
 			t.Fatalf("decided, yet %q is not shown", r)
 		}
 	}
+	rep := verifyClaim(t, base, witness, id)
+	if !rep.Passed() || !strings.Contains(strings.Join(rep.OK, "\n"), "matches its commitment") {
+		t.Fatalf("the decided sealed dispute: failures %v, checks %v", rep.Failures, rep.OK)
+	}
+	// A vote rewritten after its commitment was logged is caught.
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`UPDATE votes SET salt = $1 WHERE claim_id = $2 AND reviewer_id = $3`, strings.Repeat("0", 64), id, third.Sealed.Votes[0].ReviewerID); err != nil {
+		t.Fatal(err)
+	}
+	if rep := verifyClaim(t, base, witness, id); rep.Passed() || !strings.Contains(strings.Join(rep.Failures, "\n"), "does not match its commitment") {
+		t.Fatalf("a rewritten salt verified: failures %v", rep.Failures)
+	}
+}
+
+// verifyClaim runs dotlab verify's check of claim id on the server at base,
+// keeping its checkpoints in witness.
+func verifyClaim(t *testing.T, base, witness, id string) *verify.Report {
+	t.Helper()
+	c, err := client.New(base, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := (&verify.Verifier{Client: c, Witness: verify.Witness{Path: witness}}).Claim(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
 
 // sealedDispute makes a disputed claim in db (a not_reproduced run, a
