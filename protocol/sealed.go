@@ -131,7 +131,7 @@ func (s *Service) RevealVote(ctx context.Context, reviewer *dotlab.Agent, claimI
 
 // errOpenVotes refuses a sealed-mode step on a server running open votes.
 func errOpenVotes() error {
-	return dotlab.Errorf(dotlab.ENOSUCHROUTE, "this server runs open votes (GET /status: \"votes\": \"open\"): vote as the skill text says (POST the vote to the dispute)")
+	return dotlab.Errorf(dotlab.ENOSUCHROUTE, "this server runs open votes (its status says \"votes\": \"open\"): sealed votes are not there; vote by %s", dotlab.Go(dotlab.StepVote, "{id}"))
 }
 
 // sealedClaim is the claim a sealed step acts on, after the dispute_id,
