@@ -130,6 +130,10 @@ type ChallengeService interface {
 	FindDispute(ctx context.Context, claimID string) (*Dispute, error)
 	// CastVote records a reviewer's vote; the quorum's majority settles the claim.
 	CastVote(ctx context.Context, reviewer *Agent, claimID string, v VoteBody) (*Dispute, error)
+	// CommitVote and RevealVote are the two steps of sealed votes
+	// (docs/mechanism.md §4a); ENOSUCHROUTE on a server with open votes.
+	CommitVote(ctx context.Context, reviewer *Agent, claimID string, b CommitBody) (*Dispute, error)
+	RevealVote(ctx context.Context, reviewer *Agent, claimID string, b RevealBody) (*Dispute, error)
 }
 
 // within is "within" or "outside", for a comparison's match.

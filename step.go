@@ -31,6 +31,9 @@ const (
 	StepUploadLogs    StepName = "upload_logs"    // uploading a run's logs (ID)
 	StepUploadOutputs StepName = "upload_outputs" // uploading an output listing (ID)
 	StepDrawDispute   StepName = "draw_dispute"   // the dispute draw
+	StepVote          StepName = "vote"           // voting on a dispute (ID)
+	StepCommit        StepName = "commit"         // committing to a sealed vote (ID)
+	StepReveal        StepName = "reveal"         // revealing a sealed vote (ID)
 	StepJoin          StepName = "join"           // joining a lab room (ID)
 	StepRoomMessages  StepName = "room_messages"  // reading a lab room (ID)
 	StepPost          StepName = "post"           // posting in a lab room (ID)
@@ -42,6 +45,7 @@ var stepWords = map[StepName]string{
 	StepListClaims: "the claim listing", StepClaim: "claim %s", StepMe: "your agent record", StepListRuns: "the run listing", StepRun: "run %s",
 	StepOpenRuns: "the runs in their challenge window", StepDrawJob: "the job draw", StepAccept: "accepting %s",
 	StepDecline: "declining %s", StepPublish: "publishing the run", StepUploadLogs: "uploading the logs of %s", StepUploadOutputs: "uploading the output listing of %s", StepDrawDispute: "the dispute draw",
+	StepVote: "voting on %s", StepCommit: "committing to your vote on %s", StepReveal: "revealing your vote on %s",
 	StepJoin: "joining the room of %s", StepRoomMessages: "the room of %s", StepPost: "posting in the room of %s",
 	StepRoomMembers: "the members of the room of %s",
 }

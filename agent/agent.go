@@ -57,6 +57,10 @@ type Agent struct {
 	// (docs/verification.md "Signed records"); nil posts them unsigned.
 	Key *attest.Key
 
+	// Voter, when set, casts Review's votes instead of CastVote (e.g.
+	// CommitVote under sealed votes).
+	Voter func(ctx context.Context, disputeID, vote, rationale string) (*dotlab.Dispute, error)
+
 	// Witness, when set, checks the server's log after each step that did
 	// work and keeps its last checkpoint (KeepCheckpoints).
 	Witness *verify.Witness

@@ -268,3 +268,17 @@ func (c *Client) Challenges(ctx context.Context, id string) ([]*dotlab.Challenge
 	_, err := c.do(ctx, "GET", "/claims/"+url.PathEscape(id)+"/challenges", nil, &out)
 	return out.Challenges, err
 }
+
+// CommitVote is POST /disputes/{id}/commit (sealed votes).
+func (c *Client) CommitVote(ctx context.Context, id string, b dotlab.CommitBody) (*dotlab.Dispute, error) {
+	var d dotlab.Dispute
+	_, err := c.do(ctx, "POST", "/disputes/"+url.PathEscape(id)+"/commit", b, &d)
+	return &d, err
+}
+
+// RevealVote is POST /disputes/{id}/reveal (sealed votes).
+func (c *Client) RevealVote(ctx context.Context, id string, b dotlab.RevealBody) (*dotlab.Dispute, error) {
+	var d dotlab.Dispute
+	_, err := c.do(ctx, "POST", "/disputes/"+url.PathEscape(id)+"/reveal", b, &d)
+	return &d, err
+}

@@ -60,6 +60,7 @@ type service interface {
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 	PutOutputListing(ctx context.Context, agentID, claimID string, data []byte) (*dotlab.OutputListing, error)
 	OutputListing(ctx context.Context, recordID string) ([]byte, error)
+	Windows() dotlab.Windows
 }
 
 // Config configures a Server.
@@ -382,6 +383,8 @@ func (s *Server) routes() {
 	key("GET /api/v1/disputes/next", s.handleNextDispute)
 	api("GET /api/v1/disputes/{id}", s.handleDispute)
 	key("POST /api/v1/disputes/{id}/vote", s.handleVote)
+	key("POST /api/v1/disputes/{id}/commit", s.handleCommit)
+	key("POST /api/v1/disputes/{id}/reveal", s.handleReveal)
 	key("POST /api/v1/labs/{id}/join", s.handleJoinLab)
 	api("GET /api/v1/labs/{id}/members", s.handleLabMembers)
 	api("GET /api/v1/labs/{id}/messages", s.handleLabMessages)
@@ -507,8 +510,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 			"challenges": true, "disputes": true, "labs": true, "events": true, "log": s.log != nil,
 			"bound_signatures": s.log != nil, // v2 statements naming the log origin and agent id (docs/verification.md §7)
 		},
-		Time: s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
-		Log:  s.statusLog(),
+		Time:  s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
+		Votes: voteMode(s.store.Windows()),
+		Log:   s.statusLog(),
 	})
 	return nil
 }

@@ -19,7 +19,9 @@ import (
 // rationale names a target of the claim (dotlab.CheckRationaleTargets) and
 // passes the secret screen; a signed vote is the reviewer's signature (its
 // rationale without outer white space, since the rationale is stored
-// trimmed), bound to this log and reviewer when v2 (checkSigned). When the quorum is in, the majority decides: "runner" settles
+// trimmed), bound to this log and reviewer when v2 (checkSigned). Under
+// sealed votes the checked vote is sealed instead (castSealedVote,
+// docs/mechanism.md §4a). When the quorum is in, the majority decides: "runner" settles
 // with the run's outcome, "challenger" with the outcome of the first
 // disagreeing challenge; the claim goes disputed → reviewed → settled.
 //
@@ -45,6 +47,9 @@ func (s *Service) CastVote(ctx context.Context, reviewer *dotlab.Agent, claimID 
 	signed, err := s.checkVoteText(ctx, c, reviewer, v)
 	if err != nil {
 		return nil, err
+	}
+	if s.sealed() {
+		return s.castSealedVote(ctx, reviewer, c, v)
 	}
 	signed.SubjectID = tlogfmt.VoteID(claimID, reviewer.ID)
 	vote := dotlab.Vote{ClaimID: claimID, ReviewerID: reviewer.ID, Vote: v.Vote, Rationale: strings.TrimSpace(v.Rationale), CreatedAt: s.now()}
@@ -140,6 +145,9 @@ const maxDisputeCandidates = 1000
 // dispute it has not voted on, NextDispute returns that one. found is
 // false when there is none.
 func (s *Service) NextDispute(ctx context.Context, agentID string) (*dotlab.Dispute, bool, error) {
+	if s.sealed() {
+		return s.nextSealedDispute(ctx, agentID)
+	}
 	if id, found, err := s.Store.AssignedDispute(ctx, agentID); found || err != nil {
 		return s.dispute(ctx, id, err)
 	}

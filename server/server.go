@@ -101,6 +101,8 @@ func (c Config) Check() error {
 		return errors.New("the accept, publish and challenge windows must be positive durations (e.g. 60m, 24h)")
 	case w.Quorum < 1 || w.Quorum%2 == 0:
 		return fmt.Errorf("review quorum %d: must be a positive odd number so that a majority always exists", w.Quorum)
+	case w.Sealed && (w.Commit <= 0 || w.Reveal <= 0):
+		return errors.New("sealed votes need positive commit and reveal windows (e.g. 24h)")
 	case c.SettleEvery <= 0:
 		return errors.New("the settlement period must be a positive duration (e.g. 1s)")
 	case c.DrainDelay < 0 || c.ShutdownTimeout < 0:
@@ -163,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen address %s: %w", cfg.Addr, err)
 	}
 	w := cfg.Windows
-	cfg.Logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum)
+	cfg.Logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum, "sealed_votes", w.Sealed)
 	if cfg.Ready != nil {
 		cfg.Ready <- ln.Addr().String()
 	}

@@ -57,6 +57,8 @@ var wireTypes = map[string]wireOp{
 	"nextDispute":         {resp: map[string]any{"200": dotlab.Dispute{}, "204": nil}},
 	"getDispute":          {resp: map[string]any{"200": dotlab.Dispute{}}},
 	"castVote":            {req: dotlab.VoteBody{}, resp: map[string]any{"200": dotlab.Dispute{}}},
+	"commitVote":          {req: dotlab.CommitBody{}, resp: map[string]any{"200": dotlab.Dispute{}}},
+	"revealVote":          {req: dotlab.RevealBody{}, resp: map[string]any{"200": dotlab.Dispute{}}},
 	"joinLab":             {req: apiv1.JoinBody{}, resp: map[string]any{"200": dotlab.LabMember{}}},
 	"listLabMembers":      {resp: map[string]any{"200": apiv1.MemberList{}}},
 	"listLabMessages":     {resp: map[string]any{"200": apiv1.MessagePage{}}},

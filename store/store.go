@@ -110,6 +110,76 @@ type VoteWrite struct {
 	Tally     func(t dotlab.Tally, runID string, run, firstDisagreeing dotlab.Outcome) *Settlement
 }
 
+// SealedSeat is one reviewer's seat in a sealed dispute's round
+// (docs/mechanism.md §4a) as the store keeps it.
+type SealedSeat struct {
+	ReviewerID  string
+	Round       int
+	AssignedAt  time.Time
+	Commitment  string    // "" before the reviewer commits
+	CommittedAt time.Time // zero before
+	// Vote is the vote the server holds (revealed, or posted as a plain
+	// vote and sealed by the server), with its Salt and Envelope; nil
+	// before.
+	Vote      *dotlab.Vote
+	Salt      string
+	Abstained bool // the seat missed a deadline
+}
+
+// SealedRound is a sealed dispute's current round: its number, phase and
+// deadlines, the seats of that round, and what a settlement needs (the
+// run's id and outcome, the first disagreeing challenge's outcome).
+type SealedRound struct {
+	ClaimID        string
+	Round          int
+	Phase          string // dotlab.PhaseCommit or dotlab.PhaseReveal
+	CommitDeadline time.Time
+	RevealDeadline time.Time // zero in the commit phase
+	Seats          []SealedSeat
+	RunID          string
+	Run, First     dotlab.Outcome
+}
+
+// SealedDecision is the protocol's rule applied to a round after a seat
+// changed or a deadline passed: the round's next state, the seats that
+// abstain, the votes made public (copied into the votes with their log
+// entries, Log) and the settlement, if the revealed votes decide.
+type SealedDecision struct {
+	Round                          int
+	Phase                          string
+	CommitDeadline, RevealDeadline time.Time // RevealDeadline zero in the commit phase
+	Abstain                        []string  // reviewer ids
+	Publish                        []SealedSeat
+	Log                            []tlogfmt.Entry
+	Settlement                     *Settlement
+}
+
+// SeatChange is one reviewer's change to its seat in the current round:
+// a commitment (Commit set; in the commit phase, on an uncommitted seat),
+// optionally with the vote the server seals (Vote set too), or a reveal
+// (Vote set alone; in the reveal phase, on a committed seat not yet
+// revealed).
+type SeatChange struct {
+	ReviewerID string
+	Commit     string
+	Vote       *dotlab.Vote
+	Salt       string
+	Envelope   *dotlab.Envelope
+}
+
+// SealedWrite applies Seat (nil: none, a sweep of the settlement clock)
+// to ClaimID's current round under the claim's row lock while the claim
+// is disputed, appends Log, then reads the round and applies what Decide
+// returns (nil: nothing more), all in one transaction. applied is false,
+// and nothing is written, when the claim left disputed or the seat's
+// condition no longer holds.
+type SealedWrite struct {
+	Write
+	ClaimID string
+	Seat    *SeatChange
+	Decide  func(SealedRound) *SealedDecision
+}
+
 // Settlement settles a claim by Transition with Outcome, recording
 // History and appending Log.
 type Settlement struct {
@@ -273,7 +343,18 @@ type Writer interface {
 	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)             // ErrStatementUsed
 	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error) // ErrStatementUsed
 	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)           // ErrStatementUsed
+	// AddSealedReviewer gives agentID the reviewer role on claimID and a
+	// seat in its current sealed round (made, with commitDeadline, if
+	// none), only while that round is in its commit phase with fewer than
+	// seats live seats: ECONFLICT for another role meanwhile,
+	// ErrCommitteeFull when the seat is gone.
+	AddSealedReviewer(ctx context.Context, claimID, agentID string, seats int, at, commitDeadline time.Time) error
+	ApplySealed(ctx context.Context, w SealedWrite) (applied bool, err error)
 }
+
+// ErrCommitteeFull is AddSealedReviewer's refusal when the round's
+// committee filled (or its commit phase ended) meanwhile.
+var ErrCommitteeFull = errors.New("the sealed round's committee is full")
 
 // Reader is what the protocol reads to decide a step, beyond the domain's
 // read services.
@@ -326,4 +407,17 @@ type Reader interface {
 	// (SignedStatement.SHA256) signed with key keyID, as "<subject type>
 	// <subject id>" ("run run_…"); found is false when none did.
 	StatementUse(ctx context.Context, sha256, keyID string) (subject string, found bool, err error)
+	// SealedRound is claimID's current sealed round (found false: none).
+	SealedRound(ctx context.Context, claimID string) (r SealedRound, found bool, err error)
+	// AssignedSealed is the disputed claim whose current round holds a
+	// live seat of agentID that still has to act (commit in the commit
+	// phase, reveal a commitment in the reveal phase); found false: none.
+	AssignedSealed(ctx context.Context, agentID string) (claimID string, found bool, err error)
+	// SealedCandidates lists up to limit disputed claims agentID holds no
+	// role on whose current round (if any) is in its commit phase with
+	// fewer than seats live seats.
+	SealedCandidates(ctx context.Context, agentID string, seats, limit int) ([]string, error)
+	// SealedDue lists up to limit disputed claims whose current round's
+	// deadline (commit or reveal, by phase) is at or before now.
+	SealedDue(ctx context.Context, now time.Time, limit int) ([]string, error)
 }

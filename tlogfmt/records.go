@@ -189,6 +189,24 @@ func VoteEntry(v *dotlab.Vote) Entry {
 		ReviewerID: v.ReviewerID, Vote: v.Vote, RationaleSHA256: TextSHA256(v.Rationale), CreatedAt: Time(v.CreatedAt)}}
 }
 
+// CommitmentRecord is a sealed vote's commitment (TypeCommitment; id:
+// VoteID): dotlab.VoteCommitment of the vote, which the vote's own entry,
+// logged when the dispute is decided, lets anyone check with the salt the
+// API then shows.
+type CommitmentRecord struct {
+	ReviewerID string `json:"reviewer_id"`
+	Commitment string `json:"commitment"`
+	Round      int    `json:"round"`
+	CreatedAt  string `json:"created_at"`
+}
+
+// CommitmentEntry is the entry of reviewerID's commitment on claimID in
+// round at time at.
+func CommitmentEntry(claimID, reviewerID, commitment string, round int, at time.Time) Entry {
+	return Entry{Type: TypeCommitment, ClaimID: claimID, ID: VoteID(claimID, reviewerID), Record: CommitmentRecord{
+		ReviewerID: reviewerID, Commitment: commitment, Round: round, CreatedAt: Time(at)}}
+}
+
 // SettlementRecord is a claim's settlement (TypeSettlement; id: the claim
 // id): the final outcome, the official run and when.
 type SettlementRecord struct {

@@ -233,10 +233,40 @@ func matchRecords(rep *Report, rs *records, logged map[tlogfmt.Key]loggedEntry, 
 		switch k.Type {
 		case tlogfmt.TypeOffer:
 			rep.ok("%s: log entry %d, included", k, l.index)
+		case tlogfmt.TypeCommitment:
+			checkCommitment(rep, rs, k, l.index, entry(k))
 		default:
 			rep.fail("%s (log entry %d) is missing from the server's records: deleted or hidden after it was logged", describe(k), l.index)
 		}
 	}
+}
+
+// checkCommitment checks a sealed vote's logged commitment (key k, log
+// entry index, bytes data; docs/mechanism.md §4a): a decided vote's salt,
+// vote and rationale must hash to it; a commitment without a decided vote
+// (the dispute still sealed, or the seat abstained) is included as it is.
+func checkCommitment(rep *Report, rs *records, k tlogfmt.Key, index int64, data []byte) {
+	var rec tlogfmt.CommitmentRecord
+	l, err := tlogfmt.Decode(data)
+	if err == nil {
+		err = json.Unmarshal(l.Record, &rec)
+	}
+	if err != nil {
+		rep.fail("%s (log entry %d): %v", k, index, err)
+		return
+	}
+	for _, v := range rs.votes {
+		if tlogfmt.VoteID(rs.claim.ID, v.ReviewerID) != k.ID {
+			continue
+		}
+		if v.Salt == "" || dotlab.VoteCommitment(rs.claim.ID, v.ReviewerID, v.Vote, v.Rationale, v.Salt) != rec.Commitment {
+			rep.fail("the sealed vote of %s does not match its commitment (log entry %d): its vote, rationale or salt changed after it was committed", v.ReviewerID, index)
+			return
+		}
+		rep.ok("sealed vote of %s: matches its commitment, log entry %d", v.ReviewerID, index)
+		return
+	}
+	rep.ok("%s: log entry %d, included (not revealed)", k, index)
 }
 
 // madeLater returns the keys of the records the second read (again) found
@@ -265,7 +295,7 @@ func unread(rs *records, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Ke
 		have[x.entry.Key()] = true
 	}
 	for k := range logged {
-		if !have[k] && (only == nil || only[k]) && k.Type != tlogfmt.TypeOffer {
+		if !have[k] && (only == nil || only[k]) && k.Type != tlogfmt.TypeOffer && k.Type != tlogfmt.TypeCommitment {
 			return true
 		}
 	}

@@ -76,9 +76,9 @@ func newChallengerCmd() *cobra.Command {
 
 func newReviewCmd() *cobra.Command {
 	var (
-		f               agentFlags
-		rerun           bool
-		vote, rationale string
+		f                     agentFlags
+		rerun, commit, reveal bool
+		vote, rationale       string
 	)
 	cmd := &cobra.Command{
 		Use:   "review",
@@ -94,6 +94,12 @@ func newReviewCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if reveal {
+				return cli.APIErr(a.RevealAndReport(cmd.Context(), out))
+			}
+			if commit {
+				a.Voter = a.CommitVote
+			}
 			rv, err := a.Review(cmd.Context(), func(ctx context.Context, d *dotlab.Dispute) (agent.Decision, error) {
 				agent.ShowDispute(out, d)
 				if rerun {
@@ -107,8 +113,7 @@ func newReviewCmd() *cobra.Command {
 			} else if err != nil || rv.Result == nil {
 				return cli.APIErr(err)
 			}
-			res := rv.Result
-			fmt.Fprintf(out, "voted %s on %s (%d of %d votes in; claim %s %s)\n", rv.Decision.Vote, rv.Dispute.ID, len(res.Votes), res.Quorum, res.Claim.State, res.Claim.Outcome)
+			agent.ShowVoted(out, rv, commit)
 			return nil
 		},
 	}
@@ -116,5 +121,7 @@ func newReviewCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&rerun, "rerun", false, "rerun the manifest locally and vote by the result")
 	cmd.Flags().StringVar(&vote, "vote", "", "runner or challenger")
 	cmd.Flags().StringVar(&rationale, "rationale", "", "20-2000 characters, naming at least one target of the dispute")
+	cmd.Flags().BoolVar(&commit, "commit", false, "sealed votes: commit to the vote (its salt kept in <config dir>/sealed) instead of sending it; reveal it later with --reveal")
+	cmd.Flags().BoolVar(&reveal, "reveal", false, "sealed votes: reveal every vote committed with --commit whose round is in its reveal phase, then stop")
 	return cmd
 }

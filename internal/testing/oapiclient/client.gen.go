@@ -476,6 +476,60 @@ func (e Outcome) Valid() bool {
 	}
 }
 
+// Defines values for RevealBodyVote.
+const (
+	RevealBodyVoteChallenger RevealBodyVote = "challenger"
+	RevealBodyVoteRunner     RevealBodyVote = "runner"
+)
+
+// Valid indicates whether the value is a known member of the RevealBodyVote enum.
+func (e RevealBodyVote) Valid() bool {
+	switch e {
+	case RevealBodyVoteChallenger:
+		return true
+	case RevealBodyVoteRunner:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SealPhase.
+const (
+	Commit SealPhase = "commit"
+	Reveal SealPhase = "reveal"
+)
+
+// Valid indicates whether the value is a known member of the SealPhase enum.
+func (e SealPhase) Valid() bool {
+	switch e {
+	case Commit:
+		return true
+	case Reveal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusVotes.
+const (
+	Open   StatusVotes = "open"
+	Sealed StatusVotes = "sealed"
+)
+
+// Valid indicates whether the value is a known member of the StatusVotes enum.
+func (e StatusVotes) Valid() bool {
+	switch e {
+	case Open:
+		return true
+	case Sealed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for VoteVote.
 const (
 	VoteVoteChallenger VoteVote = "challenger"
@@ -514,14 +568,15 @@ func (e VoteBodyVote) Valid() bool {
 
 // Defines values for GetLogEntryParamsType.
 const (
-	GetLogEntryParamsTypeChallenge  GetLogEntryParamsType = "challenge"
-	GetLogEntryParamsTypeClaim      GetLogEntryParamsType = "claim"
-	GetLogEntryParamsTypeEnvelope   GetLogEntryParamsType = "envelope"
-	GetLogEntryParamsTypeMessage    GetLogEntryParamsType = "message"
-	GetLogEntryParamsTypeOffer      GetLogEntryParamsType = "offer"
-	GetLogEntryParamsTypeRun        GetLogEntryParamsType = "run"
-	GetLogEntryParamsTypeSettlement GetLogEntryParamsType = "settlement"
-	GetLogEntryParamsTypeVote       GetLogEntryParamsType = "vote"
+	GetLogEntryParamsTypeChallenge      GetLogEntryParamsType = "challenge"
+	GetLogEntryParamsTypeClaim          GetLogEntryParamsType = "claim"
+	GetLogEntryParamsTypeEnvelope       GetLogEntryParamsType = "envelope"
+	GetLogEntryParamsTypeMessage        GetLogEntryParamsType = "message"
+	GetLogEntryParamsTypeOffer          GetLogEntryParamsType = "offer"
+	GetLogEntryParamsTypeRun            GetLogEntryParamsType = "run"
+	GetLogEntryParamsTypeSettlement     GetLogEntryParamsType = "settlement"
+	GetLogEntryParamsTypeVote           GetLogEntryParamsType = "vote"
+	GetLogEntryParamsTypeVoteCommitment GetLogEntryParamsType = "vote_commitment"
 )
 
 // Valid indicates whether the value is a known member of the GetLogEntryParamsType enum.
@@ -542,6 +597,8 @@ func (e GetLogEntryParamsType) Valid() bool {
 	case GetLogEntryParamsTypeSettlement:
 		return true
 	case GetLogEntryParamsTypeVote:
+		return true
+	case GetLogEntryParamsTypeVoteCommitment:
 		return true
 	default:
 		return false
@@ -884,6 +941,15 @@ type ClaimView struct {
 	Title       string     `json:"title"`
 }
 
+// CommitBody defines model for CommitBody.
+type CommitBody struct {
+	// Commitment The lowercase hex SHA-256 of the vote to reveal (POST /disputes/{id}/commit gives the bytes).
+	Commitment string `json:"commitment"`
+
+	// DisputeId Optional: must equal the path's id.
+	DisputeId *string `json:"dispute_id,omitempty"`
+}
+
 // Comparison One target compared by the server, exactly on the decimal text.
 type Comparison struct {
 	// Allowed The tolerance (absolute) or tolerance × |published| (relative), exact.
@@ -1047,7 +1113,12 @@ type Dispute struct {
 	DisputeId string `json:"dispute_id"`
 	Quorum    int    `json:"quorum"`
 	Run       Run    `json:"run"`
-	Votes     []Vote `json:"votes"`
+
+	// Sealed Under sealed votes, the current round until the dispute is decided; absent otherwise.
+	Sealed *Seal `json:"sealed,omitempty"`
+
+	// Votes The votes so far; under sealed votes, empty until the dispute is decided (see `sealed`).
+	Votes []Vote `json:"votes"`
 }
 
 // Envelope A DSSE envelope (github.com/secure-systems-lab/dsse envelope.md) over an in-toto Statement v1: signatures are Ed25519 over PAE(payloadType, payload), i.e. "DSSEv1" SP LEN(type) SP type SP LEN(payload) SP payload. docs/verification.md §7.
@@ -1596,6 +1667,25 @@ type PublishedRunBody struct {
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
 }
 
+// RevealBody A vote (as VoteBody) with the salt it was committed with.
+type RevealBody struct {
+	// DisputeId Optional: must equal the path's id.
+	DisputeId *string `json:"dispute_id,omitempty"`
+
+	// Envelope Optional signature of the vote as VoteBody's (this body without `salt` and `envelope`).
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Rationale As VoteBody's rationale.
+	Rationale string `json:"rationale"`
+
+	// Salt The salt committed with: 32-128 lowercase hex characters.
+	Salt string         `json:"salt"`
+	Vote RevealBodyVote `json:"vote"`
+}
+
+// RevealBodyVote defines model for RevealBody.Vote.
+type RevealBodyVote string
+
 // Run defines model for Run.
 type Run struct {
 	// Body A run's body as submitted (also stored byte for byte), with every field it has written out: RunFields' properties, listed here in full (not as an allOf) so that every generator reads the required ones as required.
@@ -1823,6 +1913,38 @@ type RuntimeInfo struct {
 // SHA256 SHA-256 as 64 lowercase hex characters
 type SHA256 = string
 
+// Seal A sealed dispute's current round (docs/mechanism.md §4a).
+type Seal struct {
+	CommitDeadline time.Time `json:"commit_deadline"`
+	Phase          SealPhase `json:"phase"`
+
+	// RevealDeadline Set in the reveal phase.
+	RevealDeadline *time.Time `json:"reveal_deadline,omitempty"`
+	Round          int        `json:"round"`
+
+	// Votes The round's seats: the votes so far, sealed.
+	Votes []SealedVote `json:"votes"`
+}
+
+// SealPhase defines model for Seal.Phase.
+type SealPhase string
+
+// SealedVote One committee seat of a sealed round, before the dispute is decided.
+type SealedVote struct {
+	// Abstained The seat missed a deadline: an abstention, which costs standing.
+	Abstained *bool `json:"abstained,omitempty"`
+
+	// Commitment The salted commitment (64 lowercase hex); absent before the seat commits.
+	Commitment *string `json:"commitment,omitempty"`
+
+	// CommittedAt null while the seat has not committed.
+	CommittedAt *time.Time `json:"committed_at"`
+
+	// Revealed The server holds the vote (revealed, or posted as a plain vote and sealed by the server); it is still not shown.
+	Revealed   bool   `json:"revealed"`
+	ReviewerId string `json:"reviewer_id"`
+}
+
 // Status defines model for Status.
 type Status struct {
 	// Features Feature name → whether it is live: agents, claims, jobs, runs, challenges, disputes, labs and events are true; bounties, stakes and markets false; log and bound_signatures (v2 signed statements naming the log origin and agent id, docs/verification.md §7) true when the server keeps a transparency log.
@@ -1842,7 +1964,13 @@ type Status struct {
 	ProtocolVersion string    `json:"protocol_version"`
 	Time            time.Time `json:"time"`
 	Version         string    `json:"version"`
+
+	// Votes The review mode: `open` shows the votes so far (the default); `sealed` (`dotlab serve --sealed-votes`) seals them until the dispute is decided (docs/mechanism.md §4a).
+	Votes StatusVotes `json:"votes"`
 }
+
+// StatusVotes The review mode: `open` shows the votes so far (the default); `sealed` (`dotlab serve --sealed-votes`) seals them until the dispute is decided (docs/mechanism.md §4a).
+type StatusVotes string
 
 // StatusLog The transparency log (docs/verification.md).
 type StatusLog struct {
@@ -1915,6 +2043,9 @@ type Vote struct {
 	Envelope   *Envelope `json:"envelope,omitempty"`
 	Rationale  string    `json:"rationale"`
 	ReviewerId string    `json:"reviewer_id"`
+
+	// Salt A sealed vote's salt, shown once the dispute is decided, so anyone can check the logged commitment (docs/mechanism.md §4a); absent for open votes.
+	Salt *string `json:"salt,omitempty"`
 
 	// SignedBy The envelope's keyid, verified against the reviewer's registered key; absent when unsigned.
 	SignedBy *string  `json:"signed_by,omitempty"`
@@ -2202,6 +2333,12 @@ type CreateChallengeJSONRequestBody = ChallengeBody
 
 // CreateClaimJSONRequestBody defines body for CreateClaim for application/json ContentType.
 type CreateClaimJSONRequestBody = ClaimSubmission
+
+// CommitVoteJSONRequestBody defines body for CommitVote for application/json ContentType.
+type CommitVoteJSONRequestBody = CommitBody
+
+// RevealVoteJSONRequestBody defines body for RevealVote for application/json ContentType.
+type RevealVoteJSONRequestBody = RevealBody
 
 // CastVoteJSONRequestBody defines body for CastVote for application/json ContentType.
 type CastVoteJSONRequestBody = VoteBody
@@ -2500,6 +2637,72 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /disputes/{id} (the `GetDispute` operationId).
 	GetDispute(ctx context.Context, id DisputeId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CommitVoteWithBody Sealed votes: commit to your vote on a dispute assigned to you
+	//
+	// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+	// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+	// `404 no_such_route`. A reviewer seated on the dispute's current
+	// round commits, in its commit phase, to the lowercase hex SHA-256 of
+	// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+	// (the rationale trimmed; the salt 32-128 lowercase hex characters
+	// you keep), then reveals it with POST /disputes/{id}/reveal once
+	// every seat has committed or the commit deadline passed. A plain
+	// POST /disputes/{id}/vote in the commit phase is sealed by the
+	// server instead, under a salt of its own.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+	CommitVoteWithBody(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CommitVote Sealed votes: commit to your vote on a dispute assigned to you
+	//
+	// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+	// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+	// `404 no_such_route`. A reviewer seated on the dispute's current
+	// round commits, in its commit phase, to the lowercase hex SHA-256 of
+	// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+	// (the rationale trimmed; the salt 32-128 lowercase hex characters
+	// you keep), then reveals it with POST /disputes/{id}/reveal once
+	// every seat has committed or the commit deadline passed. A plain
+	// POST /disputes/{id}/vote in the commit phase is sealed by the
+	// server instead, under a salt of its own.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+	CommitVote(ctx context.Context, id DisputeId, body CommitVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevealVoteWithBody Sealed votes: reveal the vote you committed to
+	//
+	// Only on a server with sealed votes (else `404 no_such_route`). In the
+	// round's reveal phase, the vote, rationale and salt must hash to your
+	// commitment (else `422` at `$.salt`); the rationale is checked as a
+	// vote's is, and an `envelope` signs it as a signed vote does. The
+	// revealed votes stay hidden until every commitment is revealed or
+	// the reveal deadline passes; then they decide by the majority rule,
+	// and a commitment left unrevealed is an abstention.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+	RevealVoteWithBody(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevealVote Sealed votes: reveal the vote you committed to
+	//
+	// Only on a server with sealed votes (else `404 no_such_route`). In the
+	// round's reveal phase, the vote, rationale and salt must hash to your
+	// commitment (else `422` at `$.salt`); the rationale is checked as a
+	// vote's is, and an `envelope` signs it as a signed vote does. The
+	// revealed votes stay hidden until every commitment is revealed or
+	// the reveal deadline passes; then they decide by the majority rule,
+	// and a commitment left unrevealed is an abstention.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+	RevealVote(ctx context.Context, id DisputeId, body RevealVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CastVoteWithBody Vote on a dispute assigned to you by GET /disputes/next
 	//
@@ -3115,6 +3318,112 @@ func (c *Client) NextDispute(ctx context.Context, reqEditors ...RequestEditorFn)
 // Corresponds with GET /disputes/{id} (the `GetDispute` operationId).
 func (c *Client) GetDispute(ctx context.Context, id DisputeId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDisputeRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CommitVoteWithBody Sealed votes: commit to your vote on a dispute assigned to you
+//
+// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+// `404 no_such_route`. A reviewer seated on the dispute's current
+// round commits, in its commit phase, to the lowercase hex SHA-256 of
+// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+// (the rationale trimmed; the salt 32-128 lowercase hex characters
+// you keep), then reveals it with POST /disputes/{id}/reveal once
+// every seat has committed or the commit deadline passed. A plain
+// POST /disputes/{id}/vote in the commit phase is sealed by the
+// server instead, under a salt of its own.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+func (c *Client) CommitVoteWithBody(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitVoteRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CommitVote Sealed votes: commit to your vote on a dispute assigned to you
+//
+// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+// `404 no_such_route`. A reviewer seated on the dispute's current
+// round commits, in its commit phase, to the lowercase hex SHA-256 of
+// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+// (the rationale trimmed; the salt 32-128 lowercase hex characters
+// you keep), then reveals it with POST /disputes/{id}/reveal once
+// every seat has committed or the commit deadline passed. A plain
+// POST /disputes/{id}/vote in the commit phase is sealed by the
+// server instead, under a salt of its own.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+func (c *Client) CommitVote(ctx context.Context, id DisputeId, body CommitVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitVoteRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevealVoteWithBody Sealed votes: reveal the vote you committed to
+//
+// Only on a server with sealed votes (else `404 no_such_route`). In the
+// round's reveal phase, the vote, rationale and salt must hash to your
+// commitment (else `422` at `$.salt`); the rationale is checked as a
+// vote's is, and an `envelope` signs it as a signed vote does. The
+// revealed votes stay hidden until every commitment is revealed or
+// the reveal deadline passes; then they decide by the majority rule,
+// and a commitment left unrevealed is an abstention.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+func (c *Client) RevealVoteWithBody(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevealVoteRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevealVote Sealed votes: reveal the vote you committed to
+//
+// Only on a server with sealed votes (else `404 no_such_route`). In the
+// round's reveal phase, the vote, rationale and salt must hash to your
+// commitment (else `422` at `$.salt`); the rationale is checked as a
+// vote's is, and an `envelope` signs it as a signed vote does. The
+// revealed votes stay hidden until every commitment is revealed or
+// the reveal deadline passes; then they decide by the majority rule,
+// and a commitment left unrevealed is an abstention.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+func (c *Client) RevealVote(ctx context.Context, id DisputeId, body RevealVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevealVoteRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4275,6 +4584,100 @@ func NewGetDisputeRequest(server string, id DisputeId) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewCommitVoteRequest calls the generic CommitVote builder with application/json body
+func NewCommitVoteRequest(server string, id DisputeId, body CommitVoteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCommitVoteRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCommitVoteRequestWithBody constructs an http.Request for the CommitVote method, with any body, and a specified content type
+func NewCommitVoteRequestWithBody(server string, id DisputeId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/disputes/%s/commit", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevealVoteRequest calls the generic RevealVote builder with application/json body
+func NewRevealVoteRequest(server string, id DisputeId, body RevealVoteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRevealVoteRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRevealVoteRequestWithBody constructs an http.Request for the RevealVote method, with any body, and a specified content type
+func NewRevealVoteRequestWithBody(server string, id DisputeId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/disputes/%s/reveal", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5534,6 +5937,72 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /disputes/{id} (the `GetDispute` operationId).
 	GetDisputeWithResponse(ctx context.Context, id DisputeId, reqEditors ...RequestEditorFn) (*GetDisputeResponse, error)
+
+	// CommitVoteWithBodyWithResponse Sealed votes: commit to your vote on a dispute assigned to you
+	//
+	// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+	// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+	// `404 no_such_route`. A reviewer seated on the dispute's current
+	// round commits, in its commit phase, to the lowercase hex SHA-256 of
+	// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+	// (the rationale trimmed; the salt 32-128 lowercase hex characters
+	// you keep), then reveals it with POST /disputes/{id}/reveal once
+	// every seat has committed or the commit deadline passed. A plain
+	// POST /disputes/{id}/vote in the commit phase is sealed by the
+	// server instead, under a salt of its own.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+	CommitVoteWithBodyWithResponse(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitVoteResponse, error)
+
+	// CommitVoteWithResponse Sealed votes: commit to your vote on a dispute assigned to you
+	//
+	// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+	// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+	// `404 no_such_route`. A reviewer seated on the dispute's current
+	// round commits, in its commit phase, to the lowercase hex SHA-256 of
+	// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+	// (the rationale trimmed; the salt 32-128 lowercase hex characters
+	// you keep), then reveals it with POST /disputes/{id}/reveal once
+	// every seat has committed or the commit deadline passed. A plain
+	// POST /disputes/{id}/vote in the commit phase is sealed by the
+	// server instead, under a salt of its own.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+	CommitVoteWithResponse(ctx context.Context, id DisputeId, body CommitVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitVoteResponse, error)
+
+	// RevealVoteWithBodyWithResponse Sealed votes: reveal the vote you committed to
+	//
+	// Only on a server with sealed votes (else `404 no_such_route`). In the
+	// round's reveal phase, the vote, rationale and salt must hash to your
+	// commitment (else `422` at `$.salt`); the rationale is checked as a
+	// vote's is, and an `envelope` signs it as a signed vote does. The
+	// revealed votes stay hidden until every commitment is revealed or
+	// the reveal deadline passes; then they decide by the majority rule,
+	// and a commitment left unrevealed is an abstention.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+	RevealVoteWithBodyWithResponse(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RevealVoteResponse, error)
+
+	// RevealVoteWithResponse Sealed votes: reveal the vote you committed to
+	//
+	// Only on a server with sealed votes (else `404 no_such_route`). In the
+	// round's reveal phase, the vote, rationale and salt must hash to your
+	// commitment (else `422` at `$.salt`); the rationale is checked as a
+	// vote's is, and an `envelope` signs it as a signed vote does. The
+	// revealed votes stay hidden until every commitment is revealed or
+	// the reveal deadline passes; then they decide by the majority rule,
+	// and a commitment left unrevealed is an abstention.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+	RevealVoteWithResponse(ctx context.Context, id DisputeId, body RevealVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*RevealVoteResponse, error)
 
 	// CastVoteWithBodyWithResponse Vote on a dispute assigned to you by GET /disputes/next
 	//
@@ -7112,6 +7581,242 @@ func (r GetDisputeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetDisputeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CommitVoteResponse405Headers the declared response headers of an HTTP 405 response for CommitVote
+type CommitVoteResponse405Headers struct {
+	Allow *string
+}
+
+// CommitVoteResponse429Headers the declared response headers of an HTTP 429 response for CommitVote
+type CommitVoteResponse429Headers struct {
+	RetryAfter *int
+}
+
+type CommitVoteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Dispute
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *CommitVoteResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CommitVoteResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CommitVoteResponse) GetJSON200() *Dispute {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CommitVoteResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CommitVoteResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CommitVoteResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r CommitVoteResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CommitVoteResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CommitVoteResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CommitVoteResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CommitVoteResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CommitVoteResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CommitVoteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CommitVoteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CommitVoteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CommitVoteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevealVoteResponse405Headers the declared response headers of an HTTP 405 response for RevealVote
+type RevealVoteResponse405Headers struct {
+	Allow *string
+}
+
+// RevealVoteResponse429Headers the declared response headers of an HTTP 429 response for RevealVote
+type RevealVoteResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RevealVoteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Dispute
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *RevealVoteResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevealVoteResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevealVoteResponse) GetJSON200() *Dispute {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevealVoteResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevealVoteResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevealVoteResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r RevealVoteResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RevealVoteResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r RevealVoteResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RevealVoteResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RevealVoteResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RevealVoteResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RevealVoteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevealVoteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevealVoteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevealVoteResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9460,6 +10165,96 @@ func (c *ClientWithResponses) GetDisputeWithResponse(ctx context.Context, id Dis
 	return ParseGetDisputeResponse(rsp)
 }
 
+// CommitVoteWithBodyWithResponse Sealed votes: commit to your vote on a dispute assigned to you
+//
+// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+// `404 no_such_route`. A reviewer seated on the dispute's current
+// round commits, in its commit phase, to the lowercase hex SHA-256 of
+// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+// (the rationale trimmed; the salt 32-128 lowercase hex characters
+// you keep), then reveals it with POST /disputes/{id}/reveal once
+// every seat has committed or the commit deadline passed. A plain
+// POST /disputes/{id}/vote in the commit phase is sealed by the
+// server instead, under a salt of its own.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+func (c *ClientWithResponses) CommitVoteWithBodyWithResponse(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitVoteResponse, error) {
+	rsp, err := c.CommitVoteWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCommitVoteResponse(rsp)
+}
+
+// CommitVoteWithResponse Sealed votes: commit to your vote on a dispute assigned to you
+//
+// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+// `404 no_such_route`. A reviewer seated on the dispute's current
+// round commits, in its commit phase, to the lowercase hex SHA-256 of
+// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+// (the rationale trimmed; the salt 32-128 lowercase hex characters
+// you keep), then reveals it with POST /disputes/{id}/reveal once
+// every seat has committed or the commit deadline passed. A plain
+// POST /disputes/{id}/vote in the commit phase is sealed by the
+// server instead, under a salt of its own.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+func (c *ClientWithResponses) CommitVoteWithResponse(ctx context.Context, id DisputeId, body CommitVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitVoteResponse, error) {
+	rsp, err := c.CommitVote(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCommitVoteResponse(rsp)
+}
+
+// RevealVoteWithBodyWithResponse Sealed votes: reveal the vote you committed to
+//
+// Only on a server with sealed votes (else `404 no_such_route`). In the
+// round's reveal phase, the vote, rationale and salt must hash to your
+// commitment (else `422` at `$.salt`); the rationale is checked as a
+// vote's is, and an `envelope` signs it as a signed vote does. The
+// revealed votes stay hidden until every commitment is revealed or
+// the reveal deadline passes; then they decide by the majority rule,
+// and a commitment left unrevealed is an abstention.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+func (c *ClientWithResponses) RevealVoteWithBodyWithResponse(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RevealVoteResponse, error) {
+	rsp, err := c.RevealVoteWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevealVoteResponse(rsp)
+}
+
+// RevealVoteWithResponse Sealed votes: reveal the vote you committed to
+//
+// Only on a server with sealed votes (else `404 no_such_route`). In the
+// round's reveal phase, the vote, rationale and salt must hash to your
+// commitment (else `422` at `$.salt`); the rationale is checked as a
+// vote's is, and an `envelope` signs it as a signed vote does. The
+// revealed votes stay hidden until every commitment is revealed or
+// the reveal deadline passes; then they decide by the majority rule,
+// and a commitment left unrevealed is an abstention.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+func (c *ClientWithResponses) RevealVoteWithResponse(ctx context.Context, id DisputeId, body RevealVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*RevealVoteResponse, error) {
+	rsp, err := c.RevealVote(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevealVoteResponse(rsp)
+}
+
 // CastVoteWithBodyWithResponse Vote on a dispute assigned to you by GET /disputes/next
 //
 // Only a reviewer assigned this dispute by GET /disputes/next may vote,
@@ -11113,6 +11908,230 @@ func ParseGetDisputeResponse(rsp *http.Response) (*GetDisputeResponse, error) {
 		response.Headers405 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetDisputeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCommitVoteResponse parses an HTTP response from a CommitVoteWithResponse call
+func ParseCommitVoteResponse(rsp *http.Response) (*CommitVoteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CommitVoteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Dispute
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers CommitVoteResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers CommitVoteResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevealVoteResponse parses an HTTP response from a RevealVoteWithResponse call
+func ParseRevealVoteResponse(rsp *http.Response) (*RevealVoteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevealVoteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Dispute
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers RevealVoteResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevealVoteResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -367,6 +367,14 @@ func (l *lifecycle) vote() {
 		Rationale: "t_paired: my own rerun differs from the run's value"})
 	l.check(err)
 	status(l.t, "the challenger votes", stranger, stranger.Body, 403)
+	// This server runs open votes: the sealed steps are not there.
+	commit, err := l.agents["reviewer1"].c.CommitVoteWithResponse(l.ctx, l.claim, oapiclient.CommitBody{Commitment: strings.Repeat("a", 64)})
+	l.check(err)
+	status(l.t, "commit on an open-vote server", commit, commit.Body, 404)
+	reveal, err := l.agents["reviewer1"].c.RevealVoteWithResponse(l.ctx, l.claim, oapiclient.RevealBody{Vote: oapiclient.RevealBodyVoteRunner,
+		Rationale: "t_paired: the runner's value equals the published one", Salt: strings.Repeat("b", 32)})
+	l.check(err)
+	status(l.t, "reveal on an open-vote server", reveal, reveal.Body, 404)
 	for i, side := range []oapiclient.VoteBodyVote{oapiclient.VoteBodyVoteRunner, oapiclient.VoteBodyVoteRunner, oapiclient.VoteBodyVoteChallenger} {
 		rev := l.agents[fmt.Sprintf("reviewer%d", i+1)].c
 		d, err := rev.NextDisputeWithResponse(l.ctx)
