@@ -6,8 +6,10 @@ import (
 	"io"
 
 	"github.com/dotlab/dotlab/internal/termsafe"
+	"github.com/dotlab/dotlab/verify"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // UsageOnError makes a wrong argument count or an unknown flag on cmd or any
@@ -55,4 +57,11 @@ func ExecuteSafe(ctx context.Context, root *cobra.Command, stdout io.Writer) err
 		err = ferr
 	}
 	return err
+}
+
+// WitnessFlags registers --witness-key and --witnesses (dotlab verify and
+// the agent commands: docs/verification.md "Witnesses") into p.
+func WitnessFlags(f *pflag.FlagSet, p *verify.Cosigning) {
+	f.StringArrayVar(&p.Keys, "witness-key", nil, "a witness's cosignature/v1 verifier key (name+id+key; repeatable): require the log's checkpoints to carry cosignatures by these witnesses, never by keys the server names")
+	f.IntVar(&p.Need, "witnesses", 0, "how many of the --witness-key witnesses must have cosigned the entries checked (default: all of them)")
 }
