@@ -23,7 +23,7 @@ type Cosigning struct {
 	Keys []string // cosignature/v1 verifier keys, "<name>+<key id>+<base64(0x04 ‖ key)>"
 	Need int      // how many must cosign; 0: all of Keys
 	// Wait bounds how long to wait for the witnesses to cosign a tree that
-	// holds the entries checked (default 15 s): a new entry is cosigned a
+	// holds the entries checked (default 5 s): a new entry is cosigned a
 	// moment after it is logged.
 	Wait  time.Duration
 	Clock dotlab.Clock // default dotlab.SystemClock
@@ -107,7 +107,7 @@ func (w Witness) requireCosigned(ctx context.Context, c *client.Client, info *ap
 		clock = dotlab.SystemClock{}
 	}
 	if wait <= 0 {
-		wait = 15 * time.Second
+		wait = 5 * time.Second
 	}
 	deadline := clock.Now().Add(wait)
 	for {
