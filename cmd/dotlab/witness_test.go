@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/dotlab/dotlab/sqlstore"
 	"github.com/dotlab/dotlab/tlogfmt"
 	"github.com/dotlab/dotlab/translog"
+	"github.com/dotlab/dotlab/verify"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -72,6 +74,7 @@ func TestWitnessRefusesForkAndVerifyNeedsItsCosignature(t *testing.T) {
 	if out, code := verify(b, "DL-0001"); code != 0 {
 		t.Fatalf("verify of the entry the fork shares with the honest log (witnessed at size 1): exit %d\n%s", code, out)
 	}
+	agentKeepsWitnessed(t, a, b, w)
 	// The fork's operator copies the honest log's cosignature (size 2) into
 	// its database: it verifies, but is not consistent with the fork.
 	var cp, cosig string
@@ -80,6 +83,32 @@ func TestWitnessRefusesForkAndVerifyNeedsItsCosignature(t *testing.T) {
 	sqlExec(t, dbB, `UPDATE log_cosignatures SET size = $1, checkpoint = $2, cosignature = $3, cosigned_at = $4`, size, cp, cosig, at)
 	if out, code := verify(b, "DL-0002"); code == 0 || !strings.Contains(out, "witness witness.test/w1 cosigned tree size 2") || !strings.Contains(out, "not consistent with the checkpoint served now (size 3") {
 		t.Fatalf("verify of the fork serving the honest cosignature: exit %d, want a failure naming the inconsistency\n%s", code, out)
+	}
+}
+
+// agentKeepsWitnessed: the agent commands' checkpoint keeping
+// (verify.Witness.Check with the witness policy, as `dotlab runner
+// --witness-key K --witnesses 1` runs it after each step) passes on the
+// honest log twice, and on the fork passes at first use (the witnessed
+// size 1 is a prefix of the fork) but stops the agent (a *verify.Failure)
+// at its next step: what it saw then (size 3) is never cosigned.
+func agentKeepsWitnessed(t *testing.T, honest, fork string, w *witnesstest.Witness) {
+	t.Helper()
+	ctx := context.Background()
+	for _, srv := range []string{honest, fork} {
+		c, _ := client.New(srv, "")
+		kept := verify.Witness{Path: filepath.Join(t.TempDir(), "logs.json"), Cosigning: verify.Cosigning{Keys: []string{w.Key}, Need: 1, Wait: time.Second}}
+		if _, err := kept.Check(ctx, c); err != nil {
+			t.Fatalf("%s: first check: %v", srv, err)
+		}
+		_, err := kept.Check(ctx, c)
+		var f *verify.Failure
+		switch {
+		case srv == honest && err != nil:
+			t.Fatalf("the honest log's second check: %v", err)
+		case srv == fork && (!errors.As(err, &f) || !strings.Contains(err.Error(), "not witnessed")):
+			t.Fatalf("the fork's second check: %v; want a failure, not witnessed", err)
+		}
 	}
 }
 
