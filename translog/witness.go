@@ -78,8 +78,8 @@ const maxWitnessAnswer = 64 << 10
 
 // AddCheckpoint sends signed (the log's signed checkpoint cp) to w by
 // c2sp.org/tlog-witness add-checkpoint, with the consistency proof from
-// tree size old (0: none), and returns the cosignature lines of w's key
-// that verify on cp ("— name base64\n" each) and the first one's time. A
+// tree size old (0: none), and returns the first cosignature line of w's
+// key that verifies on cp ("— name base64\n") and its time. A
 // refusal is a *WitnessError; an answer without a valid cosignature by w's
 // key is an error too.
 func AddCheckpoint(ctx context.Context, hc *http.Client, w Witness, old int64, proof tlog.TreeProof, cp tlogfmt.Checkpoint, signed []byte) (string, time.Time, error) {
@@ -113,27 +113,21 @@ func AddCheckpoint(ctx context.Context, hc *http.Client, w Witness, old int64, p
 	return validCosignatures(w, cp, string(data))
 }
 
-// validCosignatures keeps the lines of lines that are w's valid
-// cosignatures of cp.
+// validCosignatures returns the first line of lines that is w's valid
+// cosignature of cp, and its time. One line is kept per witness whatever
+// it answers, so that the served note stays within a note's 100
+// signatures.
 func validCosignatures(w Witness, cp tlogfmt.Checkpoint, lines string) (string, time.Time, error) {
 	sigs, err := tlogfmt.SignatureLines(lines)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("witness answer: %w", err)
 	}
-	var keep string
-	var first time.Time
 	for _, s := range sigs {
 		if at, ok := w.Verifier.Check(cp.Text(), s); ok {
-			keep += "— " + s.Name + " " + s.Base64 + "\n"
-			if first.IsZero() {
-				first = at
-			}
+			return "— " + s.Name + " " + s.Base64 + "\n", at, nil
 		}
 	}
-	if keep == "" {
-		return "", time.Time{}, fmt.Errorf("witness answer: no valid cosignature/v1 by %s on tree size %d", w.Verifier.Key(), cp.Size)
-	}
-	return keep, first, nil
+	return "", time.Time{}, fmt.Errorf("witness answer: no valid cosignature/v1 by %s on tree size %d", w.Verifier.Key(), cp.Size)
 }
 
 // WitnessOptions tune Log.RunWitnesses.

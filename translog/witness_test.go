@@ -2,10 +2,15 @@ package translog_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +104,77 @@ func checkServedCheckpoint(t *testing.T, l *translog.Log, w translog.Witness, si
 	}
 	if _, err := tlogfmt.ParseCheckpoint(n.Text); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAddCheckpointRefusesHostileAnswers: a witness's answer is bounded
+// and checked: signature lines that are not the witness's valid
+// cosignature, an answer over 64 KiB and a 409 without a size are errors,
+// never a kept cosignature; a flood of copies of one valid line keeps one.
+func TestAddCheckpointRefusesHostileAnswers(t *testing.T) {
+	d := openDB(t, sqlstoretest.Engines[0])
+	l := d.open(t, translog.Options{})
+	appendN(t, d, l, 0, 2)
+	cp, signed, err := l.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	vkey := tlogfmt.CosignatureVerifierKey("witness.test/hostile", pub)
+	good := cosignLine("witness.test/hostile", priv, vkey, cp.Text())
+	for _, tc := range []struct {
+		status int
+		body   string
+		want   string // error text; "" for the one line kept
+	}{
+		{200, "— witness.test/hostile AAAAAAAAAAAA\n", "no valid cosignature"},
+		{200, strings.Repeat("x", 70<<10), "over 65536 bytes"},
+		{200, "no signature line\n", "signature line"},
+		{409, "many\n", "409: the witness has cosigned tree size -1"},
+		{200, strings.Repeat(good, 500), ""},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(tc.status)
+			io.WriteString(w, tc.body)
+		}))
+		wit, err := translog.ParseWitness(srv.URL + "=" + vkey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, _, err := translog.AddCheckpoint(context.Background(), srv.Client(), wit, 0, nil, cp, signed)
+		srv.Close()
+		switch {
+		case tc.want == "" && (err != nil || line != good):
+			t.Errorf("%d copies of a valid line: %q, %v; want the line once", 500, line, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("answer %d %.40q: %v; want an error naming %q", tc.status, tc.body, err, tc.want)
+		}
+	}
+}
+
+func cosignLine(name string, priv ed25519.PrivateKey, vkey, text string) string {
+	v, _ := tlogfmt.NewCosignatureVerifier(vkey)
+	ts := uint64(1700000000)
+	raw := binary.BigEndian.AppendUint32(nil, v.KeyHash())
+	raw = binary.BigEndian.AppendUint64(raw, ts)
+	raw = append(raw, ed25519.Sign(priv, tlogfmt.CosignedMessage([]byte(text), ts))...)
+	return "— " + name + " " + base64.StdEncoding.EncodeToString(raw) + "\n"
+}
+
+// TestParseWitness: `--witness URL=KEY` takes an http(s) URL and a
+// cosignature/v1 key, refusing anything else by name.
+func TestParseWitness(t *testing.T) {
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	key := tlogfmt.CosignatureVerifierKey("witness.test/w", pub)
+	w, err := translog.ParseWitness("https://witness.example/sub/=" + key)
+	if err != nil || w.URL != "https://witness.example/sub" || w.Verifier.Key() != key {
+		t.Fatalf("%+v %v", w, err)
+	}
+	_, logKey, _ := note.GenerateKey(rand.Reader, "witness.test/w")
+	for _, bad := range []string{"https://witness.example", "ftp://witness.example=" + key, "https://u:p@witness.example=" + key,
+		"https://witness.example/?q=1=" + key, "https://witness.example=" + logKey} {
+		if _, err := translog.ParseWitness(bad); err == nil || !strings.Contains(err.Error(), "--witness") {
+			t.Errorf("%q: %v; want a refusal naming --witness", bad, err)
+		}
 	}
 }
