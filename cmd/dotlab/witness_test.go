@@ -230,3 +230,39 @@ func sqlQueryRow(t *testing.T, url, q string, dest ...any) {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
+
+// TestVerifyWitnessQuorum: with two real witnesses configured, `dotlab
+// verify` with both keys requires both cosignatures (the default quorum)
+// and passes; a key the server never sent checkpoints to counts for
+// nothing, so --witnesses 2 with it fails and --witnesses 1 passes.
+func TestVerifyWitnessQuorum(t *testing.T) {
+	db := sqlstoretest.URL(t, sqlstore.SQLite)
+	key := logKey(t, db)
+	w1, w2 := witnesstest.Start(t, "witness.test/q1", key), witnesstest.Start(t, "witness.test/q2", key)
+	stranger := witnesstest.Start(t, "witness.test/stranger", key)
+	srv := servertest.Start(t, server.Config{DB: db, Windows: dotlab.DefaultWindows, SettleEvery: 100 * time.Millisecond,
+		Witnesses: []string{w1.Flag, w2.Flag}, WitnessEvery: 50 * time.Millisecond})
+	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
+	register(t, srv, "quorum")
+	submit(t, srv, "quorum one", "DL-0001")
+	waitCosigned(t, srv, w1, 1)
+	waitCosigned(t, srv, w2, 1)
+	for _, tc := range []struct {
+		args []string
+		pass bool
+	}{
+		{[]string{"--witness-key", w1.Key, "--witness-key", w2.Key}, true},
+		{[]string{"--witness-key", w1.Key, "--witness-key", stranger.Key, "--witnesses", "2"}, false},
+		{[]string{"--witness-key", w1.Key, "--witness-key", stranger.Key, "--witnesses", "1"}, true},
+		{[]string{"--witness-key", stranger.Key}, false},
+	} {
+		t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
+		out, errOut, code := runCLI(t, append(append([]string{"verify", "--server", srv}, tc.args...), "DL-0001")...)
+		if (code == 0) != tc.pass || (!tc.pass && !strings.Contains(out+errOut, "not witnessed")) {
+			t.Errorf("verify %v: exit %d, want pass %v\n%s%s", tc.args, code, tc.pass, out, errOut)
+		}
+	}
+	if _, errOut, code := runCLI(t, "verify", "--server", srv, "--witness-key", w1.Key, "--witnesses", "2", "DL-0001"); code == 0 || !strings.Contains(errOut, "--witnesses 2: only 1 --witness-key given") {
+		t.Errorf("--witnesses past the keys given: exit %d %s", code, errOut)
+	}
+}
