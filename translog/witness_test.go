@@ -42,8 +42,10 @@ func TestWitnessCosignsAndFollows409(t *testing.T) {
 			}
 			stop := runWitness(l, wit)
 			waitCosignedSize(t, l, 3)
+			start := time.Now()
 			appendN(t, d, l, 3, 5)
 			waitCosignedSize(t, l, 8)
+			t.Logf("5 appends to the witness's cosignature of the tree: %s (polling every 20 ms)", time.Since(start).Round(time.Millisecond))
 			checkServedCheckpoint(t, l, wit, 8)
 			stop()
 			if _, err := d.w.Exec(`DELETE FROM log_cosignatures`); err != nil {

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,11 +56,21 @@ func TestWitnessRefusesForkAndVerifyNeedsItsCosignature(t *testing.T) {
 	submit(t, a, "honest two", "DL-0002")
 	waitCosigned(t, a, w, 2)
 
-	b := servertest.Start(t, cfg(dbB))
+	var logB syncBuffer
+	cfgB := cfg(dbB)
+	cfgB.Logger = slog.New(slog.NewTextHandler(&logB, nil))
+	b := servertest.Start(t, cfgB)
 	register(t, b, "forker")
 	submit(t, b, "forked two", "DL-0002")
 	submit(t, b, "forked three", "DL-0003")
-	time.Sleep(time.Second) // the fork's server has sent its checkpoint meanwhile
+	// The fork's server sent its checkpoint: from the size it had kept (1)
+	// the witness answered 409 (size 2), then 422 for the proof from 2.
+	for i := 0; !strings.Contains(logB.String(), "422: the consistency proof does not verify"); i++ {
+		if i == 200 {
+			t.Fatalf("the fork's server logged no refusal by the witness within 20 s:\n%s", logB.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	forkRefused(t, b, w)
 
 	verify := func(srv, claim string) (string, int) {
@@ -157,6 +170,24 @@ func forkRefused(t *testing.T, srv string, w *witnesstest.Witness) {
 	if !errors.As(err, &refused) || refused.Status != http.StatusConflict || refused.Size != 2 {
 		t.Fatalf("the fork's checkpoint from size 0: %v; want 409 naming the honest size 2", err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func mustVerifier(t *testing.T, key string) note.Verifier {
