@@ -99,6 +99,9 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 		rep.fail("log entries of %s: %v", id, err)
 		return rep, nil
 	}
+	if err := v.witnessed(ctx, rep, seen, logged, only); err != nil {
+		return rep, nil
+	}
 	var later map[tlogfmt.Key]bool
 	if unread(rs, logged, only) {
 		// A record made after the records were read is in the log but was
@@ -129,6 +132,24 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 		v.checkLogs(ctx, rep, rs.run)
 	}
 	return rep, nil
+}
+
+// witnessed requires the witnesses' cosignatures (Witness.Cosigning) to
+// cover the entries checked; a failure is in rep and returned.
+func (v Verifier) witnessed(ctx context.Context, rep *Report, seen *Seen, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Key]bool) error {
+	last := int64(-1)
+	for k, e := range logged {
+		if (only == nil || only[k]) && e.index > last {
+			last = e.index
+		}
+	}
+	notes, err := v.Witness.CoverWitnessed(ctx, v.Client, seen, last)
+	if err != nil {
+		rep.fail("%v", err)
+		return err
+	}
+	rep.OK = append(rep.OK, notes...)
+	return nil
 }
 
 // checkLogs hashes the run's uploaded logs against the SHA-256 the run
@@ -438,8 +459,9 @@ func (r *Report) Print(w io.Writer, verbose bool) {
 const TargetMemoryLimit = 160 << 20
 
 // Target verifies target — a claim id (DL-0001) or else a run id — on the
-// server c, keeping the log's checkpoint in the witness file at path (and
-// requiring the verifier key key when set), and prints the report to w. It
+// server c, keeping the log's checkpoint in the witness file wit.Path (and
+// requiring the verifier key wit.Key when set and the cosignatures of
+// wit.Cosigning when enabled), and prints the report to w. It
 // returns an error when anything failed, naming how many checks.
 //
 // Memory: the log is read page by page (client.EachLogClaimPage) and only
@@ -447,11 +469,14 @@ const TargetMemoryLimit = 160 << 20
 // alone; unless the process has a memory limit already (GOMEMLIMIT), Target
 // sets a soft one of TargetMemoryLimit, so that the collector keeps a
 // claim with 100,000 room messages under 256 MiB resident.
-func Target(ctx context.Context, c *client.Client, path, key, target string, w io.Writer, verbose bool) error {
+func Target(ctx context.Context, c *client.Client, wit Witness, target string, w io.Writer, verbose bool) error {
 	if debug.SetMemoryLimit(-1) == math.MaxInt64 {
 		debug.SetMemoryLimit(TargetMemoryLimit)
 	}
-	v := Verifier{Client: c, Witness: Witness{Path: path, Key: key}}
+	if _, _, err := wit.Cosigning.Parse(); wit.Cosigning.Enabled() && err != nil {
+		return err
+	}
+	v := Verifier{Client: c, Witness: wit}
 	check := v.Run
 	if dotlab.ValidClaimID(target) {
 		check = v.Claim

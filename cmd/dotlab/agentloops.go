@@ -10,6 +10,7 @@ import (
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/verify"
 	"github.com/spf13/cobra"
 )
 
@@ -18,6 +19,7 @@ type agentFlags struct {
 	server, cacheDir, workDir, runtimeName string
 	allowPrivate                           bool
 	loop                                   agent.LoopOptions
+	cosigning                              verify.Cosigning
 }
 
 func (f *agentFlags) register(cmd *cobra.Command, loop bool) {
@@ -27,6 +29,7 @@ func (f *agentFlags) register(cmd *cobra.Command, loop bool) {
 	fl.StringVar(&f.workDir, "work", "", "directory for each rerun's run.json, logs.jsonl and out/ (default <cache>/agent-runs)")
 	fl.StringVar(&f.runtimeName, "runtime", "runc", "OCI runtime: runc or runsc")
 	fl.BoolVar(&f.allowPrivate, "allow-private-urls", false, "admit plain http, git://, loopback and private addresses in manifests (local tests and the demo only)")
+	cli.WitnessFlags(fl, &f.cosigning)
 	if loop {
 		fl.BoolVar(&f.loop.Once, "once", false, "do at most one unit of work, then exit")
 		fl.DurationVar(&f.loop.Poll, "poll", 10*time.Second, "wait between polls when there is nothing to do")
@@ -40,7 +43,7 @@ func (f *agentFlags) newAgent(cmd *cobra.Command) (*agent.Agent, error) {
 	if err := checkRuntime(f.runtimeName); err != nil {
 		return nil, err
 	}
-	a, _, err := agent.Open(cmd.Context(), f.server, agent.Config{KeepCheckpoints: true, CacheDir: f.cacheDir, WorkDir: f.workDir,
+	a, _, err := agent.Open(cmd.Context(), f.server, agent.Config{KeepCheckpoints: true, Cosigning: f.cosigning, CacheDir: f.cacheDir, WorkDir: f.workDir,
 		Runtime: f.runtimeName, AllowPrivate: f.allowPrivate}, cmd.ErrOrStderr())
 	return a, cli.APIErr(err)
 }

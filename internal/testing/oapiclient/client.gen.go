@@ -1294,9 +1294,12 @@ type LogEntry struct {
 
 // LogInfo defines model for LogInfo.
 type LogInfo struct {
-	// Checkpoint The signed checkpoint note, as served at tiles_prefix + checkpoint.
+	// Checkpoint The signed checkpoint note, as served at tiles_prefix + checkpoint: the log's signature, then the cosignature lines (c2sp.org/tlog-cosignature) of the witnesses that cosigned this tree size, when any.
 	Checkpoint string `json:"checkpoint"`
-	Origin     string `json:"origin"`
+
+	// CosignedCheckpoints The checkpoints witnesses cosigned (`dotlab serve --witness`), one signed note per tree size with the log's signature and every cosignature of that size, largest size first; absent when no witness cosigned. The first may be older than `checkpoint`. Check the cosignatures with witness keys you trust, never with keys this server names (docs/verification.md "Witnesses").
+	CosignedCheckpoints *[]string `json:"cosigned_checkpoints,omitempty"`
+	Origin              string    `json:"origin"`
 
 	// RootHash Base64 RFC 6962 root hash.
 	RootHash string `json:"root_hash"`
