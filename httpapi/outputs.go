@@ -13,9 +13,15 @@ import (
 // about to post on claim {id} (PUT /jobs/{id}/outputs; docs/protocol.md §6
 // "Output listing"): at most dotlab.MaxOutputListingBytes (not the body
 // limit), canonical JSON lines. Who and the claim's state are checked
-// before the listing is parsed (protocol PutOutputListing). It answers the
+// before the body is read (protocol MayPutOutputListing) and again before
+// the listing is parsed (protocol PutOutputListing). It answers the
 // pin to put in the record's output_listing.
 func (s *Server) handlePutOutputs(w http.ResponseWriter, r *http.Request) error {
+	// Who and the claim first: the body (up to 32 MiB) is read only for an
+	// agent that may upload on this claim.
+	if err := s.store.MayPutOutputListing(r.Context(), agentFrom(r).ID, r.PathValue("id")); err != nil {
+		return err
+	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, dotlab.MaxOutputListingBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError

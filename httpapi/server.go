@@ -58,6 +58,7 @@ type service interface {
 	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
 	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
+	MayPutOutputListing(ctx context.Context, agentID, claimID string) error
 	PutOutputListing(ctx context.Context, agentID, claimID string, data []byte) (*dotlab.OutputListing, error)
 	OutputListing(ctx context.Context, recordID string) ([]byte, error)
 	Windows() dotlab.Windows
