@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -155,5 +156,103 @@ func TestAdvOutputListingReadBeforeRole(t *testing.T) {
 		if cpu > 20*time.Millisecond {
 			t.Errorf("%s: refused after %v of CPU (median of five), want at most 20 ms", c.name, cpu)
 		}
+	}
+}
+
+// TestAdvPrepare writes, when ADV_PREP names a file, a sealed-votes
+// SQLite database beside it with advServer's world (a disputed claim,
+// its reviewers, a stranger, another runner's job) and the ids and keys
+// as JSON in the file, for measuring a real `dotlab serve` process.
+func TestAdvPrepare(t *testing.T) {
+	out := os.Getenv("ADV_PREP")
+	if out == "" {
+		t.Skip("ADV_PREP not set: only for measuring a real dotlab serve by hand")
+	}
+	clock := sqlstoretest.NewClock()
+	windows := dotlab.Windows{Accept: time.Hour, Publish: time.Hour, Challenge: time.Hour, Quorum: 3, Sealed: true, Commit: time.Hour, Reveal: time.Hour}
+	db, err := sqlstore.Open(context.Background(), "sqlite:"+out+".db", sqlstore.Options{Clock: clock, Windows: windows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, keys := sealedDispute(t, db)
+	ctx, p := context.Background(), sqlstoretest.Protocol(db)
+	_, stranger, err := p.CreateAgent(ctx, dotlab.NewAgent{Name: "stranger", Operator: "adv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _, _ := p.CreateAgent(ctx, dotlab.NewAgent{Name: "submitter2", Operator: "adv"})
+	runner, _, _ := p.CreateAgent(ctx, dotlab.NewAgent{Name: "runner2", Operator: "adv"})
+	c, err := p.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "adv job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.NextJob(ctx, runner)
+	if _, err := p.AcceptJob(ctx, runner.ID, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	b, _ := json.Marshal(map[string]any{"dispute": id, "job": c.ID, "reviewers": keys, "stranger": stranger, "manifest": string(sqlstoretest.ManifestJSON("adv field"))})
+	if err := os.WriteFile(out, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdvConcurrentListingUploadsBounded (finding): an agent that may
+// challenge a run (any registered agent, in the challenge window) sends
+// 8 output listings of 32 MiB at once on that claim. Each is read whole
+// into memory (io.ReadAll, about 64 MiB allocated while it grows), and
+// nothing bounds how many are read at once (one address may hold 256
+// connections, --conn-per-addr), so the server's heap grows by about
+// 860 MiB (16 at once: 1.5 GiB; each accepted one is also parsed and
+// written). Bounding the listings read at once (per agent, or over all)
+// keeps it near a few listings' size.
+func TestAdvConcurrentListingUploadsBounded(t *testing.T) {
+	base, id, _, _, stranger := advServer(t)
+	var b bytes.Buffer
+	for i := 0; i < 95_000; i++ {
+		fmt.Fprintf(&b, `{"name":"out/%0250d.csv","sha256":"%064x"}`+"\n", i, i)
+	}
+	listing := b.Bytes()
+	// The stranger may challenge the disputed claim's run: its upload is taken.
+	if st, _, _, _ := advMeasure(t, base+"/api/v1", stranger, advCase{"one", "PUT", "/jobs/" + id + "/outputs", listing}); st != 200 {
+		t.Fatalf("the stranger's listing on %s: %d, want 200 (it may challenge)", id, st)
+	}
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	peak := m0.HeapInuse
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapInuse)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for k := 0; k < 8; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("PUT", base+"/api/v1/jobs/"+id+"/outputs", bytes.NewReader(listing))
+			req.Header.Set("Authorization", "Bearer "+stranger)
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	grew := float64(peak-m0.HeapInuse) / (1 << 20)
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("8 concurrent 32 MiB listings: heap in use grew by %.0f MiB at peak (load %s)", grew, strings.Fields(string(load))[0])
+	if grew > 192 {
+		t.Errorf("8 concurrent listing uploads by one agent grew the heap by %.0f MiB: bound the listings read at once", grew)
 	}
 }
