@@ -256,3 +256,25 @@ func TestAdvConcurrentListingUploadsBounded(t *testing.T) {
 		t.Errorf("8 concurrent listing uploads by one agent grew the heap by %.0f MiB: bound the listings read at once", grew)
 	}
 }
+
+// TestAdvRunBodyDecodedBeforeRole (finding): POST /runs with 1 MiB of
+// notes from an agent that is not the job's runner is decoded whole and
+// strictly before protocol.PublishRun checks the job's runner: about 8 MiB
+// allocated and 13-24 ms of CPU per refusal (least of five past 20 ms in
+// some runs at load 9-19), where every other no-role step costs 0.1-2 MiB
+// and 0.5-3 ms. The role could be checked on the job_id alone (read
+// first, or a small pre-decode) before the body's strict decoding.
+func TestAdvRunBodyDecodedBeforeRole(t *testing.T) {
+	base, id, _, _, stranger := advServer(t)
+	big := strings.Repeat("the rerun differs at row seventeen by 0.0042 ", (1<<20-300)/45)
+	c := advCase{"run notes on another agent's job", "POST", "/runs", advJSON(map[string]any{"job_id": id, "outcome": "spec_issue", "notes": big})}
+	status, median, least, alloc := advMeasure(t, base+"/api/v1", stranger, c)
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("%s: %d, median CPU %v (least %v), %.1f MiB allocated (load %s)", c.name, status, median, least, float64(alloc)/(1<<20), strings.Fields(string(load))[0])
+	if status < 400 || status >= 500 {
+		t.Fatalf("status %d, want a refusal", status)
+	}
+	if alloc > 4<<20 {
+		t.Errorf("a 1 MiB run body refused for its role allocated %.1f MiB: check the runner before decoding the whole body", float64(alloc)/(1<<20))
+	}
+}
