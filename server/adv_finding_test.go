@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -276,5 +277,58 @@ func TestAdvRunBodyDecodedBeforeRole(t *testing.T) {
 	}
 	if alloc > 4<<20 {
 		t.Errorf("a 1 MiB run body refused for its role allocated %.1f MiB: check the runner before decoding the whole body", float64(alloc)/(1<<20))
+	}
+}
+
+// TestAdvModeSwitchWithDisputeOpen (finding): docs/mechanism.md §4a says
+// the votes mode is switched "only with no dispute open", but nothing
+// holds the operator to it: a server restarted with --sealed-votes on a
+// database whose dispute already has an open vote starts, and then seats
+// a full sealed committee beside the open vote (the open voter cannot be
+// drawn again, its vote stays public, the sealed rule ignores it). The
+// server should refuse to start in the other mode while a dispute is open
+// (or finish open disputes in the mode they began in).
+func TestAdvModeSwitchWithDisputeOpen(t *testing.T) {
+	clock := sqlstoretest.NewClock()
+	open := dotlab.Windows{Accept: time.Hour, Publish: time.Hour, Challenge: time.Hour, Quorum: 3, Commit: time.Hour, Reveal: time.Hour}
+	path := filepath.Join(t.TempDir(), "switch.db")
+	db, err := sqlstore.Open(context.Background(), "sqlite:"+path, sqlstore.Options{Clock: clock, Windows: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, keys := sealedDispute(t, db)
+	db.Close()
+	t.Run("open", func(t *testing.T) {
+		base := servertest.Start(t, server.Config{DB: "sqlite:" + path, Windows: open, SettleEvery: time.Hour, Version: "open", Clock: clock})
+		doAt(t, base+"/api/v1", "GET", "/disputes/next", keys[0], "").want(t, 200, "")
+		doAt(t, base+"/api/v1", "POST", "/disputes/"+id+"/vote", keys[0], voteBody(t, "runner", "sd_diff: 1.2299 is the n-1 value the manifest asks for")).want(t, 200, "")
+	})
+	sealed := open
+	sealed.Sealed = true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- server.Run(ctx, server.Config{DB: "sqlite:" + path, Addr: "127.0.0.1:0", Windows: sealed, SettleEvery: time.Hour, Version: "sealed", Clock: clock, Ready: ready,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}()
+	select {
+	case err := <-served:
+		if err == nil || !strings.Contains(err.Error(), id) {
+			t.Fatalf("refused to start, but not naming the open dispute %s: %v", id, err)
+		}
+		return
+	case addr := <-ready:
+		base := "http://" + addr
+		seated := 0
+		for _, k := range keys[1:] {
+			if doAt(t, base+"/api/v1", "GET", "/disputes/next", k, "").status == 200 {
+				seated++
+			}
+		}
+		t.Errorf("--sealed-votes started on a database whose dispute %s has an open vote; %d more reviewers were then seated on it", id, seated)
+		cancel()
+		<-served
 	}
 }
