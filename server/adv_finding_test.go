@@ -332,3 +332,100 @@ func TestAdvModeSwitchWithDisputeOpen(t *testing.T) {
 		<-served
 	}
 }
+
+// TestAdvListingReadsBounded (finding): GET /runs/{id}/outputs is public
+// and anonymous, and each request loads the whole listing (up to 32 MiB)
+// from the database into memory before writing it, with no cache and no
+// bound on how many are served at once (256 connections per address). 8
+// concurrent anonymous reads of one 29.7 MiB listing grew the heap by
+// 357 MiB (load 15.6); one copy (the listing is fixed once pinned) or a
+// streamed read would keep it near one listing.
+func TestAdvListingReadsBounded(t *testing.T) {
+	clock := sqlstoretest.NewClock()
+	windows := dotlab.Windows{Accept: time.Hour, Publish: time.Hour, Challenge: time.Hour, Quorum: 3}
+	path := filepath.Join(t.TempDir(), "reads.db")
+	db, err := sqlstore.Open(context.Background(), "sqlite:"+path, sqlstore.Options{Clock: clock, Windows: windows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, p := context.Background(), sqlstoretest.Protocol(db)
+	sub, _, _ := p.CreateAgent(ctx, dotlab.NewAgent{Name: "submitter", Operator: "adv"})
+	runner, _, _ := p.CreateAgent(ctx, dotlab.NewAgent{Name: "runner", Operator: "adv"})
+	c, err := p.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "big listing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.NextJob(ctx, runner)
+	if _, err := p.AcceptJob(ctx, runner.ID, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	body := sqlstoretest.RunBody(c.ID, "1.58", "1.2299", dotlab.OutcomeNotReproduced)
+	hashes := map[string]string{}
+	for k, v := range body.OutputHashes {
+		hashes[k] = v
+	}
+	for i := 0; i < 90_000; i++ {
+		hashes[fmt.Sprintf("out/%0250d.csv", i)] = fmt.Sprintf("%064x", i)
+	}
+	data, _, err := dotlab.EncodeOutputListing(hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, err := p.PutOutputListing(ctx, runner.ID, c.ID, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body.OutputListing = pin
+	run, err := p.PublishRun(ctx, runner, body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	base := servertest.Start(t, server.Config{DB: "sqlite:" + path, Windows: windows, SettleEvery: time.Hour, Version: "reads", Clock: clock})
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	peak := m0.HeapInuse
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapInuse)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got := 0
+	for k := 0; k < 8; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := http.Get(base + "/api/v1/runs/" + run.ID + "/outputs")
+			if err != nil {
+				return
+			}
+			n, _ := io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			mu.Lock()
+			got += int(n)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(done)
+	if got != 8*len(data) {
+		t.Fatalf("read %d bytes, want 8 × %d", got, len(data))
+	}
+	grew := float64(peak-m0.HeapInuse) / (1 << 20)
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("8 concurrent anonymous reads of a %.1f MiB listing: heap in use grew by %.0f MiB at peak (load %s)", float64(len(data))/(1<<20), grew, strings.Fields(string(load))[0])
+	if grew > 128 {
+		t.Errorf("8 anonymous reads of one listing grew the heap by %.0f MiB: serve one copy or stream it", grew)
+	}
+}
