@@ -264,12 +264,10 @@ const MaxNotes = 20000
 // input_mismatch) or an *Error with code EINVALID or EOUTCOMEMISMATCH whose
 // detail names every field to fix.
 func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
-	var p Problems
+	p := b.formProblems()
 	if !b.Outcome.Valid() {
-		p.Add("$.outcome", "must be one of reproduced, not_reproduced, spec_issue, input_mismatch")
 		return nil, p.Err()
 	}
-	b.checkForm(&p)
 	b.checkCode(m, &p)
 	b.checkUncomparedValues(m, &p)
 	if !b.Outcome.Compared() {
@@ -277,10 +275,12 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 		return nil, p.Err()
 	}
 	b.checkPinned(m, &p)
-	rerun, byName := b.rerunValues(&p)
-	if err := p.Err(); err != nil {
-		return nil, err
+	rerun, byName, valid := b.rerunValues()
+	if !valid {
+		return nil, p.Err() // formProblems named the values
 	}
+	// The comparisons are decided even when the inputs or seed are wrong,
+	// so that one answer names every problem of the body.
 	cs, outcome, err := Decide(m.Targets, rerun)
 	if err != nil {
 		for _, d := range ErrorLines(err) {
@@ -298,6 +298,62 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 		return nil, &Error{Code: EOUTCOMEMISMATCH, Detail: detail}
 	}
 	return cs, nil
+}
+
+// Problems lists every problem of a run body that can be found without
+// its claim (no manifest, no database), each as "path: what to fix": the
+// job_id, the outcome, the forms of hashes, URLs, digests and runtime, and
+// the comparisons' names and rerun values. EvaluateRun checks these again
+// and then the body against the manifest.
+func (b *RunBody) Problems() Problems {
+	var p Problems
+	if b.JobID == "" {
+		p.Add("$.job_id", "required: the claim id of your job, e.g. DL-0001")
+	}
+	return append(p, b.formProblems()...)
+}
+
+// formProblems is Problems without the job_id (a challenge names its run
+// by claim_id or run_id).
+func (b *RunBody) formProblems() Problems {
+	var p Problems
+	if !b.Outcome.Valid() {
+		p.Add("$.outcome", "must be one of reproduced, not_reproduced, spec_issue, input_mismatch")
+	}
+	b.checkForm(&p)
+	if b.Outcome.Valid() && !b.Outcome.Compared() {
+		return p // a spec_issue or input_mismatch run's comparisons are not judged
+	}
+	for i, c := range b.Comparisons {
+		path := fmt.Sprintf("$.comparisons[%d]", i)
+		switch {
+		case c.Name == "":
+			p.Add(path+".name", "required: the target name")
+		case c.Rerun == "":
+			p.Add(path+".rerun", "must be a finite number")
+		default:
+			if err := c.Rerun.Validate(); err != nil {
+				p.Add(path+".rerun", "%v", err)
+			}
+		}
+	}
+	for _, d := range b.duplicateNames() {
+		p.Add(fmt.Sprintf("$.comparisons[%d].name", d), "duplicate target %q: give one rerun value per target", b.Comparisons[d].Name)
+	}
+	return p
+}
+
+// duplicateNames are the indexes of comparisons whose name an earlier one has.
+func (b *RunBody) duplicateNames() []int {
+	var dups []int
+	seen := map[string]bool{}
+	for i, c := range b.Comparisons {
+		if c.Name != "" && seen[c.Name] {
+			dups = append(dups, i)
+		}
+		seen[c.Name] = true
+	}
+	return dups
 }
 
 // checkForm checks what every outcome must satisfy: notes length, hash,
@@ -428,32 +484,20 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 	}
 }
 
-// rerunValues collects one valid rerun value per named target.
-func (b *RunBody) rerunValues(p *Problems) (map[string]Decimal, map[string]RunComparison) {
-	rerun := make(map[string]Decimal, len(b.Comparisons))
-	byName := make(map[string]RunComparison, len(b.Comparisons))
-	for i, c := range b.Comparisons {
-		path := fmt.Sprintf("$.comparisons[%d]", i)
-		if c.Name == "" {
-			p.Add(path+".name", "required: the target name")
-			continue
-		}
-		if _, dup := rerun[c.Name]; dup {
-			p.Add(path+".name", "duplicate target %q: give one rerun value per target", c.Name)
-			continue
-		}
-		if c.Rerun == "" {
-			p.Add(path+".rerun", "must be a finite number")
-			continue
-		}
-		if err := c.Rerun.Validate(); err != nil {
-			p.Add(path+".rerun", "%v", err)
-			continue
+// rerunValues collects the rerun value of each named target; valid is
+// false when a name or value is missing, invalid or repeated
+// (formProblems names each).
+func (b *RunBody) rerunValues() (rerun map[string]Decimal, byName map[string]RunComparison, valid bool) {
+	rerun = make(map[string]Decimal, len(b.Comparisons))
+	byName = make(map[string]RunComparison, len(b.Comparisons))
+	for _, c := range b.Comparisons {
+		if _, dup := rerun[c.Name]; dup || c.Name == "" || c.Rerun == "" || c.Rerun.Validate() != nil {
+			return nil, nil, false
 		}
 		rerun[c.Name] = c.Rerun
 		byName[c.Name] = c
 	}
-	return rerun, byName
+	return rerun, byName, true
 }
 
 // checkDeclared checks the optional published, tolerance and match fields
@@ -537,6 +581,11 @@ type RunListing struct {
 	// RunURL the full run, values included.
 	ManifestURL string `json:"manifest_url"`
 	RunURL      string `json:"run_url"`
+	// YouMayChallenge and Reason are set only for a caller that sent its
+	// API key: whether it may challenge the run now, and when not, why (a
+	// role it holds on the claim, a challenge of its own, the window).
+	YouMayChallenge *bool  `json:"you_may_challenge,omitempty"`
+	Reason          string `json:"reason,omitempty"`
 }
 
 // RunService publishes and finds official runs.

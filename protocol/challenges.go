@@ -26,6 +26,9 @@ import (
 // window), EROLECONFLICT (the runner, submitter, collaborators and
 // reviewers), ECONFLICT (one challenge per agent per claim).
 func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent, body *dotlab.ChallengeBody, raw []byte) (*dotlab.Challenge, error) {
+	if err := body.Problems().Err(); err != nil {
+		return nil, err // every problem found without the database, in one answer
+	}
 	c, at, err := s.challengedClaim(ctx, challenger.ID, body)
 	if err != nil {
 		return nil, err
@@ -121,6 +124,45 @@ func (s *Service) challengeable(ctx context.Context, c *dotlab.Claim, agentID st
 		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s: one challenge per agent per claim; %s lists other runs", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 	}
 	return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim, so you cannot challenge it; %s lists other runs", role, c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
+}
+
+// MarkChallengeable marks each of runs (a page of GET /runs) with whether
+// agentID may challenge it now (RunListing.YouMayChallenge) and, when it
+// may not, why (RunListing.Reason), by challengeable's rules: the claim's
+// state and window, and the roles the caller holds. The list itself is
+// the same for every caller.
+func (s *Service) MarkChallengeable(ctx context.Context, agentID string, runs []*dotlab.RunListing) error {
+	now := s.now()
+	for _, r := range runs {
+		why, err := s.whyNotChallenge(ctx, agentID, r, now)
+		if err != nil {
+			return err
+		}
+		may := why == ""
+		r.YouMayChallenge, r.Reason = &may, why
+	}
+	return nil
+}
+
+// whyNotChallenge is why agentID may not challenge listed run r at now,
+// "" when it may.
+func (s *Service) whyNotChallenge(ctx context.Context, agentID string, r *dotlab.RunListing, now time.Time) (string, error) {
+	_, errAgree := dotlab.Next(r.Status, dotlab.ChallengeEvent(true))
+	_, errDisagree := dotlab.Next(r.Status, dotlab.ChallengeEvent(false))
+	switch {
+	case errAgree != nil && errDisagree != nil:
+		return fmt.Sprintf("%s is %s: only a run in its challenge window is challenged", r.ClaimID, r.Status), nil
+	case r.ChallengeDeadline != nil && !r.ChallengeDeadline.After(now):
+		return fmt.Sprintf("the challenge window of %s closed at %s", r.ClaimID, r.ChallengeDeadline.Format(time.RFC3339)), nil
+	}
+	role, err := s.Store.RoleOf(ctx, r.ClaimID, agentID)
+	switch {
+	case err != nil || role == "":
+		return "", err
+	case role == dotlab.RoleChallenger:
+		return fmt.Sprintf("you already challenged %s: one challenge per agent per claim", r.ClaimID), nil
+	}
+	return fmt.Sprintf("you are the %s of %s, and an agent holds one role per claim", role, r.ClaimID), nil
 }
 
 // challengeRecord evaluates the challenger's rerun against the manifest
