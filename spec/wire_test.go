@@ -43,7 +43,7 @@ var wireTypes = map[string]wireOp{
 	"declineJob":        {req: apiv1.DeclineBody{}, resp: map[string]any{"200": dotlab.Job{}}},
 	"putJobLogs":        {resp: map[string]any{"200": apiv1.LogsStored{}}},
 	"getJobLogs":        {resp: map[string]any{"200": nil}},
-	"publishRun":        {req: dotlab.RunBody{}, resp: map[string]any{"201": dotlab.Run{}}},
+	"publishRun":        {req: dotlab.RunBody{}, resp: map[string]any{"201": apiv1.PublishedRun{}}},
 	"listRuns":          {resp: map[string]any{"200": apiv1.RunPage{}}},
 	"getRun":            {resp: map[string]any{"200": dotlab.Run{}}},
 	"getLog":            {resp: map[string]any{"200": apiv1.LogInfo{}}},
