@@ -268,28 +268,8 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 	if !b.Outcome.Valid() {
 		return nil, p.Err()
 	}
-	b.checkCode(m, &p)
-	b.checkUncomparedValues(m, &p)
-	if !b.Outcome.Compared() {
-		b.checkUncompared(m, &p)
-		return nil, p.Err()
-	}
-	b.checkPinned(m, &p)
-	rerun, byName, valid := b.rerunValues()
-	if !valid {
-		return nil, p.Err() // formProblems named the values
-	}
-	// The comparisons are decided even when the inputs or seed are wrong,
-	// so that one answer names every problem of the body.
-	cs, outcome, err := Decide(m.Targets, rerun)
-	if err != nil {
-		for _, d := range ErrorLines(err) {
-			p.Add("$.comparisons", "%s", d)
-		}
-		return nil, p.Err()
-	}
-	checkDeclared(cs, byName, &p)
-	if err := p.Err(); err != nil {
+	cs, outcome, decided := b.evaluate(m, &p)
+	if err := p.Err(); err != nil || !decided {
 		return nil, err
 	}
 	if outcome != b.Outcome {
@@ -298,6 +278,52 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 		return nil, &Error{Code: EOUTCOMEMISMATCH, Detail: detail}
 	}
 	return cs, nil
+}
+
+// ManifestProblems lists the problems of run body b against manifest m,
+// for a body whose own problems (Problems) are known already, so that one
+// answer names them all: the code, inputs, image and seed, the targets,
+// the declared fields; a missing or unknown outcome is judged as a
+// compared one, and the outcome the comparisons give is named; a declared
+// outcome they do not give is one more problem.
+func ManifestProblems(m *Manifest, b *RunBody) Problems {
+	var p Problems
+	_, outcome, decided := b.evaluate(m, &p)
+	switch {
+	case decided && !b.Outcome.Valid():
+		p.Add("$.outcome", "your comparisons give %s under the manifest's tolerances", outcome)
+	case decided && outcome != b.Outcome:
+		p.Add("$.outcome", "declared %s but the comparisons give %s", b.Outcome, outcome)
+	}
+	return p
+}
+
+// evaluate checks b against m, adding to p, and decides the comparisons
+// of a compared outcome (or of an outcome not given): decided is false
+// when b's outcome compares nothing or its values cannot be compared.
+// The comparisons are decided even when the inputs or seed are wrong, so
+// that one answer names every problem of the body.
+func (b *RunBody) evaluate(m *Manifest, p *Problems) (cs []Comparison, outcome Outcome, decided bool) {
+	b.checkCode(m, p)
+	b.checkUncomparedValues(m, p)
+	if b.Outcome.Valid() && !b.Outcome.Compared() {
+		b.checkUncompared(m, p)
+		return nil, "", false
+	}
+	b.checkPinned(m, p)
+	rerun, byName, valid := b.rerunValues()
+	if !valid {
+		return nil, "", false // formProblems named the values
+	}
+	cs, outcome, err := Decide(m.Targets, rerun)
+	if err != nil {
+		for _, d := range ErrorLines(err) {
+			p.Add("$.comparisons", "%s", d)
+		}
+		return nil, "", false
+	}
+	checkDeclared(cs, byName, p)
+	return cs, outcome, true
 }
 
 // Problems lists every problem of a run body that can be found without
@@ -454,7 +480,7 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 		h, ok := b.InputHashes[d.Name]
 		switch {
 		case !ok:
-			p.Add("$.input_hashes", "missing dataset %q: a %s run must show the hash of every input", d.Name, b.Outcome)
+			p.Add("$.input_hashes", "missing dataset %q: a %s run must show the hash of every input", d.Name, b.comparedKind())
 		case h != d.SHA256:
 			p.Add(fmt.Sprintf("$.input_hashes[%q]", d.Name), "is %s but the manifest pins %s: publish input_mismatch instead", h, d.SHA256)
 		}
@@ -464,7 +490,7 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 		got, ok := b.InputHashes[key]
 		switch {
 		case !ok:
-			p.Add("$.input_hashes", "missing helper %q (key %q): a %s run must show the hash of every helper", h.Name, key, b.Outcome)
+			p.Add("$.input_hashes", "missing helper %q (key %q): a %s run must show the hash of every helper", h.Name, key, b.comparedKind())
 		case got != h.SHA256:
 			p.Add(fmt.Sprintf("$.input_hashes[%q]", key), "is %s but the manifest pins %s: publish spec_issue instead", got, h.SHA256)
 		}
@@ -482,6 +508,15 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 	case m.Seed == nil && got != nil && *got != 0:
 		p.Add("$.environment.seed", "is %d but the manifest sets no seed: leave it out (or give 0, as the skill's example body does)", *got)
 	}
+}
+
+// comparedKind names the run's outcome in a problem of a compared run:
+// its outcome, or "reproduced or not_reproduced" when it gave none valid.
+func (b *RunBody) comparedKind() string {
+	if !b.Outcome.Valid() {
+		return "reproduced or not_reproduced"
+	}
+	return string(b.Outcome)
 }
 
 // rerunValues collects the rerun value of each named target; valid is

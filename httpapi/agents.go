@@ -15,7 +15,7 @@ func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if err := s.decodeChecked(data, &n, func() dotlab.Problems { return dotlab.ErrorLines(protocol.ValidateNewAgent(n)) }); err != nil {
+	if err := s.decodeChecked(data, &n, func() dotlab.Problems { return dotlab.ErrorLines(protocol.ValidateNewAgent(n)) }); err != nil { // CreateAgent runs ValidateNewAgent first
 		return err
 	}
 	a, key, err := s.store.CreateAgent(r.Context(), n)

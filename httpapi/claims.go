@@ -31,6 +31,9 @@ func (s *Server) handleCreateClaim(w http.ResponseWriter, r *http.Request) error
 	if err := s.decodeChecked(data, &sub, check); err != nil {
 		return err
 	}
+	if err := check().Err(); err != nil { // decoded: the field's and manifest's problems, in one 422
+		return err
+	}
 	if refused != nil {
 		return refused
 	}

@@ -101,10 +101,12 @@ func (s *Server) decode(data []byte, v any) error {
 	return s.decodeChecked(data, v, check)
 }
 
-// decodeChecked is decode with check (nil: none) as the body's checks: the
-// problems of the JSON (strictjson.DecodeRest), then those check finds in
-// the rest that decoded at paths the JSON's problems did not name, all in
-// one 422.
+// decodeChecked is decode with check (nil: none) as the body's checks:
+// when the JSON has problems (strictjson.DecodeRest), those, then those
+// check finds in the rest that decoded at paths the JSON's problems did
+// not name, all in one 422. A body that decodes is left to the protocol
+// step, which runs the same checks first (and, for a run, adds the
+// manifest's: protocol.Service.PublishRun).
 func (s *Server) decodeChecked(data []byte, v any, check func() dotlab.Problems) error {
 	lim := strictjson.DefaultLimits
 	lim.MaxBytes = int(s.maxBody)
@@ -117,7 +119,7 @@ func (s *Server) decodeChecked(data []byte, v any, check func() dotlab.Problems)
 		}
 		probs = pe.Problems
 	}
-	if check != nil && rest {
+	if len(probs) > 0 && check != nil && rest {
 		probs = mergeProblems(probs, check())
 	}
 	return probs.Err()

@@ -27,8 +27,8 @@ import (
 // ECONFLICT (already published, or changed while publishing),
 // EWINDOWCLOSED (deadline passed), EOUTCOMEMISMATCH (the body's outcome).
 func (s *Service) PublishRun(ctx context.Context, runner *dotlab.Agent, body *dotlab.RunBody, raw []byte) (*dotlab.Run, error) {
-	if err := body.Problems().Err(); err != nil {
-		return nil, err // every problem found without the database, in one answer
+	if p := body.Problems(); len(p) > 0 {
+		return nil, s.allRunProblems(ctx, runner, body, p)
 	}
 	c, err := s.findClaim(ctx, body.JobID)
 	if err != nil {
@@ -68,6 +68,23 @@ func (s *Service) PublishRun(ctx context.Context, runner *dotlab.Agent, body *do
 		return nil, dotlab.Errorf(dotlab.ECONFLICT, "%s changed while publishing: fetch it (%s) and retry", body.JobID, dotlab.Go(dotlab.StepClaim, body.JobID))
 	}
 	return s.Store.FindRun(ctx, w.RunID)
+}
+
+// allRunProblems is the 422 of a run body with problems found without the
+// database (p): those, and when the body names a claim the caller may
+// publish on, the body's problems against its manifest
+// (dotlab.ManifestProblems), so that one answer names them all. The
+// claim's own refusals (unknown, not the caller's, closed) leave the 422
+// with p: the body is checked before the database is asked.
+func (s *Service) allRunProblems(ctx context.Context, runner *dotlab.Agent, body *dotlab.RunBody, p dotlab.Problems) error {
+	if body.JobID == "" {
+		return p.Err()
+	}
+	c, err := s.findClaim(ctx, body.JobID)
+	if err != nil || s.mayPublish(ctx, c, runner.ID, dotlab.OutcomeReproduced, s.now()) != nil {
+		return p.Err()
+	}
+	return append(p, dotlab.ManifestProblems(c.Manifest, body)...).Err()
 }
 
 // runWrite is the store's write of run body on claim c at time at: the

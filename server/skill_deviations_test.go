@@ -106,12 +106,27 @@ func deviationAllProblems(t *testing.T, w *walk) {
 
 // deviationManifestProblems, item 1 against the manifest: a body whose
 // problems need the claim (the seed the manifest sets, an input hash that
-// differs, a target it does not have) gets all of them in one answer too.
+// differs, a target it does not have) gets all of them in one answer too,
+// and so does one that also has problems of its own, when the caller is
+// the claim's runner.
 func deviationManifestProblems(t *testing.T, w *walk) {
 	id := w.list(t, "M", "submitter", manifestText("three faults against the manifest", "1908", twoTargets))
 	w.assign(t, "runner", "M")
 	body := runBody(t, runFill{job: id, comps: []comp{{"mean_diff", "1.58"}, {"sd_dif", "1.17"}}, outcome: "reproduced", seedValue: "7", inputSHA: otherSHA})
 	saysAll(t, w.do(t, "POST", "/runs", w.agents["runner"].key, body), "$.environment.seed", `$.input_hashes["sleep"]`, "$.comparisons")
+	// The issue's own body: no outcome, the wrong seed, and (what the
+	// second retry met) the outcome the comparisons give, in one answer.
+	noOutcome := runBody(t, runFill{job: id, comps: twoComps, outcome: "", seedValue: "7", inputSHA: otherSHA})
+	r := w.do(t, "POST", "/runs", w.agents["runner"].key, noOutcome)
+	saysAll(t, r, "$.outcome", "$.environment.seed", `$.input_hashes["sleep"]`)
+	r.says(t, "must be one of", "your comparisons give reproduced", "1908")
+	// To an agent that may not publish on the claim, only what the body
+	// shows by itself: nothing of the claim's manifest.
+	other := w.do(t, "POST", "/runs", w.agents["stranger"].key, noOutcome)
+	saysAll(t, other, "$.outcome")
+	if d := other.detail(t); strings.Contains(d, "seed") || strings.Contains(d, "1908") || strings.Contains(d, "input_hashes") {
+		t.Fatalf("a caller that may not publish learns of the manifest: %s", other.body)
+	}
 	w.publish(t, "runner", "M", runBody(t, runFill{job: id, comps: twoComps, outcome: "spec_issue", notes: "the test's manifest is a stub"}))
 }
 
