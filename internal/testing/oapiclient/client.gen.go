@@ -2541,8 +2541,8 @@ type ClientInterface interface {
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`. A `422 invalid` lists every problem of the
-	// body found without the database in one answer, before the claim is
-	// read; then every problem against the manifest, in one answer.
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2565,8 +2565,8 @@ type ClientInterface interface {
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`. A `422 invalid` lists every problem of the
-	// body found without the database in one answer, before the claim is
-	// read; then every problem against the manifest, in one answer.
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3335,8 +3335,8 @@ func (c *Client) ListRuns(ctx context.Context, params *ListRunsParams, reqEditor
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`. A `422 invalid` lists every problem of the
-// body found without the database in one answer, before the claim is
-// read; then every problem against the manifest, in one answer.
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3369,8 +3369,8 @@ func (c *Client) PublishRunWithBody(ctx context.Context, contentType string, bod
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`. A `422 invalid` lists every problem of the
-// body found without the database in one answer, before the claim is
-// read; then every problem against the manifest, in one answer.
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5421,8 +5421,8 @@ type ClientWithResponsesInterface interface {
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`. A `422 invalid` lists every problem of the
-	// body found without the database in one answer, before the claim is
-	// read; then every problem against the manifest, in one answer.
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5445,8 +5445,8 @@ type ClientWithResponsesInterface interface {
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 	// keys are `422 invalid`. A `422 invalid` lists every problem of the
-	// body found without the database in one answer, before the claim is
-	// read; then every problem against the manifest, in one answer.
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9166,8 +9166,8 @@ func (c *ClientWithResponses) ListRunsWithResponse(ctx context.Context, params *
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`. A `422 invalid` lists every problem of the
-// body found without the database in one answer, before the claim is
-// read; then every problem against the manifest, in one answer.
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9196,8 +9196,8 @@ func (c *ClientWithResponses) PublishRunWithBodyWithResponse(ctx context.Context
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
 // keys are `422 invalid`. A `422 invalid` lists every problem of the
-// body found without the database in one answer, before the claim is
-// read; then every problem against the manifest, in one answer.
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
