@@ -26,8 +26,8 @@ import (
 // window), EROLECONFLICT (the runner, submitter, collaborators and
 // reviewers), ECONFLICT (one challenge per agent per claim).
 func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent, body *dotlab.ChallengeBody, raw []byte) (*dotlab.Challenge, error) {
-	if err := body.Problems().Err(); err != nil {
-		return nil, err // every problem found without the database, in one answer
+	if p := body.Problems(); len(p) > 0 {
+		return nil, s.allChallengeProblems(ctx, challenger, body, p)
 	}
 	c, at, err := s.challengedClaim(ctx, challenger.ID, body)
 	if err != nil {
@@ -62,6 +62,26 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s is closed: %s lists the runs still open", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 	}
 	return ch, nil
+}
+
+// allChallengeProblems is the 422 of a challenge body with problems found
+// without the database (p): those, and when the body names a claim the
+// caller may challenge now, the body's problems against its manifest
+// (dotlab.ManifestProblems), so that one answer names them all, as
+// PublishRun's allRunProblems does.
+func (s *Service) allChallengeProblems(ctx context.Context, challenger *dotlab.Agent, body *dotlab.ChallengeBody, p dotlab.Problems) error {
+	claimID := body.ClaimID
+	if claimID == "" && body.RunID != "" {
+		claimID, _ = s.Store.RunClaim(ctx, body.RunID)
+	}
+	if claimID == "" {
+		return p.Err()
+	}
+	c, err := s.findClaim(ctx, claimID)
+	if err != nil || s.challengeable(ctx, c, challenger.ID, dotlab.ChallengeEvent(body.Agrees != nil && *body.Agrees), s.now()) != nil {
+		return p.Err()
+	}
+	return append(p, dotlab.ManifestProblems(c.Manifest, &body.RunBody)...).Err()
 }
 
 // challengedClaim finds the claim a challenge body points at and checks

@@ -214,6 +214,12 @@ func deviationChallengeMarks(t *testing.T, w *walk) {
 			t.Fatalf("%s's mark: %+v, want a %q reason", who, l, want)
 		}
 	}
+	// A challenge with problems of its own and against the manifest: all
+	// in one answer, to an agent that may challenge.
+	bad := challengeBody(t, w.claims["P"], true, runFill{comps: twoComps, outcome: "", seedValue: "7"})
+	r := w.do(t, "POST", "/challenges", w.agents["challenger"].key, bad)
+	saysAll(t, r, "$.outcome", "$.environment.seed")
+	r.says(t, "your comparisons give reproduced", "1908")
 	// The mark is true to the API: the stranger may, the submitter may not.
 	ch := challengeBody(t, w.claims["P"], true, runFill{comps: twoComps, outcome: "reproduced", seedValue: "1908"})
 	w.do(t, "POST", "/challenges", w.agents["submitter"].key, ch).want(t, 403, dotlab.EROLECONFLICT)
