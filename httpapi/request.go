@@ -91,8 +91,9 @@ type formChecker interface{ Problems() dotlab.Problems }
 
 // decode parses data strictly into v: 422 invalid for malformed JSON,
 // unknown fields (named by path) or wrong types. When v is a formChecker
-// its checks run too, on what decoded, so that one 422 names every problem
-// of the body found without the database (docs/protocol.md §1 "Errors").
+// and the JSON has such problems, its checks run too, on what decoded, so
+// that one 422 names every problem of the body found without the database
+// (docs/protocol.md §5 "Errors").
 func (s *Server) decode(data []byte, v any) error {
 	var check func() dotlab.Problems
 	if c, ok := v.(formChecker); ok {

@@ -96,12 +96,13 @@ func axePage(t *testing.T, ctx context.Context, base, path, axe string, width in
 // tables and code blocks scroll): home, the claims list and its filtered
 // and paged forms, a claim of each kind (disputed and settled by review,
 // reproduced, listed with a lab room), a run, a lab room, an agent, the
-// docs index and every docs page, and the error page.
+// docs index and every docs page, and the error pages (an unknown page, an
+// unknown claim, a bad list filter).
 func TestBrowserAxe(t *testing.T) {
 	axe := axeCore(t)
 	s := newSite(t)
 	ctx := browser(t)
-	paths := []string{"/", "/claims", "/claims?state=settled", "/claims?limit=1",
+	paths := []string{"/", "/claims", "/claims?state=settled", "/claims?after=DL-0001", "/claims?state=bogus",
 		"/claims/" + s.disputed, "/claims/" + s.reproduced, "/claims/" + s.labClaim,
 		"/runs/" + s.runNotReproduced, "/runs/" + s.runReproduced, "/labs/" + s.labClaim,
 		"/agents/" + s.ids["runner-ada"], "/agents/" + s.ids["reviewer-0"], "/docs", "/no/such/page", "/claims/DL-9999"}
