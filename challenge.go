@@ -49,8 +49,11 @@ type Challenge struct {
 	// InputHashes and OutputHashes are the challenger's own, as submitted.
 	InputHashes  map[string]string `json:"input_hashes"`
 	OutputHashes map[string]string `json:"output_hashes"`
-	Notes        string            `json:"notes,omitempty"`
-	CreatedAt    time.Time         `json:"created_at"`
+	// OutputListing pins the challenger's output listing when it sent one
+	// (RunBody.OutputListing); absent otherwise.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
+	Notes         string         `json:"notes,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
 	// Envelope is the challenge's signature as posted, its predicate the
 	// whole challenge body (absent: unsigned); SignedBy its key id
 	// (docs/verification.md "Signed records").
@@ -148,6 +151,10 @@ type ChallengeService interface {
 	// MarkChallengeable marks listed runs with whether agentID may
 	// challenge each now, and why not.
 	MarkChallengeable(ctx context.Context, agentID string, runs []*RunListing) error
+	// CommitVote and RevealVote are the two steps of sealed votes
+	// (docs/mechanism.md §4a); ENOSUCHROUTE on a server with open votes.
+	CommitVote(ctx context.Context, reviewer *Agent, claimID string, b CommitBody) (*Dispute, error)
+	RevealVote(ctx context.Context, reviewer *Agent, claimID string, b RevealBody) (*Dispute, error)
 }
 
 // within is "within" or "outside", for a comparison's match.

@@ -48,10 +48,16 @@ type RunBody struct {
 	JobID        string            `json:"job_id"`
 	InputHashes  map[string]string `json:"input_hashes"`
 	OutputHashes map[string]string `json:"output_hashes"`
-	Environment  RunEnvironment    `json:"environment"`
-	Comparisons  []RunComparison   `json:"comparisons"`
-	Outcome      Outcome           `json:"outcome"`
-	LogsURI      string            `json:"logs_uri,omitempty"`
+	// OutputListing, when present, pins the output listing uploaded
+	// beforehand with PUT /jobs/{id}/outputs, which holds every output's
+	// hash; output_hashes then keeps only results.json and the streams
+	// (docs/protocol.md §6 "Output listing"). Absent for listings that fit
+	// inline: what the skill text describes.
+	OutputListing *OutputListing  `json:"output_listing,omitempty"`
+	Environment   RunEnvironment  `json:"environment"`
+	Comparisons   []RunComparison `json:"comparisons"`
+	Outcome       Outcome         `json:"outcome"`
+	LogsURI       string          `json:"logs_uri,omitempty"`
 	// LogsSHA256 is the SHA-256 (64 lowercase hex) of the logs.jsonl the
 	// runner will upload with PUT /jobs/{id}/logs: only those exact bytes
 	// are accepted afterwards (docs/protocol.md §6 "Logs"). Optional: a run
@@ -401,6 +407,7 @@ func (b *RunBody) checkForm(p *Problems) {
 			p.Add(fmt.Sprintf("$.output_hashes[%q]", name), "must be 64 lowercase hex characters (a SHA-256)")
 		}
 	}
+	b.OutputListing.check(b.OutputHashes, p)
 	if b.LogsURI != "" {
 		if u, err := url.Parse(b.LogsURI); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(b.LogsURI) > 2000 {
 			p.Add("$.logs_uri", "must be an absolute https:// URL of your full logs (at most 2000 characters)")

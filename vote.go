@@ -29,6 +29,10 @@ type Vote struct {
 	// SignedBy its key id (docs/verification.md "Signed records").
 	Envelope *Envelope `json:"envelope,omitempty"`
 	SignedBy string    `json:"signed_by,omitempty"`
+	// Salt is a sealed vote's salt (docs/mechanism.md §4a), shown once the
+	// dispute is decided so anyone can check its logged commitment
+	// (VoteCommitment); absent in the default mode.
+	Salt string `json:"salt,omitempty"`
 }
 
 // VoteBody is the body of POST /disputes/{id}/vote.

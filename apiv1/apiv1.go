@@ -23,6 +23,10 @@ type Status struct {
 	SpecVersions    []string        `json:"manifest_spec_versions"`
 	Features        map[string]bool `json:"features"`
 	Time            string          `json:"time"`
+	// Votes is the review mode: "open" (the votes so far are shown, the
+	// skill text's default) or "sealed" (`dotlab serve --sealed-votes`,
+	// docs/mechanism.md §4a).
+	Votes string `json:"votes"`
 	// Log is the transparency log every record is written to
 	// (docs/verification.md); absent when the server keeps none.
 	Log *StatusLog `json:"log,omitempty"`

@@ -12,13 +12,15 @@ import (
 )
 
 // CreateChallenge is the challenge step (docs/mechanism.md §3): an
-// independent rerun of a run in its challenge window. In order: the body
-// names the run (challengeTarget) and says whether it agrees; the claim is
+// independent rerun of a run in its challenge window. In order: a signed
+// body's statement is not used already (refuseReplay); the body names the
+// run (challengeTarget) and says whether it agrees; the claim is
 // in its window and the caller holds no role on it (challengeable); the
 // notes and logs_uri pass the screens; a signed body is the challenger's
-// signature; the server recomputes the challenger's comparisons, agrees
-// must follow dotlab.Agrees, and a disagreeing challenge names in its notes
-// each comparison that differs (dotlab.CheckDisagreementNotes). The first
+// signature, bound to this log and challenger when v2 (checkSigned); the
+// server recomputes the challenger's comparisons, agrees must follow
+// dotlab.Agrees, and a disagreeing challenge names in its notes each
+// comparison that differs (dotlab.CheckDisagreementNotes). The first
 // disagreeing challenge moves the claim to disputed
 // (dotlab.EventChallengeDisagree).
 //
@@ -29,6 +31,9 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	if p := body.Problems(); len(p) > 0 {
 		return nil, s.allChallengeProblems(ctx, challenger, body, p)
 	}
+	if err := s.refuseReplay(ctx, body.Envelope); err != nil {
+		return nil, err
+	}
 	c, at, err := s.challengedClaim(ctx, challenger.ID, body)
 	if err != nil {
 		return nil, err
@@ -36,7 +41,8 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	if err := s.screenRun(&body.RunBody); err != nil {
 		return nil, err
 	}
-	if err := checkSignedChallenge(ctx, challenger, body); err != nil {
+	signed, err := s.checkSignedChallenge(ctx, challenger, body)
+	if err != nil {
 		return nil, err
 	}
 	run, err := s.Store.FindRun(ctx, c.RunID)
@@ -47,10 +53,15 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkOutputListing(ctx, c.ID, challenger.ID, &body.RunBody); err != nil {
+		return nil, err
+	}
 	w, err := challengeWrite(ch, body, raw, at)
 	if err != nil {
 		return nil, err
 	}
+	signed.SubjectID = ch.ID
+	w.Statement = signed
 	applied, err := s.Store.AddChallenge(ctx, w)
 	if dotlab.ErrorCode(err) == dotlab.ECONFLICT {
 		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim; %s lists other runs", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
@@ -207,7 +218,7 @@ func challengeRecord(c *dotlab.Claim, run *dotlab.Run, challengerID string, body
 	}
 	return &dotlab.Challenge{ID: dotlab.NewID("ch_"), ClaimID: c.ID, RunID: run.ID, ChallengerID: challengerID, Agrees: agrees,
 		Outcome: body.Outcome, Comparisons: comps, Differences: diffs, Notes: body.Notes, CreatedAt: at,
-		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes, Envelope: body.Envelope, SignedBy: body.Envelope.SignedBy()}, nil
+		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes, OutputListing: body.OutputListing, Envelope: body.Envelope, SignedBy: body.Envelope.SignedBy()}, nil
 }
 
 // challengeWrite is the store's write of challenge ch: its transition
@@ -233,6 +244,9 @@ func challengeWrite(ch *dotlab.Challenge, body *dotlab.ChallengeBody, raw []byte
 	}
 	w := store.ChallengeWrite{Write: store.Write{At: at, Log: []tlogfmt.Entry{tlogfmt.ChallengeEntry(ch)}}, Challenge: ch, Transition: t,
 		Body: raw, Comparisons: compJSON, Differences: diffJSON}
+	if ch.OutputListing != nil {
+		w.OutputListing = ch.OutputListing.SHA256
+	}
 	if ch.Envelope != nil {
 		w.Log = append(w.Log, tlogfmt.EnvelopeEntry(tlogfmt.TypeChallenge, ch.ClaimID, ch.ID, ch.Envelope))
 	}

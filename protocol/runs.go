@@ -13,22 +13,28 @@ import (
 
 // PublishRun is the publish step (docs/protocol.md §6,
 // dotlab.PublishEvent): the official run of runner's job. In order: the
-// body names its job; the caller is the claim's runner, the claim's state
+// body names its job; a signed body's statement is not used already
+// (refuseReplay); the caller is the claim's runner, the claim's state
 // allows publishing and the publish deadline holds (publishable); the
-// notes and logs_uri pass the screens; a signed body is runner's signature;
+// notes and logs_uri pass the screens; a signed body is runner's signature,
+// bound to this log and runner when v2 (checkSigned);
 // the body passes dotlab.EvaluateRun against the manifest. Then the store
 // moves the claim — reproduced and not_reproduced open the challenge
 // window, spec_issue and input_mismatch settle at once — and logs the run
 // (its envelope, and the settlement of a final outcome). raw is the body
 // exactly as submitted (stored byte for byte); nil re-encodes body.
 //
-// Errors: EINVALID (no job_id, the screens, the signature, the body),
+// Errors: EINVALID (no job_id, a replayed envelope, the screens, the
+// signature and its binding, the body),
 // ENOTFOUND (unknown claim), ENOTOFFERED (not the assigned runner),
 // ECONFLICT (already published, or changed while publishing),
 // EWINDOWCLOSED (deadline passed), EOUTCOMEMISMATCH (the body's outcome).
 func (s *Service) PublishRun(ctx context.Context, runner *dotlab.Agent, body *dotlab.RunBody, raw []byte) (*dotlab.Run, error) {
 	if p := body.Problems(); len(p) > 0 {
 		return nil, s.allRunProblems(ctx, runner, body, p)
+	}
+	if err := s.refuseReplay(ctx, body.Envelope); err != nil {
+		return nil, err
 	}
 	c, err := s.findClaim(ctx, body.JobID)
 	if err != nil {
@@ -41,17 +47,23 @@ func (s *Service) PublishRun(ctx context.Context, runner *dotlab.Agent, body *do
 	if err := s.screenRun(body); err != nil {
 		return nil, err
 	}
-	if err := checkSignedRun(ctx, runner, body); err != nil {
+	signed, err := s.checkSignedRun(ctx, runner, body)
+	if err != nil {
 		return nil, err
 	}
 	comps, err := dotlab.EvaluateRun(c.Manifest, body)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkOutputListing(ctx, c.ID, runner.ID, body); err != nil {
+		return nil, err
+	}
 	w, err := runWrite(c, runner.ID, body, raw, comps, at, s.Store.Windows().Challenge)
 	if err != nil {
 		return nil, err
 	}
+	signed.SubjectID = w.RunID
+	w.Statement = signed
 	applied, err := s.Store.AddRun(ctx, w)
 	if err != nil {
 		return nil, err
@@ -109,6 +121,9 @@ func runWrite(c *dotlab.Claim, runnerID string, body *dotlab.RunBody, raw []byte
 		Body: *body, Comparisons: comps, PublishedAt: at}
 	w := store.RunWrite{Write: store.Write{At: at}, ClaimID: c.ID, RunnerID: runnerID, RunID: run.ID, Transition: t, Outcome: body.Outcome,
 		Body: raw, Comparisons: compJSON, LogsSHA256: body.LogsSHA256}
+	if body.OutputListing != nil {
+		w.OutputListing = body.OutputListing.SHA256
+	}
 	w.Log = append(w.Log, tlogfmt.RunEntry(run))
 	if body.Envelope != nil {
 		w.Log = append(w.Log, tlogfmt.EnvelopeEntry(tlogfmt.TypeRun, c.ID, run.ID, body.Envelope))
