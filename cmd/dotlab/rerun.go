@@ -24,7 +24,6 @@ func newRerunCmd() *cobra.Command {
 		Long:  help("rerun"),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cli.DeferFirstGC(256 << 20)
 			m, _, err := cli.LoadManifest(cmd.ErrOrStderr(), args[0], fmt.Sprintf("; fix the problems above (dotlab manifest validate %s)", args[0]))
 			if err != nil {
 				return err
