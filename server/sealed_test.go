@@ -51,6 +51,10 @@ func TestSealedVotesInvisibleUntilDecided(t *testing.T) {
 	if len(third.Votes) != 0 || third.Sealed == nil || len(third.Sealed.Votes) != 3 || third.Sealed.Votes[0].Commitment == "" {
 		t.Fatalf("the third reviewer sees votes %+v, sealed %+v", third.Votes, third.Sealed)
 	}
+	if page := doAt(t, base, "GET", "/claims/"+id, "", "").want(t, 200, "").body; !strings.Contains(string(page), "Votes are sealed until the dispute is decided") ||
+		!strings.Contains(string(page), "2 of 3 seats committed") {
+		t.Fatalf("the claim page does not say the votes are sealed:\n%s", page)
+	}
 	seen := func() string {
 		var all strings.Builder
 		for _, p := range []string{"/api/v1/disputes/" + id, "/api/v1/claims/" + id, "/claims/" + id, "/labs/" + id, "/api/v1/labs/" + id + "/messages", "/api/v1/claims/" + id + "/events"} {
