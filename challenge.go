@@ -16,6 +16,24 @@ type ChallengeBody struct {
 	Agrees  *bool  `json:"agrees"`
 }
 
+// Problems lists every problem of a challenge body that can be found
+// without the database, each as "path: what to fix": the run body's
+// (RunBody.Problems, less the job_id, which a challenge may leave out), a
+// claim_id or run_id, and agrees.
+func (b *ChallengeBody) Problems() Problems {
+	p := b.formProblems()
+	if b.ClaimID == "" && b.RunID == "" {
+		p.Add("$.claim_id", "required (the claim whose run you rerun; run_id is accepted too)")
+	}
+	if b.ClaimID != "" && b.JobID != "" && b.JobID != b.ClaimID {
+		p.Add("$.job_id", "%q is not the challenged claim %s (leave it empty or give the claim id)", b.JobID, b.ClaimID)
+	}
+	if b.Agrees == nil {
+		p.Add("$.agrees", "required: true when your outcome equals the run's, false otherwise")
+	}
+	return p
+}
+
 // Challenge is an independent rerun posted during the challenge window.
 // Differences holds, per target, the challenger's rerun minus the runner's
 // rerun, as the server computed them.
@@ -130,6 +148,9 @@ type ChallengeService interface {
 	FindDispute(ctx context.Context, claimID string) (*Dispute, error)
 	// CastVote records a reviewer's vote; the quorum's majority settles the claim.
 	CastVote(ctx context.Context, reviewer *Agent, claimID string, v VoteBody) (*Dispute, error)
+	// MarkChallengeable marks listed runs with whether agentID may
+	// challenge each now, and why not.
+	MarkChallengeable(ctx context.Context, agentID string, runs []*RunListing) error
 	// CommitVote and RevealVote are the two steps of sealed votes
 	// (docs/mechanism.md §4a); ENOSUCHROUTE on a server with open votes.
 	CommitVote(ctx context.Context, reviewer *Agent, claimID string, b CommitBody) (*Dispute, error)

@@ -145,6 +145,15 @@ type RunPage struct {
 	Next string               `json:"next,omitempty"`
 }
 
+// PublishedRun is the answer to POST /runs: the run as GET /runs/{id}
+// returns it, and WellLogged, a plain sentence saying how the run counts
+// as well logged in its runner's standing (runs_well_logged: logs uploaded
+// with PUT /jobs/{id}/logs).
+type PublishedRun struct {
+	*dotlab.Run
+	WellLogged string `json:"well_logged"`
+}
+
 // ChallengeList is GET /claims/{id}/challenges, in the order posted.
 type ChallengeList struct {
 	Challenges []*dotlab.Challenge `json:"challenges"`

@@ -408,9 +408,8 @@ const agentKey ctxKey = 1
 // in the request context (agentFrom).
 func (s *Server) authed(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		key = strings.TrimSpace(key)
-		if !ok || key == "" {
+		key, ok := bearerKey(r)
+		if !ok {
 			return dotlab.Errorf(dotlab.EUNAUTHORIZED, "missing API key: send Authorization: Bearer <api_key> (register with POST /api/v1/agents)")
 		}
 		a, err := s.store.AuthenticateAgent(r.Context(), key)
@@ -422,6 +421,30 @@ func (s *Server) authed(h handlerFunc) handlerFunc {
 		}
 		return h(w, r.WithContext(context.WithValue(r.Context(), agentKey, a)))
 	}
+}
+
+// optionalAgent is the agent of r's bearer key on a public route, when
+// the key is valid; ok is false without one (no refusal: the route is
+// served to everyone).
+func (s *Server) optionalAgent(r *http.Request) (a *dotlab.Agent, ok bool) {
+	key, ok := bearerKey(r)
+	if !ok {
+		return nil, false
+	}
+	a, err := s.store.AuthenticateAgent(r.Context(), key)
+	return a, err == nil
+}
+
+// bearerKey is the key of r's "Authorization: Bearer <key>" header, the
+// scheme's name in any letter case (RFC 7235 §2.1: "case-insensitive"),
+// white space around the key trimmed; ok is false when there is none.
+func bearerKey(r *http.Request) (key string, ok bool) {
+	scheme, key, found := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	key = strings.TrimSpace(key)
+	return key, key != ""
 }
 
 func agentFrom(r *http.Request) *dotlab.Agent { return r.Context().Value(agentKey).(*dotlab.Agent) }

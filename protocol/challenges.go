@@ -28,6 +28,9 @@ import (
 // window), EROLECONFLICT (the runner, submitter, collaborators and
 // reviewers), ECONFLICT (one challenge per agent per claim).
 func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent, body *dotlab.ChallengeBody, raw []byte) (*dotlab.Challenge, error) {
+	if p := body.Problems(); len(p) > 0 {
+		return nil, s.allChallengeProblems(ctx, challenger, body, p)
+	}
 	if err := s.refuseReplay(ctx, body.Envelope); err != nil {
 		return nil, err
 	}
@@ -70,6 +73,26 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s is closed: %s lists the runs still open", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 	}
 	return ch, nil
+}
+
+// allChallengeProblems is the 422 of a challenge body with problems found
+// without the database (p): those, and when the body names a claim the
+// caller may challenge now, the body's problems against its manifest
+// (dotlab.ManifestProblems), so that one answer names them all, as
+// PublishRun's allRunProblems does.
+func (s *Service) allChallengeProblems(ctx context.Context, challenger *dotlab.Agent, body *dotlab.ChallengeBody, p dotlab.Problems) error {
+	claimID := body.ClaimID
+	if claimID == "" && body.RunID != "" {
+		claimID, _ = s.Store.RunClaim(ctx, body.RunID)
+	}
+	if claimID == "" {
+		return p.Err()
+	}
+	c, err := s.findClaim(ctx, claimID)
+	if err != nil || s.challengeable(ctx, c, challenger.ID, dotlab.ChallengeEvent(body.Agrees != nil && *body.Agrees), s.now()) != nil {
+		return p.Err()
+	}
+	return append(p, dotlab.ManifestProblems(c.Manifest, &body.RunBody)...).Err()
 }
 
 // challengedClaim finds the claim a challenge body points at and checks
@@ -132,6 +155,45 @@ func (s *Service) challengeable(ctx context.Context, c *dotlab.Claim, agentID st
 		return dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s: one challenge per agent per claim; %s lists other runs", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 	}
 	return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim, so you cannot challenge it; %s lists other runs", role, c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
+}
+
+// MarkChallengeable marks each of runs (a page of GET /runs) with whether
+// agentID may challenge it now (RunListing.YouMayChallenge) and, when it
+// may not, why (RunListing.Reason), by challengeable's rules: the claim's
+// state and window, and the roles the caller holds. The list itself is
+// the same for every caller.
+func (s *Service) MarkChallengeable(ctx context.Context, agentID string, runs []*dotlab.RunListing) error {
+	now := s.now()
+	for _, r := range runs {
+		why, err := s.whyNotChallenge(ctx, agentID, r, now)
+		if err != nil {
+			return err
+		}
+		may := why == ""
+		r.YouMayChallenge, r.Reason = &may, why
+	}
+	return nil
+}
+
+// whyNotChallenge is why agentID may not challenge listed run r at now,
+// "" when it may.
+func (s *Service) whyNotChallenge(ctx context.Context, agentID string, r *dotlab.RunListing, now time.Time) (string, error) {
+	_, errAgree := dotlab.Next(r.Status, dotlab.ChallengeEvent(true))
+	_, errDisagree := dotlab.Next(r.Status, dotlab.ChallengeEvent(false))
+	switch {
+	case errAgree != nil && errDisagree != nil:
+		return fmt.Sprintf("%s is %s: only a run in its challenge window is challenged", r.ClaimID, r.Status), nil
+	case r.ChallengeDeadline != nil && !r.ChallengeDeadline.After(now):
+		return fmt.Sprintf("the challenge window of %s closed at %s", r.ClaimID, r.ChallengeDeadline.Format(time.RFC3339)), nil
+	}
+	role, err := s.Store.RoleOf(ctx, r.ClaimID, agentID)
+	switch {
+	case err != nil || role == "":
+		return "", err
+	case role == dotlab.RoleChallenger:
+		return fmt.Sprintf("you already challenged %s: one challenge per agent per claim", r.ClaimID), nil
+	}
+	return fmt.Sprintf("you are the %s of %s, and an agent holds one role per claim", role, r.ClaimID), nil
 }
 
 // challengeRecord evaluates the challenger's rerun against the manifest

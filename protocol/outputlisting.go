@@ -118,7 +118,7 @@ func (s *Service) listingRole(ctx context.Context, c *dotlab.Claim, agentID stri
 		if c.RunID != "" {
 			return true, nil
 		}
-		return false, publishable(c, agentID, dotlab.OutcomeReproduced, now)
+		return false, s.mayPublish(ctx, c, agentID, dotlab.OutcomeReproduced, now)
 	}
 	if c.RunnerID == agentID {
 		return false, dotlab.Errorf(dotlab.ENOTOFFERED, "job %s is not accepted yet: accept it first (%s)", c.ID, dotlab.Go(dotlab.StepAccept, c.ID))

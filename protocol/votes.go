@@ -25,14 +25,16 @@ import (
 // with the run's outcome, "challenger" with the outcome of the first
 // disagreeing challenge; the claim goes disputed → reviewed → settled.
 //
-// Errors: EINVALID, ENOTFOUND, EROLECONFLICT (not assigned, or another
-// role), ECONFLICT (voted already), EWINDOWCLOSED (no longer disputed).
+// Errors: EINVALID, ENOTFOUND, ENOTOFFERED (not drawn as its reviewer),
+// EROLECONFLICT (another role on the claim), ECONFLICT (voted already),
+// EWINDOWCLOSED (no longer disputed).
 func (s *Service) CastVote(ctx context.Context, reviewer *dotlab.Agent, claimID string, v dotlab.VoteBody) (*dotlab.Dispute, error) {
-	if err := v.Validate(); err != nil {
-		return nil, err
-	}
+	p := v.Problems()
 	if v.DisputeID != "" && v.DisputeID != claimID {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.dispute_id: is %q but you are voting on %s (the path): send the dispute's own id, or leave it out", v.DisputeID, claimID)
+		p.Add("$.dispute_id", "is %q but you are voting on %s (the path): send the dispute's own id, or leave it out", v.DisputeID, claimID)
+	}
+	if err := p.Err(); err != nil {
+		return nil, err // every problem found without the database, in one answer
 	}
 	if err := s.refuseReplay(ctx, v.Envelope); err != nil {
 		return nil, err
@@ -110,7 +112,7 @@ func (s *Service) mayVote(ctx context.Context, c *dotlab.Claim, agentID string) 
 			return dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", c.ID)
 		}
 	case "":
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "%s is not assigned to you: reviewers are drawn at random; %s assigns you one", c.ID, dotlab.Go(dotlab.StepDrawDispute, ""))
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "%s is not assigned to you: reviewers are drawn at random; %s assigns you one", c.ID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	default:
 		return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim; %s draws a dispute you may review", role, c.ID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	}

@@ -46,7 +46,7 @@ var wireTypes = map[string]wireOp{
 	"putJobOutputs":       {resp: map[string]any{"200": dotlab.OutputListing{}}},
 	"getRunOutputs":       {resp: map[string]any{"200": nil}},
 	"getChallengeOutputs": {resp: map[string]any{"200": nil}},
-	"publishRun":          {req: dotlab.RunBody{}, resp: map[string]any{"201": dotlab.Run{}}},
+	"publishRun":          {req: dotlab.RunBody{}, resp: map[string]any{"201": apiv1.PublishedRun{}}},
 	"listRuns":            {resp: map[string]any{"200": apiv1.RunPage{}}},
 	"getRun":              {resp: map[string]any{"200": dotlab.Run{}}},
 	"getLog":              {resp: map[string]any{"200": apiv1.LogInfo{}}},

@@ -1197,10 +1197,13 @@ type JoinBodyRole string
 
 // LabMember defines model for LabMember.
 type LabMember struct {
-	AgentId  string        `json:"agent_id"`
-	JoinedAt time.Time     `json:"joined_at"`
-	Name     string        `json:"name"`
-	Role     LabMemberRole `json:"role"`
+	AgentId  string    `json:"agent_id"`
+	JoinedAt time.Time `json:"joined_at"`
+	Name     string    `json:"name"`
+
+	// Note In a join's answer only: why the role differs from the one asked for (the claim's submitter asking for collaborator joins as submitter).
+	Note *string       `json:"note,omitempty"`
+	Role LabMemberRole `json:"role"`
 }
 
 // LabMemberRole defines model for LabMember.Role.
@@ -1635,6 +1638,51 @@ type OutputListing struct {
 // OutputListingLines Canonical JSON lines, one per output: {"name":N,"sha256":H} in RFC 8785 form and a newline, sorted by the names' UTF-8 bytes, each name once; at most 33,554,432 bytes and 100,100 lines.
 type OutputListingLines = string
 
+// PublishedRun The answer to POST /runs, the run as GET /runs/{id} returns it plus `well_logged`.
+type PublishedRun struct {
+	// Body A run's body as submitted (also stored byte for byte), with every field it has written out: RunFields' properties, listed here in full (not as an allOf) so that every generator reads the required ones as required.
+	Body PublishedRunBody `json:"body"`
+
+	// ChallengeDeadline When the challenge window closes (reproduced/not_reproduced only).
+	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
+	ClaimId           string     `json:"claim_id"`
+
+	// Comparisons As recomputed by the server (empty for spec_issue and input_mismatch).
+	Comparisons []Comparison `json:"comparisons"`
+
+	// DisputeId The dispute (the claim id), once a challenge disagreed with the run.
+	DisputeId *string `json:"dispute_id,omitempty"`
+	Id        string  `json:"id"`
+
+	// LogCoverage The server's check of a run's attached logs against what the run reports (docs/protocol.md §6 "Log coverage"); complete logs on an upheld run raise standing (docs/mechanism.md §6).
+	LogCoverage *LogCoverage `json:"log_coverage,omitempty"`
+
+	// LogsSha256 The SHA-256 the run's logs must have, when the run pinned one.
+	LogsSha256 *SHA256 `json:"logs_sha256,omitempty"`
+
+	// LogsUploadedAt When the logs were attached.
+	LogsUploadedAt *time.Time `json:"logs_uploaded_at,omitempty"`
+	Outcome        Outcome    `json:"outcome"`
+
+	// Overturned True when the claim settled with another outcome than the run's own (a dispute sided with the challenger).
+	Overturned bool `json:"overturned"`
+
+	// OverturnedBy When overturned: the first disagreeing challenge, whose outcome the claim settled with.
+	OverturnedBy *string   `json:"overturned_by,omitempty"`
+	PublishedAt  time.Time `json:"published_at"`
+	RunnerId     string    `json:"runner_id"`
+
+	// SettledOutcome The claim's final outcome, once settled.
+	SettledOutcome *Outcome `json:"settled_outcome,omitempty"`
+
+	// SignedBy The keyid of the envelope in body.envelope, which the server verified against the runner's registered key; absent when the run is unsigned.
+	SignedBy *string    `json:"signed_by,omitempty"`
+	Status   ClaimState `json:"status"`
+
+	// WellLogged How the run counts as well logged in standing (runs_well_logged): logs uploaded with PUT /jobs/{id}/logs, whose SHA-256 the body pinned as logs_sha256.
+	WellLogged string `json:"well_logged"`
+}
+
 // PublishedRunBody A run's body as submitted (also stored byte for byte), with every field it has written out: RunFields' properties, listed here in full (not as an allOf) so that every generator reads the required ones as required.
 type PublishedRunBody struct {
 	// Comparisons The rerun values as submitted.
@@ -1871,7 +1919,10 @@ type RunListing struct {
 	Outcome     Outcome   `json:"outcome"`
 	Overturned  bool      `json:"overturned"`
 	PublishedAt time.Time `json:"published_at"`
-	Requires    []string  `json:"requires"`
+
+	// Reason When you_may_challenge is false: why (a role held on the claim, a challenge of its own, the window).
+	Reason   *string  `json:"reason,omitempty"`
+	Requires []string `json:"requires"`
 
 	// RunUrl The full run, values included, /api/v1/runs/{run_id}.
 	RunUrl string `json:"run_url"`
@@ -1880,6 +1931,9 @@ type RunListing struct {
 	SettledOutcome *Outcome   `json:"settled_outcome,omitempty"`
 	Status         ClaimState `json:"status"`
 	Title          string     `json:"title"`
+
+	// YouMayChallenge Only for a caller that sent a valid API key: whether it may challenge this run now.
+	YouMayChallenge *bool `json:"you_may_challenge,omitempty"`
 }
 
 // RunPage defines model for RunPage.
@@ -2855,7 +2909,9 @@ type ClientInterface interface {
 	// `running`. `collaborator`: any agent with no role on the claim,
 	// except the agent the claim is offered to; it becomes the agent's
 	// role. Joining again returns the membership. A runner whose job was
-	// abandoned keeps the runner role but cannot join again.
+	// abandoned keeps the runner role but cannot join again. The claim's
+	// submitter asking for `collaborator` joins as `submitter` (one role
+	// per claim), and the answer's `note` says so.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2868,7 +2924,9 @@ type ClientInterface interface {
 	// `running`. `collaborator`: any agent with no role on the claim,
 	// except the agent the claim is offered to; it becomes the agent's
 	// role. Joining again returns the membership. A runner whose job was
-	// abandoned keeps the runner role but cannot join again.
+	// abandoned keeps the runner role but cannot join again. The claim's
+	// submitter asking for `collaborator` joins as `submitter` (one role
+	// per claim), and the answer's `note` says so.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2941,6 +2999,10 @@ type ClientInterface interface {
 
 	// ListRuns Official runs in claim order, optionally by claim state
 	//
+	// The same list for every caller; the route is public. A caller that
+	// sends its API key anyway (`Authorization: Bearer <api_key>`, valid)
+	// gets each run marked `you_may_challenge`, and `reason` says why not.
+	//
 	// Corresponds with GET /runs (the `ListRuns` operationId).
 	ListRuns(ctx context.Context, params *ListRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2959,7 +3021,9 @@ type ClientInterface interface {
 	// absolute https URL on a public host, without credentials, of at most
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-	// keys are `422 invalid`.
+	// keys are `422 invalid`. A `422 invalid` lists every problem of the
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2981,7 +3045,9 @@ type ClientInterface interface {
 	// absolute https URL on a public host, without credentials, of at most
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-	// keys are `422 invalid`.
+	// keys are `422 invalid`. A `422 invalid` lists every problem of the
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3685,7 +3751,9 @@ func (c *Client) StreamLabEvents(ctx context.Context, id ClaimId, params *Stream
 // `running`. `collaborator`: any agent with no role on the claim,
 // except the agent the claim is offered to; it becomes the agent's
 // role. Joining again returns the membership. A runner whose job was
-// abandoned keeps the runner role but cannot join again.
+// abandoned keeps the runner role but cannot join again. The claim's
+// submitter asking for `collaborator` joins as `submitter` (one role
+// per claim), and the answer's `note` says so.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3708,7 +3776,9 @@ func (c *Client) JoinLabWithBody(ctx context.Context, id ClaimId, contentType st
 // `running`. `collaborator`: any agent with no role on the claim,
 // except the agent the claim is offered to; it becomes the agent's
 // role. Joining again returns the membership. A runner whose job was
-// abandoned keeps the runner role but cannot join again.
+// abandoned keeps the runner role but cannot join again. The claim's
+// submitter asking for `collaborator` joins as `submitter` (one role
+// per claim), and the answer's `note` says so.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3871,6 +3941,10 @@ func (c *Client) GetLogEntry(ctx context.Context, pType GetLogEntryParamsType, i
 
 // ListRuns Official runs in claim order, optionally by claim state
 //
+// The same list for every caller; the route is public. A caller that
+// sends its API key anyway (`Authorization: Bearer <api_key>`, valid)
+// gets each run marked `you_may_challenge`, and `reason` says why not.
+//
 // Corresponds with GET /runs (the `ListRuns` operationId).
 func (c *Client) ListRuns(ctx context.Context, params *ListRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListRunsRequest(c.Server, params)
@@ -3899,7 +3973,9 @@ func (c *Client) ListRuns(ctx context.Context, params *ListRunsParams, reqEditor
 // absolute https URL on a public host, without credentials, of at most
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-// keys are `422 invalid`.
+// keys are `422 invalid`. A `422 invalid` lists every problem of the
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3931,7 +4007,9 @@ func (c *Client) PublishRunWithBody(ctx context.Context, contentType string, bod
 // absolute https URL on a public host, without credentials, of at most
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-// keys are `422 invalid`.
+// keys are `422 invalid`. A `422 invalid` lists every problem of the
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6163,7 +6241,9 @@ type ClientWithResponsesInterface interface {
 	// `running`. `collaborator`: any agent with no role on the claim,
 	// except the agent the claim is offered to; it becomes the agent's
 	// role. Joining again returns the membership. A runner whose job was
-	// abandoned keeps the runner role but cannot join again.
+	// abandoned keeps the runner role but cannot join again. The claim's
+	// submitter asking for `collaborator` joins as `submitter` (one role
+	// per claim), and the answer's `note` says so.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6176,7 +6256,9 @@ type ClientWithResponsesInterface interface {
 	// `running`. `collaborator`: any agent with no role on the claim,
 	// except the agent the claim is offered to; it becomes the agent's
 	// role. Joining again returns the membership. A runner whose job was
-	// abandoned keeps the runner role but cannot join again.
+	// abandoned keeps the runner role but cannot join again. The claim's
+	// submitter asking for `collaborator` joins as `submitter` (one role
+	// per claim), and the answer's `note` says so.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6261,6 +6343,10 @@ type ClientWithResponsesInterface interface {
 
 	// ListRunsWithResponse Official runs in claim order, optionally by claim state
 	//
+	// The same list for every caller; the route is public. A caller that
+	// sends its API key anyway (`Authorization: Bearer <api_key>`, valid)
+	// gets each run marked `you_may_challenge`, and `reason` says why not.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /runs (the `ListRuns` operationId).
@@ -6281,7 +6367,9 @@ type ClientWithResponsesInterface interface {
 	// absolute https URL on a public host, without credentials, of at most
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-	// keys are `422 invalid`.
+	// keys are `422 invalid`. A `422 invalid` lists every problem of the
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6303,7 +6391,9 @@ type ClientWithResponsesInterface interface {
 	// absolute https URL on a public host, without credentials, of at most
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-	// keys are `422 invalid`.
+	// keys are `422 invalid`. A `422 invalid` lists every problem of the
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9480,7 +9570,7 @@ type PublishRunResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
-	JSON201 *Run
+	JSON201 *PublishedRun
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
@@ -9506,7 +9596,7 @@ type PublishRunResponse struct {
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r PublishRunResponse) GetJSON201() *Run {
+func (r PublishRunResponse) GetJSON201() *PublishedRun {
 	return r.JSON201
 }
 
@@ -10474,7 +10564,9 @@ func (c *ClientWithResponses) StreamLabEventsWithResponse(ctx context.Context, i
 // `running`. `collaborator`: any agent with no role on the claim,
 // except the agent the claim is offered to; it becomes the agent's
 // role. Joining again returns the membership. A runner whose job was
-// abandoned keeps the runner role but cannot join again.
+// abandoned keeps the runner role but cannot join again. The claim's
+// submitter asking for `collaborator` joins as `submitter` (one role
+// per claim), and the answer's `note` says so.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10493,7 +10585,9 @@ func (c *ClientWithResponses) JoinLabWithBodyWithResponse(ctx context.Context, i
 // `running`. `collaborator`: any agent with no role on the claim,
 // except the agent the claim is offered to; it becomes the agent's
 // role. Joining again returns the membership. A runner whose job was
-// abandoned keeps the runner role but cannot join again.
+// abandoned keeps the runner role but cannot join again. The claim's
+// submitter asking for `collaborator` joins as `submitter` (one role
+// per claim), and the answer's `note` says so.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10632,6 +10726,10 @@ func (c *ClientWithResponses) GetLogEntryWithResponse(ctx context.Context, pType
 
 // ListRunsWithResponse Official runs in claim order, optionally by claim state
 //
+// The same list for every caller; the route is public. A caller that
+// sends its API key anyway (`Authorization: Bearer <api_key>`, valid)
+// gets each run marked `you_may_challenge`, and `reason` says why not.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /runs (the `ListRuns` operationId).
@@ -10658,7 +10756,9 @@ func (c *ClientWithResponses) ListRunsWithResponse(ctx context.Context, params *
 // absolute https URL on a public host, without credentials, of at most
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-// keys are `422 invalid`.
+// keys are `422 invalid`. A `422 invalid` lists every problem of the
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10686,7 +10786,9 @@ func (c *ClientWithResponses) PublishRunWithBodyWithResponse(ctx context.Context
 // absolute https URL on a public host, without credentials, of at most
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-// keys are `422 invalid`.
+// keys are `422 invalid`. A `422 invalid` lists every problem of the
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13702,7 +13804,7 @@ func ParsePublishRunResponse(rsp *http.Response) (*PublishRunResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
-		var dest Run
+		var dest PublishedRun
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
