@@ -186,6 +186,7 @@ type Server struct {
 	trusted     []netip.Prefix // Config.TrustedProxies
 
 	manifests *bytecache.Cache[[]byte] // manifest JSON by canonical hash
+	listings  listingBounds            // output listings read and served at once
 	routeList []Route                  // the API routes, as registered (Routes)
 	log       *translog.Log
 }
@@ -208,7 +209,8 @@ func New(cfg Config) (*Server, error) {
 	svc := protocol.New(protocol.Config{Store: cfg.Store, Leaks: cfg.Leaks, AllowPrivateURLs: cfg.AllowPrivateURLs,
 		LogOrigin: origin, MessageQuota: cfg.MessageQuota})
 	s := &Server{store: svc, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
-		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes), log: cfg.Log}
+		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes), log: cfg.Log,
+		listings: newListingBounds()}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()
 		if err != nil {

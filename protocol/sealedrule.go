@@ -19,8 +19,8 @@ import (
 // fewer commitments than the quorum. The reveal phase ends when every
 // commitment is revealed or at its deadline (the unrevealed abstain); the
 // revealed votes then settle the claim by the default mode's majority
-// rule (quorumRule's), made public and logged; with none revealed a new
-// round draws a new committee.
+// rule (quorumRule's), made public and logged, if they are at least a
+// majority of the committee; else a new round draws a new committee.
 func sealedRule(claimID string, w dotlab.Windows, at time.Time) func(store.SealedRound) *store.SealedDecision {
 	commitW, revealW := w.SealedWindows()
 	return func(r store.SealedRound) *store.SealedDecision {
@@ -47,8 +47,8 @@ func sealedRule(claimID string, w dotlab.Windows, at time.Time) func(store.Seale
 			return nil
 		}
 		abstain(d, unrevealed)
-		if len(revealed) == 0 {
-			return nextRound(d, at, commitW)
+		if len(revealed) < w.Quorum/2+1 {
+			return nextRound(d, at, commitW) // fewer than a majority of the committee revealed
 		}
 		decide(d, claimID, r, revealed, at)
 		return d

@@ -53,7 +53,7 @@ func TestAdvRevealPhaseLeaksNothing(t *testing.T) {
 		doAt(t, api, "POST", "/disputes/"+id+"/reveal", keys[i], reveal(i, salt(i))).want(t, 200, "")
 		doAt(t, api, "POST", "/disputes/"+id+"/reveal", keys[i], reveal(i, salt(i))).want(t, 409, "conflict")
 	}
-	doAt(t, api, "POST", "/disputes/"+id+"/reveal", stranger, reveal(0, salt(0))).want(t, 403, "role_conflict")
+	doAt(t, api, "POST", "/disputes/"+id+"/reveal", stranger, reveal(0, salt(0))).want(t, 409, "not_offered")
 	var all strings.Builder
 	for _, p := range []string{"/api/v1/disputes/" + id, "/api/v1/claims/" + id, "/api/v1/claims", "/api/v1/summary", "/api/v1/log",
 		"/claims/" + id, "/claims", "/", "/labs/" + id, "/api/v1/labs/" + id + "/messages", "/feed.atom",

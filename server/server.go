@@ -187,6 +187,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer db.Close()
+	if err := db.CheckVoteMode(ctx); err != nil {
+		return err
+	}
 	api, err := handler(db, cfg)
 	if err != nil {
 		return err
