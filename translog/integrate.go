@@ -50,7 +50,7 @@ RETURNING id, type, claim_id, record_id, body,
 // checkpoint of the new size signed by the log's key. A crash at any point
 // leaves the whole batch integrated or none of it.
 func (l *Log) integrate(ctx context.Context) (batchResult, error) {
-	tx, err := l.w.BeginTx(ctx, nil)
+	tx, err := l.beginBatch(ctx)
 	if err != nil {
 		return batchResult{}, err
 	}
@@ -90,6 +90,42 @@ func (l *Log) integrate(ctx context.Context) (batchResult, error) {
 		return res, nil
 	}
 	return res, tx.Commit()
+}
+
+// beginBatch begins a batch's transaction. On PostgreSQL the batches run
+// on a connection of their own, kept between batches: taken from the
+// shared pool, a batch would queue behind every record write waiting for
+// a connection (under load, tens of milliseconds), and every record
+// waits for the batch. SQLite has its one writer connection.
+func (l *Log) beginBatch(ctx context.Context) (*sql.Tx, error) {
+	if l.dialect != Postgres {
+		return l.w.BeginTx(ctx, nil)
+	}
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	if l.conn == nil {
+		c, err := l.w.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l.conn = c
+	}
+	tx, err := l.conn.BeginTx(ctx, nil)
+	if err != nil {
+		l.conn.Close() // a broken connection: the next batch takes another
+		l.conn = nil
+	}
+	return tx, err
+}
+
+// releaseConn returns the batches' connection to the pool.
+func (l *Log) releaseConn() {
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	if l.conn != nil {
+		l.conn.Close()
+		l.conn = nil
+	}
 }
 
 // takePending deletes and returns up to n pending entries, in id order.

@@ -46,6 +46,53 @@ func (s *sequencer) poke() {
 	}
 }
 
+// Stats are what this process's sequencing did since Open.
+type Stats struct {
+	Batches  int64         // batches that integrated at least one entry
+	Entries  int64         // entries they integrated
+	Busy     time.Duration // wall time inside those batches (begin to commit)
+	MaxBatch int64         // the most entries one batch integrated
+	Skipped  int64         // batch attempts that found another process's batch running
+	Errors   int64         // batches that failed (each retried)
+	Timeouts int64         // Await calls whose context ended first
+}
+
+// EntriesPerSecond is the sequencing rate while it works: Entries / Busy.
+func (s Stats) EntriesPerSecond() float64 {
+	if s.Busy <= 0 {
+		return 0
+	}
+	return float64(s.Entries) / s.Busy.Seconds()
+}
+
+// Stats returns the process's sequencing counters.
+func (l *Log) Stats() Stats {
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	return l.stats
+}
+
+// timedBatch is integrate, counted in Stats.
+func (l *Log) timedBatch(ctx context.Context) (batchResult, error) {
+	t0 := time.Now()
+	res, err := l.integrate(ctx)
+	d := time.Since(t0)
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	switch {
+	case err != nil:
+		l.stats.Errors++
+	case res.busy:
+		l.stats.Skipped++
+	case res.entries > 0:
+		l.stats.Batches++
+		l.stats.Entries += int64(res.entries)
+		l.stats.Busy += d
+		l.stats.MaxBatch = max(l.stats.MaxBatch, int64(res.entries))
+	}
+	return res, err
+}
+
 // Await returns once every entry committed before the call is integrated
 // (in the tree, with an index and a signed checkpoint covering it): after
 // a batch that began after the call left nothing pending. It returns ctx's
@@ -72,6 +119,9 @@ func (l *Log) Await(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			l.statsMu.Lock()
+			l.stats.Timeouts++
+			l.statsMu.Unlock()
 			return ctx.Err()
 		}
 	}
@@ -82,7 +132,7 @@ func (l *Log) Await(ctx context.Context) error {
 // Options.Manual logs (benchmarks, tests) call instead of the goroutine.
 func (l *Log) Sync(ctx context.Context) (n int, err error) {
 	for {
-		res, err := l.integrate(ctx)
+		res, err := l.timedBatch(ctx)
 		n += res.entries
 		switch {
 		case err != nil:
@@ -126,10 +176,9 @@ func (l *Log) drain(ctx context.Context) {
 		s.started++
 		g := s.started
 		s.mu.Unlock()
-		res, err := l.integrate(ctx)
+		res, err := l.timedBatch(ctx)
 		switch {
 		case err != nil:
-			l.batchErrors.Add(1)
 			sleep(ctx, errorRetry)
 			continue
 		case res.busy:

@@ -29,7 +29,6 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dotlab/dotlab/internal/bytecache"
@@ -84,11 +83,16 @@ type Log struct {
 
 	insertPending *sql.Stmt // Append's statement, prepared on w
 
-	seq         *sequencer
-	manual      bool
-	tick        time.Duration
-	maxBatch    int
-	batchErrors atomic.Int64 // batches that failed (and were retried)
+	seq      *sequencer
+	manual   bool
+	tick     time.Duration
+	maxBatch int
+
+	connMu sync.Mutex
+	conn   *sql.Conn // PostgreSQL: the batches' own connection (beginBatch)
+
+	statsMu sync.Mutex
+	stats   Stats
 }
 
 type signedCheckpoint struct {
@@ -199,11 +203,9 @@ func (l *Log) Close() error {
 		l.seq.stop()
 		<-l.seq.done
 	}
+	l.releaseConn()
 	return l.insertPending.Close()
 }
-
-// BatchErrors is how many batches failed (each is retried).
-func (l *Log) BatchErrors() int64 { return l.batchErrors.Load() }
 
 // Origin is the log's checkpoint origin (and its key name).
 func (l *Log) Origin() string { return l.signer.Name() }
