@@ -55,6 +55,8 @@ type Stats struct {
 	Skipped  int64         // batch attempts that found another process's batch running
 	Errors   int64         // batches that failed (each retried)
 	Timeouts int64         // Await calls whose context ended first
+	Span     time.Duration // from the first batch's begin to the last one's end
+	first    time.Time
 }
 
 // EntriesPerSecond is the sequencing rate while it works: Entries / Busy.
@@ -85,6 +87,10 @@ func (l *Log) timedBatch(ctx context.Context) (batchResult, error) {
 	case res.busy:
 		l.stats.Skipped++
 	case res.entries > 0:
+		if l.stats.first.IsZero() {
+			l.stats.first = t0
+		}
+		l.stats.Span = time.Since(l.stats.first)
 		l.stats.Batches++
 		l.stats.Entries += int64(res.entries)
 		l.stats.Busy += d
