@@ -3,7 +3,6 @@ package translog
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -30,15 +29,14 @@ type batchResult struct {
 	busy    bool  // another sequencer (another process) held the head: nothing done
 }
 
-// The statements of a batch. lockHead is the one sequencer's election:
-// the process whose transaction holds the head row integrates; on
-// PostgreSQL another one skips (SKIP LOCKED) instead of queueing behind
-// it, on SQLite BEGIN IMMEDIATE already made the transaction the only
-// writer.
+// The statements of a batch on SQLite (PostgreSQL: lockTakePostgres).
+// Holding the head's row is the one sequencer's election: the process
+// whose transaction holds it integrates; on PostgreSQL another one skips
+// (FOR UPDATE SKIP LOCKED) instead of queueing behind it, on SQLite BEGIN
+// IMMEDIATE already made the transaction the only writer.
 const (
-	lockHeadPostgres = `SELECT size FROM log_head WHERE id = 1 FOR UPDATE SKIP LOCKED`
-	lockHeadSQLite   = `SELECT size FROM log_head WHERE id = 1`
-	takePendingSQL   = `DELETE FROM log_pending WHERE id IN (SELECT id FROM log_pending ORDER BY id LIMIT $1)
+	lockHeadSQLite = `SELECT size FROM log_head WHERE id = 1`
+	takePendingSQL = `DELETE FROM log_pending WHERE id IN (SELECT id FROM log_pending ORDER BY id LIMIT $1)
 RETURNING id, type, claim_id, record_id, body,
     EXISTS (SELECT 1 FROM log_entries e WHERE e.type = log_pending.type AND e.record_id = log_pending.record_id)`
 	setHeadSQL = `UPDATE log_head SET size = $1, checkpoint_size = $1, checkpoint = $2 WHERE id = 1`
@@ -48,49 +46,85 @@ RETURNING id, type, claim_id, record_id, body,
 // pending entries in id order, gives them the next indexes, writes them
 // and their stored hashes to log_entries, advances log_head and stores the
 // checkpoint of the new size signed by the log's key. A crash at any point
-// leaves the whole batch integrated or none of it.
+// leaves the whole batch integrated or none of it. On PostgreSQL a batch
+// is four round trips (begin, take, write, commit), plus one to read older
+// hashes when another process wrote the tree's last batch.
 func (l *Log) integrate(ctx context.Context) (batchResult, error) {
 	tx, err := l.beginBatch(ctx)
 	if err != nil {
 		return batchResult{}, err
 	}
 	defer tx.Rollback()
-	lock := lockHeadSQLite
-	if l.dialect == Postgres {
-		lock = lockHeadPostgres
-	}
-	var size int64
-	if err := tx.QueryRowContext(ctx, lock).Scan(&size); errors.Is(err, sql.ErrNoRows) {
-		return batchResult{busy: true}, nil
-	} else if err != nil {
-		return batchResult{}, fmt.Errorf("log head: %w", err)
-	}
-	rows, err := takePending(ctx, tx, l.maxBatch)
-	if err != nil {
-		return batchResult{}, err
+	size, rows, locked, err := l.lockAndTake(ctx, tx)
+	if err != nil || !locked {
+		return batchResult{busy: err == nil}, err
 	}
 	res := batchResult{size: size, full: len(rows) == l.maxBatch}
 	if len(rows) == 0 {
 		return res, nil
 	}
-	rows = dropDuplicates(rows)
-	if len(rows) > 0 {
-		signed, err := l.writeBatch(ctx, tx, size, rows)
-		if err != nil {
-			return batchResult{}, err
-		}
-		res.size, res.entries = size+int64(len(rows)), len(rows)
-		if _, err := tx.ExecContext(ctx, setHeadSQL, res.size, string(signed.note)); err != nil {
-			return batchResult{}, fmt.Errorf("log head: %w", err)
-		}
-		if err := tx.Commit(); err != nil {
-			return batchResult{}, err
-		}
-		l.remember(signed)
-		return res, nil
+	if rows = dropDuplicates(rows); len(rows) == 0 {
+		return res, tx.Commit()
 	}
-	return res, tx.Commit()
+	signed, edge, err := l.writeBatch(ctx, tx, size, rows)
+	if err != nil {
+		return batchResult{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		l.keepEdge(frontier{}) // the outcome is unknown: read the hashes next time
+		return batchResult{}, err
+	}
+	res.size, res.entries = signed.cp.Size, len(rows)
+	l.remember(signed)
+	l.keepEdge(edge)
+	return res, nil
 }
+
+// lockAndTake locks the head (locked false: another process's batch holds
+// it) and deletes and returns up to maxBatch pending entries in id order,
+// in one statement on PostgreSQL.
+func (l *Log) lockAndTake(ctx context.Context, tx *sql.Tx) (size int64, rows []pendingEntry, locked bool, err error) {
+	if l.dialect != Postgres {
+		if err := tx.QueryRowContext(ctx, lockHeadSQLite).Scan(&size); err != nil {
+			return 0, nil, false, fmt.Errorf("log head: %w", err)
+		}
+		rows, err = takePending(ctx, tx, l.maxBatch)
+		return size, rows, true, err
+	}
+	rs, err := tx.QueryContext(ctx, lockTakePostgres, l.maxBatch)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("log head and pending entries: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		locked = true
+		var id sql.NullInt64
+		var typ, claimID, recordID sql.NullString
+		var p pendingEntry
+		var dup sql.NullBool
+		if err := rs.Scan(&size, &id, &typ, &claimID, &recordID, &p.body, &dup); err != nil {
+			return 0, nil, false, err
+		}
+		if id.Valid {
+			p.id, p.typ, p.claimID, p.recordID, p.dup = id.Int64, typ.String, claimID.String, recordID.String, dup.Bool
+			rows = append(rows, p)
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return 0, nil, false, err
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].id < rows[j].id })
+	return size, rows, locked, nil
+}
+
+// lockTakePostgres is lockHeadPostgres and takePendingSQL in one
+// statement: no row when another batch holds the head, one row with NULL
+// entry columns when nothing is pending.
+const lockTakePostgres = `WITH head AS (SELECT size FROM log_head WHERE id = 1 FOR UPDATE SKIP LOCKED),
+taken AS (DELETE FROM log_pending WHERE EXISTS (SELECT 1 FROM head) AND id IN (SELECT id FROM log_pending ORDER BY id LIMIT $1)
+    RETURNING id, type, claim_id, record_id, body,
+        EXISTS (SELECT 1 FROM log_entries e WHERE e.type = log_pending.type AND e.record_id = log_pending.record_id) AS dup)
+SELECT head.size, taken.id, taken.type, taken.claim_id, taken.record_id, taken.body, taken.dup FROM head LEFT JOIN taken ON true`
 
 // beginBatch begins a batch's transaction. On PostgreSQL the batches run
 // on a connection of their own, kept between batches: taken from the
@@ -165,37 +199,53 @@ func dropDuplicates(rows []pendingEntry) []pendingEntry {
 	return out
 }
 
-// writeBatch computes the batch's stored hashes and the new root, writes
-// the entries, and returns the checkpoint of the new size, signed.
-func (l *Log) writeBatch(ctx context.Context, tx *sql.Tx, size int64, rows []pendingEntry) (signedCheckpoint, error) {
+// writeBatch computes the batch's stored hashes and the new root, signs
+// the checkpoint of the new size, writes the entries and the head, and
+// returns the checkpoint and the grown tree's right edge.
+func (l *Log) writeBatch(ctx context.Context, tx *sql.Tx, size int64, rows []pendingEntry) (signedCheckpoint, frontier, error) {
 	bodies := make([][]byte, len(rows))
 	for i := range rows {
 		bodies[i] = rows[i].body
 	}
-	packed, root, err := treeAppend(hashReader{ctx, tx}, size, bodies)
+	packed, root, edge, err := treeAppend(hashReader{ctx, tx}, size, bodies, l.edge(size))
 	if err != nil {
-		return signedCheckpoint{}, err
+		return signedCheckpoint{}, frontier{}, err
+	}
+	end := size + int64(len(rows))
+	cp := tlogfmt.Checkpoint{Origin: l.Origin(), Size: end, Root: root}
+	signed, err := note.Sign(&note.Note{Text: cp.Text()}, l.signer)
+	if err != nil {
+		return signedCheckpoint{}, frontier{}, err
 	}
 	const chunk = 200 // rows an INSERT: 1,200 parameters
 	for first := 0; first < len(rows); first += chunk {
-		end := min(first+chunk, len(rows))
-		if err := insertEntries(ctx, tx, size+int64(first), rows[first:end], packed[first:end]); err != nil {
-			return signedCheckpoint{}, err
+		last := min(first+chunk, len(rows))
+		var head *signedCheckpoint // PostgreSQL: the head's update rides on the last INSERT
+		if last == len(rows) && l.dialect == Postgres {
+			head = &signedCheckpoint{cp, signed}
+		}
+		if err := insertEntries(ctx, tx, size+int64(first), rows[first:last], packed[first:last], head); err != nil {
+			return signedCheckpoint{}, frontier{}, err
 		}
 	}
-	cp := tlogfmt.Checkpoint{Origin: l.Origin(), Size: size + int64(len(rows)), Root: root}
-	signed, err := note.Sign(&note.Note{Text: cp.Text()}, l.signer)
-	if err != nil {
-		return signedCheckpoint{}, err
+	if l.dialect != Postgres {
+		if _, err := tx.ExecContext(ctx, setHeadSQL, end, string(signed)); err != nil {
+			return signedCheckpoint{}, frontier{}, fmt.Errorf("log head: %w", err)
+		}
 	}
-	return signedCheckpoint{cp, signed}, nil
+	return signedCheckpoint{cp, signed}, edge, nil
 }
 
-// insertEntries writes rows as entries first, first+1, … in one INSERT.
-func insertEntries(ctx context.Context, tx *sql.Tx, first int64, rows []pendingEntry, packed [][]byte) error {
+// insertEntries writes rows as entries first, first+1, … in one INSERT;
+// with head, the same statement sets the log head to head's size and
+// checkpoint (a PostgreSQL data-modifying WITH).
+func insertEntries(ctx context.Context, tx *sql.Tx, first int64, rows []pendingEntry, packed [][]byte, head *signedCheckpoint) error {
 	var sb strings.Builder
+	if head != nil {
+		sb.WriteString(`WITH ins AS (`)
+	}
 	sb.WriteString(`INSERT INTO log_entries (idx, type, claim_id, record_id, body, hashes) VALUES `)
-	args := make([]any, 0, 6*len(rows))
+	args := make([]any, 0, 6*len(rows)+2)
 	for i, p := range rows {
 		if i > 0 {
 			sb.WriteByte(',')
@@ -210,24 +260,54 @@ func insertEntries(ctx context.Context, tx *sql.Tx, first int64, rows []pendingE
 		sb.WriteByte(')')
 		args = append(args, first+int64(i), p.typ, p.claimID, p.recordID, p.body, packed[i])
 	}
+	if head != nil {
+		n := len(args)
+		fmt.Fprintf(&sb, `) UPDATE log_head SET size = $%d, checkpoint_size = $%d, checkpoint = $%d WHERE id = 1`, n+1, n+1, n+2)
+		args = append(args, head.cp.Size, string(head.note))
+	}
 	if _, err := tx.ExecContext(ctx, sb.String(), args...); err != nil {
 		return fmt.Errorf("log entries %d-%d: %w", first, first+int64(len(rows))-1, err)
 	}
 	return nil
 }
 
+// frontier is the right edge of a tree of size size: the stored hashes
+// its root is made of (what appending to it reads), by stored-hash index.
+type frontier struct {
+	size   int64
+	hashes map[int64]tlog.Hash
+}
+
+// edge returns the right edge this process kept when the tree it last
+// grew has size size (nobody else wrote since), else nil.
+func (l *Log) edge(size int64) map[int64]tlog.Hash {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lastEdge.hashes == nil || l.lastEdge.size != size {
+		return nil
+	}
+	return l.lastEdge.hashes
+}
+
+func (l *Log) keepEdge(f frontier) {
+	l.mu.Lock()
+	l.lastEdge = f
+	l.mu.Unlock()
+}
+
 // treeAppend computes the stored hashes that appending bodies to the tree
-// of size size makes (packed per entry, as log_entries.hashes holds them)
-// and the root of the grown tree. It reads the older stored hashes it
-// needs in one query: which ones depends on the indexes only, so a first
-// pass with a recording reader learns them.
-func treeAppend(db tlog.HashReader, size int64, bodies [][]byte) ([][]byte, tlog.Hash, error) {
+// of size size makes (packed per entry, as log_entries.hashes holds them),
+// the root of the grown tree and its right edge. The older stored hashes
+// it needs come from known (the edge of size, when kept) or from db in one
+// query: which ones depends on the indexes only, so a first pass with a
+// recording reader learns them.
+func treeAppend(db tlog.HashReader, size int64, bodies [][]byte, known map[int64]tlog.Hash) ([][]byte, tlog.Hash, frontier, error) {
 	base := tlog.StoredHashIndex(0, size)
 	end := size + int64(len(bodies))
 	need := map[int64]bool{}
 	record := tlog.HashReaderFunc(func(xs []int64) ([]tlog.Hash, error) {
 		for _, x := range xs {
-			if x < base {
+			if _, ok := known[x]; x < base && !ok {
 				need[x] = true
 			}
 		}
@@ -235,16 +315,18 @@ func treeAppend(db tlog.HashReader, size int64, bodies [][]byte) ([][]byte, tlog
 	})
 	for i, b := range bodies {
 		if _, err := tlog.StoredHashes(size+int64(i), b, record); err != nil {
-			return nil, tlog.Hash{}, err
+			return nil, tlog.Hash{}, frontier{}, err
 		}
 	}
 	if _, err := tlog.TreeHash(end, record); err != nil {
-		return nil, tlog.Hash{}, err
+		return nil, tlog.Hash{}, frontier{}, err
 	}
-	have, err := readNeeded(db, need)
+	have, err := readNeeded(db, need, known)
 	if err != nil {
-		return nil, tlog.Hash{}, err
+		return nil, tlog.Hash{}, frontier{}, err
 	}
+	edge := frontier{size: end, hashes: map[int64]tlog.Hash{}}
+	var ending bool // TreeHash(end) is reading: its hashes are the edge
 	mem := tlog.HashReaderFunc(func(xs []int64) ([]tlog.Hash, error) {
 		out := make([]tlog.Hash, len(xs))
 		for i, x := range xs {
@@ -253,6 +335,9 @@ func treeAppend(db tlog.HashReader, size int64, bodies [][]byte) ([][]byte, tlog
 				return nil, fmt.Errorf("log hash %d is missing", x)
 			}
 			out[i] = h
+			if ending {
+				edge.hashes[x] = h
+			}
 		}
 		return out, nil
 	})
@@ -261,7 +346,7 @@ func treeAppend(db tlog.HashReader, size int64, bodies [][]byte) ([][]byte, tlog
 		n := size + int64(i)
 		hs, err := tlog.StoredHashes(n, b, mem)
 		if err != nil {
-			return nil, tlog.Hash{}, err
+			return nil, tlog.Hash{}, frontier{}, err
 		}
 		at := tlog.StoredHashIndex(0, n)
 		p := make([]byte, 0, len(hs)*tlog.HashSize)
@@ -271,12 +356,21 @@ func treeAppend(db tlog.HashReader, size int64, bodies [][]byte) ([][]byte, tlog
 		}
 		packed[i] = p
 	}
+	ending = true
 	root, err := tlog.TreeHash(end, mem)
-	return packed, root, err
+	return packed, root, edge, err
 }
 
-// readNeeded reads the stored hashes in need from db, by index.
-func readNeeded(db tlog.HashReader, need map[int64]bool) (map[int64]tlog.Hash, error) {
+// readNeeded reads the stored hashes in need from db, and returns them
+// with known's, by index.
+func readNeeded(db tlog.HashReader, need map[int64]bool, known map[int64]tlog.Hash) (map[int64]tlog.Hash, error) {
+	have := make(map[int64]tlog.Hash, len(need)+len(known)+64)
+	for x, h := range known {
+		have[x] = h
+	}
+	if len(need) == 0 {
+		return have, nil
+	}
 	xs := make([]int64, 0, len(need))
 	for x := range need {
 		xs = append(xs, x)
@@ -285,7 +379,6 @@ func readNeeded(db tlog.HashReader, need map[int64]bool) (map[int64]tlog.Hash, e
 	if err != nil {
 		return nil, err
 	}
-	have := make(map[int64]tlog.Hash, len(xs)+64)
 	for i, x := range xs {
 		have[x] = hs[i]
 	}

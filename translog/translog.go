@@ -76,8 +76,9 @@ type Log struct {
 	verifier note.Verifier
 	vkey     string
 
-	mu     sync.Mutex
-	latest signedCheckpoint // the last checkpoint signed by this process
+	mu       sync.Mutex
+	latest   signedCheckpoint // the last checkpoint signed by this process
+	lastEdge frontier         // the right edge of the tree this process's last batch made
 
 	tiles *bytecache.Cache[[]byte] // full tiles and bundles by path (immutable)
 
