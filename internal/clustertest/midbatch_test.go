@@ -107,14 +107,16 @@ func waitSequencerBlocked(t *testing.T, db *sql.DB) string {
 	for time.Now().Before(deadline) {
 		var name string
 		err := db.QueryRow(`SELECT application_name FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO log_entries%'
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO log_entries%'
 			AND application_name LIKE 'dotlab-s%' LIMIT 1`).Scan(&name)
 		if err == nil {
 			return name
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatal("no server's batch blocked on the held index within 20 s")
+	seen := counts(t, rawDB{DB: db}, `SELECT application_name || ' ' || COALESCE(wait_event_type, '-') || ' ' || LEFT(query, 60), COUNT(*)
+		FROM pg_stat_activity WHERE datname = current_database() GROUP BY 1`)
+	t.Fatalf("no server's batch blocked on the held index within 20 s; backends: %v", seen)
 	return ""
 }
 
