@@ -130,9 +130,10 @@ SELECT head.size, taken.id, taken.type, taken.claim_id, taken.record_id, taken.b
 // on a connection of their own, kept between batches: taken from the
 // shared pool, a batch would queue behind every record write waiting for
 // a connection (under load, tens of milliseconds), and every record
-// waits for the batch. SQLite has its one writer connection.
+// waits for the batch; a pool smaller than minPoolForOwnConn is shared.
+// SQLite has its one writer connection.
 func (l *Log) beginBatch(ctx context.Context) (*sql.Tx, error) {
-	if l.dialect != Postgres {
+	if n := l.w.Stats().MaxOpenConnections; l.dialect != Postgres || (n > 0 && n < minPoolForOwnConn) {
 		return l.w.BeginTx(ctx, nil)
 	}
 	l.connMu.Lock()
@@ -151,6 +152,11 @@ func (l *Log) beginBatch(ctx context.Context) (*sql.Tx, error) {
 	}
 	return tx, err
 }
+
+// minPoolForOwnConn: a smaller pool keeps all its connections for the
+// requests (and the readiness check); the batches then take theirs from
+// it.
+const minPoolForOwnConn = 16
 
 // releaseConn returns the batches' connection to the pool.
 func (l *Log) releaseConn() {
