@@ -16,6 +16,24 @@ type ChallengeBody struct {
 	Agrees  *bool  `json:"agrees"`
 }
 
+// Problems lists every problem of a challenge body that can be found
+// without the database, each as "path: what to fix": the run body's
+// (RunBody.Problems, less the job_id, which a challenge may leave out), a
+// claim_id or run_id, and agrees.
+func (b *ChallengeBody) Problems() Problems {
+	p := b.formProblems()
+	if b.ClaimID == "" && b.RunID == "" {
+		p.Add("$.claim_id", "required (the claim whose run you rerun; run_id is accepted too)")
+	}
+	if b.ClaimID != "" && b.JobID != "" && b.JobID != b.ClaimID {
+		p.Add("$.job_id", "%q is not the challenged claim %s (leave it empty or give the claim id)", b.JobID, b.ClaimID)
+	}
+	if b.Agrees == nil {
+		p.Add("$.agrees", "required: true when your outcome equals the run's, false otherwise")
+	}
+	return p
+}
+
 // Challenge is an independent rerun posted during the challenge window.
 // Differences holds, per target, the challenger's rerun minus the runner's
 // rerun, as the server computed them.
@@ -31,8 +49,11 @@ type Challenge struct {
 	// InputHashes and OutputHashes are the challenger's own, as submitted.
 	InputHashes  map[string]string `json:"input_hashes"`
 	OutputHashes map[string]string `json:"output_hashes"`
-	Notes        string            `json:"notes,omitempty"`
-	CreatedAt    time.Time         `json:"created_at"`
+	// OutputListing pins the challenger's output listing when it sent one
+	// (RunBody.OutputListing); absent otherwise.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
+	Notes         string         `json:"notes,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
 	// Envelope is the challenge's signature as posted, its predicate the
 	// whole challenge body (absent: unsigned); SignedBy its key id
 	// (docs/verification.md "Signed records").
@@ -127,6 +148,13 @@ type ChallengeService interface {
 	FindDispute(ctx context.Context, claimID string) (*Dispute, error)
 	// CastVote records a reviewer's vote; the quorum's majority settles the claim.
 	CastVote(ctx context.Context, reviewer *Agent, claimID string, v VoteBody) (*Dispute, error)
+	// MarkChallengeable marks listed runs with whether agentID may
+	// challenge each now, and why not.
+	MarkChallengeable(ctx context.Context, agentID string, runs []*RunListing) error
+	// CommitVote and RevealVote are the two steps of sealed votes
+	// (docs/mechanism.md §4a); ENOSUCHROUTE on a server with open votes.
+	CommitVote(ctx context.Context, reviewer *Agent, claimID string, b CommitBody) (*Dispute, error)
+	RevealVote(ctx context.Context, reviewer *Agent, claimID string, b RevealBody) (*Dispute, error)
 }
 
 // within is "within" or "outside", for a comparison's match.

@@ -11,6 +11,10 @@ type Dispute struct {
 	Challenges []*Challenge `json:"challenges"`
 	Votes      []Vote       `json:"votes"`
 	Quorum     int          `json:"quorum"`
+	// Sealed is the current round of a dispute under sealed votes
+	// (docs/mechanism.md §4a) until it is decided; Votes is empty until
+	// then. Absent in the default mode and once decided.
+	Sealed *Seal `json:"sealed,omitempty"`
 }
 
 // Tally counts the dispute's votes so far.

@@ -144,7 +144,7 @@ func (b *RunBody) checkPinnedDownloads(m *Manifest, p *Problems) {
 		got, ok := b.InputHashes[key]
 		switch {
 		case !ok:
-			p.Add("$.input_hashes", "missing download %q (key %q): a %s run must show the hash of every download", d.Name, key, b.Outcome)
+			p.Add("$.input_hashes", "missing download %q (key %q): a %s run must show the hash of every download", d.Name, key, b.comparedKind())
 		case got != d.SHA256:
 			p.Add(fmt.Sprintf("$.input_hashes[%q]", key), "is %s but the manifest pins %s: publish input_mismatch instead", got, d.SHA256)
 		}

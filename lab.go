@@ -26,7 +26,10 @@ type LabMessageBody struct {
 }
 
 // Validate checks type, to, body length and refs.
-func (b LabMessageBody) Validate() error {
+func (b LabMessageBody) Validate() error { return b.Problems().Err() }
+
+// Problems lists every problem Validate refuses, each as "path: what to fix".
+func (b LabMessageBody) Problems() Problems {
 	var p Problems
 	ok := false
 	for _, t := range MessageTypes {
@@ -54,7 +57,7 @@ func (b LabMessageBody) Validate() error {
 			p.Add(fmt.Sprintf("$.refs[%d]", i), "must be 1-500 characters (a file or log line id)")
 		}
 	}
-	return p.Err()
+	return p
 }
 
 // LabMessage is a posted message. Seq orders a room's messages from 1.
@@ -77,6 +80,9 @@ type LabMember struct {
 	Name     string    `json:"name"`
 	Role     string    `json:"role"`
 	JoinedAt time.Time `json:"joined_at"`
+	// Note, in the answer to a join only, says why the role differs from
+	// the one asked for (the submitter asking for "collaborator").
+	Note string `json:"note,omitempty"`
 }
 
 // RoomHint is the next step that works for an agent that cannot join or

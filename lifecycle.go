@@ -22,10 +22,36 @@ type Windows struct {
 	Publish   time.Duration // accept → POST /runs (default 24h)
 	Challenge time.Duration // run published → settle (default 72h)
 	Quorum    int           // votes that decide a dispute (default 3)
+	// Sealed runs disputes with sealed votes (docs/mechanism.md §4a:
+	// `--sealed-votes`): a committee of Quorum reviewers per round, votes
+	// hidden until decided, commit then reveal. Off by default.
+	Sealed bool
+	// Commit and Reveal are a sealed round's windows: from the round's
+	// start to its commit deadline, and from the commit phase's end to the
+	// reveal deadline (defaults 24h each; used only when Sealed).
+	Commit, Reveal time.Duration
 }
 
 // DefaultWindows are the documented defaults: 60 minutes, 24 hours, 72 hours, 3 votes.
-var DefaultWindows = Windows{Accept: 60 * time.Minute, Publish: 24 * time.Hour, Challenge: 72 * time.Hour, Quorum: 3}
+var DefaultWindows = Windows{Accept: 60 * time.Minute, Publish: 24 * time.Hour, Challenge: 72 * time.Hour, Quorum: 3,
+	Commit: DefaultSealedWindow, Reveal: DefaultSealedWindow}
+
+// DefaultSealedWindow is the sealed round's commit and reveal window when
+// none is set.
+const DefaultSealedWindow = 24 * time.Hour
+
+// SealedWindows are w's commit and reveal windows, DefaultSealedWindow
+// where unset.
+func (w Windows) SealedWindows() (commit, reveal time.Duration) {
+	commit, reveal = w.Commit, w.Reveal
+	if commit <= 0 {
+		commit = DefaultSealedWindow
+	}
+	if reveal <= 0 {
+		reveal = DefaultSealedWindow
+	}
+	return commit, reveal
+}
 
 // Event is something that happens to a claim: a call by an agent or a step
 // of the settlement clock (docs/protocol.md §3 "Transitions").

@@ -48,10 +48,16 @@ type RunBody struct {
 	JobID        string            `json:"job_id"`
 	InputHashes  map[string]string `json:"input_hashes"`
 	OutputHashes map[string]string `json:"output_hashes"`
-	Environment  RunEnvironment    `json:"environment"`
-	Comparisons  []RunComparison   `json:"comparisons"`
-	Outcome      Outcome           `json:"outcome"`
-	LogsURI      string            `json:"logs_uri,omitempty"`
+	// OutputListing, when present, pins the output listing uploaded
+	// beforehand with PUT /jobs/{id}/outputs, which holds every output's
+	// hash; output_hashes then keeps only results.json and the streams
+	// (docs/protocol.md §6 "Output listing"). Absent for listings that fit
+	// inline: what the skill text describes.
+	OutputListing *OutputListing  `json:"output_listing,omitempty"`
+	Environment   RunEnvironment  `json:"environment"`
+	Comparisons   []RunComparison `json:"comparisons"`
+	Outcome       Outcome         `json:"outcome"`
+	LogsURI       string          `json:"logs_uri,omitempty"`
 	// LogsSHA256 is the SHA-256 (64 lowercase hex) of the logs.jsonl the
 	// runner will upload with PUT /jobs/{id}/logs: only those exact bytes
 	// are accepted afterwards (docs/protocol.md §6 "Logs"). Optional: a run
@@ -264,32 +270,12 @@ const MaxNotes = 20000
 // input_mismatch) or an *Error with code EINVALID or EOUTCOMEMISMATCH whose
 // detail names every field to fix.
 func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
-	var p Problems
+	p := b.formProblems()
 	if !b.Outcome.Valid() {
-		p.Add("$.outcome", "must be one of reproduced, not_reproduced, spec_issue, input_mismatch")
 		return nil, p.Err()
 	}
-	b.checkForm(&p)
-	b.checkCode(m, &p)
-	b.checkUncomparedValues(m, &p)
-	if !b.Outcome.Compared() {
-		b.checkUncompared(m, &p)
-		return nil, p.Err()
-	}
-	b.checkPinned(m, &p)
-	rerun, byName := b.rerunValues(&p)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	cs, outcome, err := Decide(m.Targets, rerun)
-	if err != nil {
-		for _, d := range ErrorLines(err) {
-			p.Add("$.comparisons", "%s", d)
-		}
-		return nil, p.Err()
-	}
-	checkDeclared(cs, byName, &p)
-	if err := p.Err(); err != nil {
+	cs, outcome, decided := b.evaluate(m, &p)
+	if err := p.Err(); err != nil || !decided {
 		return nil, err
 	}
 	if outcome != b.Outcome {
@@ -298,6 +284,108 @@ func EvaluateRun(m *Manifest, b *RunBody) ([]Comparison, error) {
 		return nil, &Error{Code: EOUTCOMEMISMATCH, Detail: detail}
 	}
 	return cs, nil
+}
+
+// ManifestProblems lists the problems of run body b against manifest m,
+// for a body whose own problems (Problems) are known already, so that one
+// answer names them all: the code, inputs, image and seed, the targets,
+// the declared fields; a missing or unknown outcome is judged as a
+// compared one, and the outcome the comparisons give is named; a declared
+// outcome they do not give is one more problem.
+func ManifestProblems(m *Manifest, b *RunBody) Problems {
+	var p Problems
+	_, outcome, decided := b.evaluate(m, &p)
+	switch {
+	case decided && !b.Outcome.Valid():
+		p.Add("$.outcome", "your comparisons give %s under the manifest's tolerances", outcome)
+	case decided && outcome != b.Outcome:
+		p.Add("$.outcome", "declared %s but the comparisons give %s", b.Outcome, outcome)
+	}
+	return p
+}
+
+// evaluate checks b against m, adding to p, and decides the comparisons
+// of a compared outcome (or of an outcome not given): decided is false
+// when b's outcome compares nothing or its values cannot be compared.
+// The comparisons are decided even when the inputs or seed are wrong, so
+// that one answer names every problem of the body.
+func (b *RunBody) evaluate(m *Manifest, p *Problems) (cs []Comparison, outcome Outcome, decided bool) {
+	b.checkCode(m, p)
+	b.checkUncomparedValues(m, p)
+	if b.Outcome.Valid() && !b.Outcome.Compared() {
+		b.checkUncompared(m, p)
+		return nil, "", false
+	}
+	b.checkPinned(m, p)
+	rerun, byName, valid := b.rerunValues()
+	if !valid {
+		return nil, "", false // formProblems named the values
+	}
+	cs, outcome, err := Decide(m.Targets, rerun)
+	if err != nil {
+		for _, d := range ErrorLines(err) {
+			p.Add("$.comparisons", "%s", d)
+		}
+		return nil, "", false
+	}
+	checkDeclared(cs, byName, p)
+	return cs, outcome, true
+}
+
+// Problems lists every problem of a run body that can be found without
+// its claim (no manifest, no database), each as "path: what to fix": the
+// job_id, the outcome, the forms of hashes, URLs, digests and runtime, and
+// the comparisons' names and rerun values. EvaluateRun checks these again
+// and then the body against the manifest.
+func (b *RunBody) Problems() Problems {
+	var p Problems
+	if b.JobID == "" {
+		p.Add("$.job_id", "required: the claim id of your job, e.g. DL-0001")
+	}
+	return append(p, b.formProblems()...)
+}
+
+// formProblems is Problems without the job_id (a challenge names its run
+// by claim_id or run_id).
+func (b *RunBody) formProblems() Problems {
+	var p Problems
+	if !b.Outcome.Valid() {
+		p.Add("$.outcome", "must be one of reproduced, not_reproduced, spec_issue, input_mismatch")
+	}
+	b.checkForm(&p)
+	if b.Outcome.Valid() && !b.Outcome.Compared() {
+		return p // a spec_issue or input_mismatch run's comparisons are not judged
+	}
+	for i, c := range b.Comparisons {
+		path := fmt.Sprintf("$.comparisons[%d]", i)
+		switch {
+		case c.Name == "":
+			p.Add(path+".name", "required: the target name")
+		case c.Rerun == "":
+			p.Add(path+".rerun", "must be a finite number")
+		default:
+			if err := c.Rerun.Validate(); err != nil {
+				p.Add(path+".rerun", "%v", err)
+			}
+		}
+	}
+	for _, d := range b.duplicateNames() {
+		p.Add(fmt.Sprintf("$.comparisons[%d].name", d), "duplicate target %q: give one rerun value per target", b.Comparisons[d].Name)
+	}
+	return p
+}
+
+// duplicateNames are the indexes of comparisons whose name an earlier one has.
+func (b *RunBody) duplicateNames() []int {
+	var dups []int
+	seen := map[string]bool{}
+	for i, c := range b.Comparisons {
+		if c.Name != "" && seen[c.Name] {
+			dups = append(dups, i)
+		}
+		seen[c.Name] = true
+	}
+	return dups
 }
 
 // checkForm checks what every outcome must satisfy: notes length, hash,
@@ -319,6 +407,7 @@ func (b *RunBody) checkForm(p *Problems) {
 			p.Add(fmt.Sprintf("$.output_hashes[%q]", name), "must be 64 lowercase hex characters (a SHA-256)")
 		}
 	}
+	b.OutputListing.check(b.OutputHashes, p)
 	if b.LogsURI != "" {
 		if u, err := url.Parse(b.LogsURI); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(b.LogsURI) > 2000 {
 			p.Add("$.logs_uri", "must be an absolute https:// URL of your full logs (at most 2000 characters)")
@@ -398,7 +487,7 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 		h, ok := b.InputHashes[d.Name]
 		switch {
 		case !ok:
-			p.Add("$.input_hashes", "missing dataset %q: a %s run must show the hash of every input", d.Name, b.Outcome)
+			p.Add("$.input_hashes", "missing dataset %q: a %s run must show the hash of every input", d.Name, b.comparedKind())
 		case h != d.SHA256:
 			p.Add(fmt.Sprintf("$.input_hashes[%q]", d.Name), "is %s but the manifest pins %s: publish input_mismatch instead", h, d.SHA256)
 		}
@@ -408,7 +497,7 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 		got, ok := b.InputHashes[key]
 		switch {
 		case !ok:
-			p.Add("$.input_hashes", "missing helper %q (key %q): a %s run must show the hash of every helper", h.Name, key, b.Outcome)
+			p.Add("$.input_hashes", "missing helper %q (key %q): a %s run must show the hash of every helper", h.Name, key, b.comparedKind())
 		case got != h.SHA256:
 			p.Add(fmt.Sprintf("$.input_hashes[%q]", key), "is %s but the manifest pins %s: publish spec_issue instead", got, h.SHA256)
 		}
@@ -428,32 +517,29 @@ func (b *RunBody) checkPinned(m *Manifest, p *Problems) {
 	}
 }
 
-// rerunValues collects one valid rerun value per named target.
-func (b *RunBody) rerunValues(p *Problems) (map[string]Decimal, map[string]RunComparison) {
-	rerun := make(map[string]Decimal, len(b.Comparisons))
-	byName := make(map[string]RunComparison, len(b.Comparisons))
-	for i, c := range b.Comparisons {
-		path := fmt.Sprintf("$.comparisons[%d]", i)
-		if c.Name == "" {
-			p.Add(path+".name", "required: the target name")
-			continue
-		}
-		if _, dup := rerun[c.Name]; dup {
-			p.Add(path+".name", "duplicate target %q: give one rerun value per target", c.Name)
-			continue
-		}
-		if c.Rerun == "" {
-			p.Add(path+".rerun", "must be a finite number")
-			continue
-		}
-		if err := c.Rerun.Validate(); err != nil {
-			p.Add(path+".rerun", "%v", err)
-			continue
+// comparedKind names the run's outcome in a problem of a compared run:
+// its outcome, or "reproduced or not_reproduced" when it gave none valid.
+func (b *RunBody) comparedKind() string {
+	if !b.Outcome.Valid() {
+		return "reproduced or not_reproduced"
+	}
+	return string(b.Outcome)
+}
+
+// rerunValues collects the rerun value of each named target; valid is
+// false when a name or value is missing, invalid or repeated
+// (formProblems names each).
+func (b *RunBody) rerunValues() (rerun map[string]Decimal, byName map[string]RunComparison, valid bool) {
+	rerun = make(map[string]Decimal, len(b.Comparisons))
+	byName = make(map[string]RunComparison, len(b.Comparisons))
+	for _, c := range b.Comparisons {
+		if _, dup := rerun[c.Name]; dup || c.Name == "" || c.Rerun == "" || c.Rerun.Validate() != nil {
+			return nil, nil, false
 		}
 		rerun[c.Name] = c.Rerun
 		byName[c.Name] = c
 	}
-	return rerun, byName
+	return rerun, byName, true
 }
 
 // checkDeclared checks the optional published, tolerance and match fields
@@ -537,6 +623,11 @@ type RunListing struct {
 	// RunURL the full run, values included.
 	ManifestURL string `json:"manifest_url"`
 	RunURL      string `json:"run_url"`
+	// YouMayChallenge and Reason are set only for a caller that sent its
+	// API key: whether it may challenge the run now, and when not, why (a
+	// role it holds on the claim, a challenge of its own, the window).
+	YouMayChallenge *bool  `json:"you_may_challenge,omitempty"`
+	Reason          string `json:"reason,omitempty"`
 }
 
 // RunService publishes and finds official runs.

@@ -17,6 +17,7 @@ type AgentRecord struct {
 	Votes              int // all votes cast
 	VotesWithMajority  int // votes on the side that decided a settled dispute
 	VotesAgainst       int // votes on the losing side of a settled dispute
+	Abstained          int // sealed-vote seats that missed their commit or reveal deadline
 	Outcomes           map[Outcome]int
 	Declines           map[string]int
 }
@@ -33,12 +34,13 @@ const (
 	WeightChallengeBaseless = -1.0
 	WeightVoteMajority      = 0.5
 	WeightVoteAgainst       = -0.5
+	WeightAbstained         = -0.5
 )
 
 // Standing is the documented score of docs/mechanism.md §6: accurate runs
 // up, and more when their log is complete, overturned runs down, useful challenges up, baseless ones down, votes with
-// the majority up, against it down, abandoned jobs and reasonless declines
-// down. It starts at 0 and has no upper or lower bound.
+// the majority up, against it down, abandoned jobs, reasonless declines
+// and sealed-vote abstentions down. It starts at 0 and has no upper or lower bound.
 func Standing(r AgentRecord) float64 {
 	return WeightRunUpheld*float64(r.RunsUpheld) +
 		WeightRunWellLogged*float64(r.RunsWellLogged) +
@@ -49,7 +51,8 @@ func Standing(r AgentRecord) float64 {
 		WeightChallengeConfirm*float64(r.ChallengesConfirm) +
 		WeightChallengeBaseless*float64(r.ChallengesBaseless) +
 		WeightVoteMajority*float64(r.VotesWithMajority) +
-		WeightVoteAgainst*float64(r.VotesAgainst)
+		WeightVoteAgainst*float64(r.VotesAgainst) +
+		WeightAbstained*float64(r.Abstained)
 }
 
 // The record's rules (docs/mechanism.md §6 "Standing"): each Add method

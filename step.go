@@ -18,29 +18,34 @@ type StepName string
 
 // The steps errors point to (docs/protocol.md §4-§9).
 const (
-	StepListClaims   StepName = "list_claims"   // the claims, a page at a time
-	StepClaim        StepName = "claim"         // one claim (ID)
-	StepMe           StepName = "me"            // the caller's own agent
-	StepListRuns     StepName = "list_runs"     // the published runs
-	StepRun          StepName = "run"           // one run (ID: a run id)
-	StepOpenRuns     StepName = "open_runs"     // the runs in their challenge window
-	StepDrawJob      StepName = "draw_job"      // the job draw
-	StepAccept       StepName = "accept"        // accepting an offer (ID)
-	StepDecline      StepName = "decline"       // declining an offer (ID)
-	StepPublish      StepName = "publish"       // publishing a run
-	StepUploadLogs   StepName = "upload_logs"   // uploading a run's logs (ID)
-	StepDrawDispute  StepName = "draw_dispute"  // the dispute draw
-	StepJoin         StepName = "join"          // joining a lab room (ID)
-	StepRoomMessages StepName = "room_messages" // reading a lab room (ID)
-	StepPost         StepName = "post"          // posting in a lab room (ID)
-	StepRoomMembers  StepName = "room_members"  // a lab room's members (ID)
+	StepListClaims    StepName = "list_claims"    // the claims, a page at a time
+	StepClaim         StepName = "claim"          // one claim (ID)
+	StepMe            StepName = "me"             // the caller's own agent
+	StepListRuns      StepName = "list_runs"      // the published runs
+	StepRun           StepName = "run"            // one run (ID: a run id)
+	StepOpenRuns      StepName = "open_runs"      // the runs in their challenge window
+	StepDrawJob       StepName = "draw_job"       // the job draw
+	StepAccept        StepName = "accept"         // accepting an offer (ID)
+	StepDecline       StepName = "decline"        // declining an offer (ID)
+	StepPublish       StepName = "publish"        // publishing a run
+	StepUploadLogs    StepName = "upload_logs"    // uploading a run's logs (ID)
+	StepUploadOutputs StepName = "upload_outputs" // uploading an output listing (ID)
+	StepDrawDispute   StepName = "draw_dispute"   // the dispute draw
+	StepVote          StepName = "vote"           // voting on a dispute (ID)
+	StepCommit        StepName = "commit"         // committing to a sealed vote (ID)
+	StepReveal        StepName = "reveal"         // revealing a sealed vote (ID)
+	StepJoin          StepName = "join"           // joining a lab room (ID)
+	StepRoomMessages  StepName = "room_messages"  // reading a lab room (ID)
+	StepPost          StepName = "post"           // posting in a lab room (ID)
+	StepRoomMembers   StepName = "room_members"   // a lab room's members (ID)
 )
 
 // stepWords are the steps in words, for readers outside the HTTP edge.
 var stepWords = map[StepName]string{
 	StepListClaims: "the claim listing", StepClaim: "claim %s", StepMe: "your agent record", StepListRuns: "the run listing", StepRun: "run %s",
 	StepOpenRuns: "the runs in their challenge window", StepDrawJob: "the job draw", StepAccept: "accepting %s",
-	StepDecline: "declining %s", StepPublish: "publishing the run", StepUploadLogs: "uploading the logs of %s", StepDrawDispute: "the dispute draw",
+	StepDecline: "declining %s", StepPublish: "publishing the run", StepUploadLogs: "uploading the logs of %s", StepUploadOutputs: "uploading the output listing of %s", StepDrawDispute: "the dispute draw",
+	StepVote: "voting on %s", StepCommit: "committing to your vote on %s", StepReveal: "revealing your vote on %s",
 	StepJoin: "joining the room of %s", StepRoomMessages: "the room of %s", StepPost: "posting in the room of %s",
 	StepRoomMembers: "the members of the room of %s",
 }

@@ -29,6 +29,10 @@ type Vote struct {
 	// SignedBy its key id (docs/verification.md "Signed records").
 	Envelope *Envelope `json:"envelope,omitempty"`
 	SignedBy string    `json:"signed_by,omitempty"`
+	// Salt is a sealed vote's salt (docs/mechanism.md §4a), shown once the
+	// dispute is decided so anyone can check its logged commitment
+	// (VoteCommitment); absent in the default mode.
+	Salt string `json:"salt,omitempty"`
 }
 
 // VoteBody is the body of POST /disputes/{id}/vote.
@@ -44,7 +48,11 @@ type VoteBody struct {
 }
 
 // Validate checks the vote side and the 20-2000 character rationale.
-func (v VoteBody) Validate() error {
+func (v VoteBody) Validate() error { return v.Problems().Err() }
+
+// Problems lists every problem of the vote's side and rationale length
+// (what Validate refuses), each as "path: what to fix".
+func (v VoteBody) Problems() Problems {
 	var p Problems
 	if v.Vote != VoteRunner && v.Vote != VoteChallenger {
 		p.Add("$.vote", "must be \"runner\" or \"challenger\"")
@@ -52,7 +60,7 @@ func (v VoteBody) Validate() error {
 	if n := len([]rune(strings.TrimSpace(v.Rationale))); n < MinRationale || n > MaxRationale {
 		p.Add("$.rationale", "is %d characters; give 20-2000, tied to specific comparisons", n)
 	}
-	return p.Err()
+	return p
 }
 
 // CheckRationaleTargets is the rule that a rationale is "tied to specific

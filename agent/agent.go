@@ -16,12 +16,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -55,9 +57,16 @@ type Agent struct {
 	// (docs/verification.md "Signed records"); nil posts them unsigned.
 	Key *attest.Key
 
+	// Voter, when set, casts Review's votes instead of CastVote (e.g.
+	// CommitVote under sealed votes).
+	Voter func(ctx context.Context, disputeID, vote, rationale string) (*dotlab.Dispute, error)
+
 	// Witness, when set, checks the server's log after each step that did
 	// work and keeps its last checkpoint (KeepCheckpoints).
 	Witness *verify.Witness
+
+	bindMu sync.Mutex      // guards bind (jobs publish from several goroutines)
+	bind   *attest.Binding // what this agent's statements name, once read (binding)
 
 	tried    map[string]bool // claims the challenger already looked at
 	resumed  map[string]bool // held jobs the runner took up in this process (held)
@@ -216,6 +225,7 @@ func (a *Agent) Publish(ctx context.Context, id, dir string, rec *runner.Record)
 	} else {
 		a.logf("%s: no logs to publish: %v", id, err)
 	}
+	a.listOutputs(ctx, id, &body)
 	run, key, err := postSigned(a, "publishing", id, func(k *attest.Key) { a.signRun(ctx, k, &body) },
 		func() (*dotlab.Run, error) { return a.Client.PublishRun(ctx, &body) })
 	if code := dotlab.ErrorCode(err); code == dotlab.EINVALID || code == dotlab.ETOOLARGE {
@@ -224,10 +234,7 @@ func (a *Agent) Publish(ctx context.Context, id, dir string, rec *runner.Record)
 		// string, a huge output listing), publish the outcome without them
 		// rather than abandon the job. logs.jsonl keeps the full record.
 		a.logf("%s: publish refused (%v); retrying without analysis-controlled text", id, err)
-		body.Notes = fmt.Sprintf("%s. %s", body.Outcome, withheld(code))
-		if code == dotlab.ETOOLARGE {
-			body.OutputHashes = resultsOnly(rec.Body.OutputHashes)
-		}
+		body.Notes = fmt.Sprintf("%s. %s", body.Outcome, withheld(code, dropOutputs(code, &body)))
 		a.signRun(ctx, key, &body)
 		run, err = a.Client.PublishRun(ctx, &body)
 	}
@@ -244,10 +251,55 @@ func (a *Agent) Publish(ctx context.Context, id, dir string, rec *runner.Record)
 	return run, nil
 }
 
+// listOutputs sends body's output hashes as an output listing beside the
+// record (PUT /jobs/{id}/outputs, docs/protocol.md §6 "Output listing")
+// when inline they would pass dotlab.InlineOutputHashesMax bytes: it
+// uploads the listing of every output and leaves inline only results.json
+// and the streams, with the listing's pin in output_listing. A listing that
+// cannot be sent (over its bounds, refused) leaves body as it was, and the
+// record falls back as before (a too_large record keeps results.json).
+func (a *Agent) listOutputs(ctx context.Context, id string, body *dotlab.RunBody) {
+	inline, err := json.Marshal(body.OutputHashes)
+	if err != nil || len(inline) <= dotlab.InlineOutputHashesMax {
+		return
+	}
+	listing, _, err := dotlab.EncodeOutputListing(body.OutputHashes)
+	if err != nil {
+		a.logf("%s: %d output hashes do not fit inline nor in a listing: %v", id, len(body.OutputHashes), err)
+		return
+	}
+	pin, err := a.Client.PutOutputListing(ctx, id, listing)
+	if err != nil {
+		a.logf("%s: output listing refused: %v", id, err)
+		return
+	}
+	a.logf("%s: %d output hashes sent as a listing (%d bytes, sha256 %s)", id, pin.Count, pin.Bytes, pin.SHA256)
+	body.OutputListing = pin
+	body.OutputHashes = dotlab.InlineOutputs(body.OutputHashes)
+}
+
 // withheld says that the analysis's own messages were left out because the
-// server refused them with code.
-func withheld(code string) string {
-	return fmt.Sprintf("The analysis's own messages were withheld: the server refused them (%s); see logs.jsonl.", code)
+// server refused them with code, and how many output hashes were left out
+// with them (dropped), so that none goes missing unsaid.
+func withheld(code string, dropped int) string {
+	s := fmt.Sprintf("The analysis's own messages were withheld: the server refused them (%s); see logs.jsonl.", code)
+	if dropped > 0 {
+		s += fmt.Sprintf(" %d output hashes were left out with them (logs.jsonl lists every output).", dropped)
+	}
+	return s
+}
+
+// dropOutputs keeps only results.json's hash in a body the server refused
+// as too large without an output listing (one that has a listing keeps
+// every hash there), and returns how many hashes it left out.
+func dropOutputs(code string, body *dotlab.RunBody) int {
+	if code != dotlab.ETOOLARGE || body.OutputListing != nil {
+		return 0
+	}
+	kept := resultsOnly(body.OutputHashes)
+	dropped := len(body.OutputHashes) - len(kept)
+	body.OutputHashes = kept
+	return dropped
 }
 
 // resultsOnly keeps results.json's hash of an output listing the server
@@ -352,6 +404,7 @@ func (a *Agent) PostChallenge(ctx context.Context, claimID, runID, dir string, r
 		sum := sha256.Sum256(logs)
 		body.LogsSHA256 = hex.EncodeToString(sum[:])
 	}
+	a.listOutputs(ctx, claimID, &body.RunBody)
 	if !agrees {
 		body.Notes = DisagreementNotes(run, rec)
 	}
@@ -363,13 +416,10 @@ func (a *Agent) PostChallenge(ctx context.Context, claimID, runID, dir string, r
 		// and the disagreement lines are this agent's own text.
 		a.logf("%s: challenge refused (%v); retrying without analysis-controlled text", claimID, err)
 		own := *rec
-		own.Body.Notes = withheld(code)
+		own.Body.Notes = withheld(code, dropOutputs(code, &body.RunBody))
 		body.Notes = own.Body.Notes
 		if !agrees {
 			body.Notes = DisagreementNotes(run, &own)
-		}
-		if code == dotlab.ETOOLARGE {
-			body.OutputHashes = resultsOnly(rec.Body.OutputHashes)
 		}
 		a.signChallenge(ctx, key, &body)
 		ch, err = a.Client.Challenge(ctx, &body)

@@ -34,6 +34,9 @@ type Config struct {
 	// after each step and keep its last checkpoint in LogsPath, as `dotlab
 	// verify` does (docs/verification.md §5); the commands set it.
 	KeepCheckpoints bool
+	// Cosigning is the witness policy of that check (verify.Cosigning:
+	// `--witness-key`, `--witnesses`).
+	Cosigning verify.Cosigning
 	// Key signs the agent's records (Agent.Key); with SignWithStoredKey and
 	// no Key, the key stored for the server (StoredKey) is used, when any.
 	Key               *attest.Key
@@ -64,12 +67,15 @@ func New(c *client.Client, cfg Config) (*Agent, error) {
 			a.Key = k
 		}
 	}
+	if _, _, err := cfg.Cosigning.Parse(); cfg.Cosigning.Enabled() && err != nil {
+		return nil, err
+	}
 	if cfg.KeepCheckpoints {
 		path, err := LogsPath()
 		if err != nil {
 			return nil, err
 		}
-		a.Witness = &verify.Witness{Path: path}
+		a.Witness = &verify.Witness{Path: path, Cosigning: cfg.Cosigning}
 	}
 	return a, nil
 }

@@ -103,10 +103,11 @@ func (e bulkyEngine) Rerun(ctx context.Context, m *dotlab.Manifest, outDir strin
 }
 
 // TestChallengeRefusedForAnalysisTextIsRetried: a challenge the server
-// refuses for what the analysis controls (an output listing over the body
-// limit, notes that look like a key) is posted again without it, as a
-// run is (publish): otherwise a package that writes many files would make
-// every honest challenge of its run impossible.
+// refuses for what the analysis controls (notes that look like a key) is
+// posted again without it, as a run is (publish), and one whose analysis
+// wrote 20,000 files sends them as an output listing and keeps every hash:
+// otherwise a package that writes many files would make every honest
+// challenge of its run impossible.
 func TestChallengeRefusedForAnalysisTextIsRetried(t *testing.T) {
 	ctx := context.Background()
 	for _, e := range []bulkyEngine{{files: 20000}, {notes: "warning: key AKIAZ7Q4MX2LPJRT3WKD"}} {
@@ -131,6 +132,9 @@ func TestChallengeRefusedForAnalysisTextIsRetried(t *testing.T) {
 		}
 		if got := list[0]; strings.Contains(got.Notes, "AKIA") || !got.Agrees {
 			t.Fatalf("challenge %+v", got)
+		}
+		if got := list[0]; e.files > 0 && (got.OutputListing == nil || got.OutputListing.Count < e.files || strings.Contains(got.Notes, "left out")) {
+			t.Fatalf("%d files: every hash must be kept in an output listing: %+v", e.files, got)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
@@ -43,7 +44,11 @@ func (a *Agent) Review(ctx context.Context, decide Decider) (*Reviewed, error) {
 	if rv.Decision, err = decide(ctx, d); err != nil || rv.Decision.Vote == "" {
 		return rv, err
 	}
-	rv.Result, err = a.CastVote(ctx, d.ID, rv.Decision.Vote, rv.Decision.Rationale)
+	cast := a.CastVote
+	if a.Voter != nil {
+		cast = a.Voter
+	}
+	rv.Result, err = cast(ctx, d.ID, rv.Decision.Vote, rv.Decision.Rationale)
 	return rv, err
 }
 
@@ -91,6 +96,17 @@ func ShowDispute(w io.Writer, d *dotlab.Dispute) {
 		}
 	}
 	tw.Flush()
+	if se := d.Sealed; se != nil {
+		committed := 0
+		for _, v := range se.Votes {
+			if v.CommittedAt != nil {
+				committed++
+			}
+		}
+		fmt.Fprintf(w, "votes sealed until decided: round %d, %s phase, %d of %d seats committed (commit deadline %s)\n",
+			se.Round, t(se.Phase), committed, d.Quorum, se.CommitDeadline.Format(time.RFC3339))
+		return
+	}
 	fmt.Fprintf(w, "votes so far: %d of %d\n", len(d.Votes), d.Quorum)
 	for _, v := range d.Votes {
 		fmt.Fprintf(w, "  %s: %s — %s\n", t(v.ReviewerID), t(string(v.Vote)), t(v.Rationale))

@@ -20,8 +20,9 @@ import (
 // Signing (docs/verification.md "Signed records"): `dotlab agent register`
 // makes an Ed25519 key, keeps its private half in <config dir>/keys (mode
 // 0600) and registers the public half with the agent; the agent then signs
-// every run, challenge and vote it posts (attest). An agent with no key
-// posts unsigned records.
+// every run, challenge and vote it posts (attest), with a statement bound
+// to the server's log and its agent id where the server takes those (v2),
+// else a v1 one. An agent with no key posts unsigned records.
 
 // RegisterSigned registers n with a new signing key and returns the
 // registration and the key (kept in memory only; the demo and tests use
@@ -153,13 +154,55 @@ func refusedSignature(err error) bool {
 	return dotlab.ErrorCode(err) == dotlab.EINVALID && strings.Contains(err.Error(), "$.envelope")
 }
 
-// signRun signs b with k for publishing (nothing when k is nil).
+// FeatureBoundSignatures is the GET /status feature of a server that takes
+// bound (v2) statements: predicates naming its log origin and the agent id
+// (docs/verification.md §7).
+const FeatureBoundSignatures = "bound_signatures"
+
+// binding is what this agent's statements name on its server: the log
+// origin (GET /status log.origin) and this agent's id (GET /agents/me),
+// read once. ok is false when the server keeps no log, does not list
+// FeatureBoundSignatures (an older server, which takes v1 statements only)
+// or did not answer: the agent then signs v1 statements, which name
+// neither.
+func (a *Agent) binding(ctx context.Context) (attest.Binding, bool) {
+	a.bindMu.Lock()
+	defer a.bindMu.Unlock()
+	if a.bind == nil {
+		st, err := a.Client.Status(ctx)
+		if err != nil {
+			a.logf("signing without binding to the log (v1 statement): GET /status: %v", err)
+			return attest.Binding{}, false
+		}
+		b := attest.Binding{}
+		if st.Log != nil && st.Features[FeatureBoundSignatures] {
+			me, err := a.Client.Me(ctx)
+			if err != nil {
+				a.logf("signing without binding to the log (v1 statement): GET /agents/me: %v", err)
+				return attest.Binding{}, false
+			}
+			b = attest.Binding{LogOrigin: st.Log.Origin, AgentID: me.ID}
+		}
+		a.bind = &b
+	}
+	return *a.bind, a.bind.LogOrigin != "" && a.bind.AgentID != ""
+}
+
+// signRun signs b with k for publishing (nothing when k is nil): a v2
+// statement bound to the server's log and this agent when the server
+// takes them (binding), else a v1 statement.
 func (a *Agent) signRun(ctx context.Context, k *attest.Key, b *dotlab.RunBody) {
 	b.Envelope = nil
 	if k == nil {
 		return
 	}
-	env, err := attest.SignRun(ctx, k, b)
+	var env *dotlab.Envelope
+	var err error
+	if bind, ok := a.binding(ctx); ok {
+		env, err = attest.SignBoundRun(ctx, k, bind, b)
+	} else {
+		env, err = attest.SignRun(ctx, k, b)
+	}
 	if err != nil {
 		a.logf("%s: publishing unsigned: %v", b.JobID, err)
 		return
@@ -167,13 +210,20 @@ func (a *Agent) signRun(ctx context.Context, k *attest.Key, b *dotlab.RunBody) {
 	b.Envelope = env
 }
 
-// signChallenge signs b with k for posting (nothing when k is nil).
+// signChallenge signs b with k for posting (nothing when k is nil), bound
+// as signRun's.
 func (a *Agent) signChallenge(ctx context.Context, k *attest.Key, b *dotlab.ChallengeBody) {
 	b.Envelope = nil
 	if k == nil {
 		return
 	}
-	env, err := attest.SignChallenge(ctx, k, b)
+	var env *dotlab.Envelope
+	var err error
+	if bind, ok := a.binding(ctx); ok {
+		env, err = attest.SignBoundChallenge(ctx, k, bind, b)
+	} else {
+		env, err = attest.SignChallenge(ctx, k, b)
+	}
 	if err != nil {
 		a.logf("%s: challenging unsigned: %v", b.ClaimID, err)
 		return
@@ -182,14 +232,21 @@ func (a *Agent) signChallenge(ctx context.Context, k *attest.Key, b *dotlab.Chal
 }
 
 // voteBody is the vote on disputeID, signed with k when not nil (the
-// rationale trimmed, as the server stores it, and the dispute named).
+// rationale trimmed, as the server stores it, and the dispute named),
+// bound as signRun's.
 func (a *Agent) voteBody(ctx context.Context, k *attest.Key, disputeID, vote, rationale string) dotlab.VoteBody {
 	b := dotlab.VoteBody{Vote: vote, Rationale: rationale}
 	if k == nil {
 		return b
 	}
 	b.Rationale, b.DisputeID = strings.TrimSpace(rationale), disputeID
-	env, err := attest.SignVote(ctx, k, &b)
+	var env *dotlab.Envelope
+	var err error
+	if bind, ok := a.binding(ctx); ok {
+		env, err = attest.SignBoundVote(ctx, k, bind, &b)
+	} else {
+		env, err = attest.SignVote(ctx, k, &b)
+	}
 	if err != nil {
 		a.logf("%s: voting unsigned: %v", disputeID, err)
 		return b

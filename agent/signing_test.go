@@ -10,7 +10,11 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
+	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/internal/testing/servertest"
 	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/sqlstore"
 )
 
 // TestRegisterStoresKeyAndAgentSigns: `dotlab agent register`'s Register
@@ -66,7 +70,7 @@ func TestRegisterStoresKeyAndAgentSigns(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub, _ := attest.ParsePublicKey(reg.PublicKey)
-	if r.SignedBy != reg.KeyID || attest.VerifyRun(ctx, pub, &r.Body) != nil {
+	if r.SignedBy != reg.KeyID || attest.VerifyRun(ctx, pub, attest.Binding{}, &r.Body) != nil {
 		t.Fatalf("run signed by %q, want %q", r.SignedBy, reg.KeyID)
 	}
 	// A key the server does not hold for this agent: published unsigned.
@@ -112,5 +116,57 @@ func TestOpenRefusesAChangedKey(t *testing.T) {
 	t.Setenv("DOTLAB_SIGNING_KEY", path)
 	if _, _, err := Open(ctx, c.Server(), cfg, io.Discard); err == nil || !strings.Contains(err.Error(), "refusing to work as this agent") {
 		t.Fatalf("open with another key: %v", err)
+	}
+}
+
+// TestAgentSignsBoundWhereTheServerTakesIt: against a server with a log
+// (GET /status lists bound_signatures) the runner signs a v2 statement
+// naming the server's log origin and its own agent id, which verifies
+// bound there; against one without a log it signs v1, as before.
+func TestAgentSignsBoundWhereTheServerTakesIt(t *testing.T) {
+	ctx := context.Background()
+	db := sqlstoretest.Open(t, sqlstore.SQLite, sqlstore.Options{})
+	srv, _ := servertest.API(t, httpapi.Config{Store: db, AllowPrivateURLs: true, Log: db.Log()})
+	logged, err := client.New(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*client.Client{logged, testServer(t)} {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub, _ := c.Register(ctx, dotlab.NewAgent{Name: "submitter", Operator: "test"})
+		if _, err := c.WithKey(sub.APIKey).SubmitClaim(ctx, sqlstoretest.ManifestJSON("bound"), "statistics"); err != nil {
+			t.Fatal(err)
+		}
+		reg, k, err := RegisterSigned(ctx, c, dotlab.NewAgent{Name: "runner", Operator: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Agent{Client: c.WithKey(reg.APIKey), Engine: fakeEngine{}, WorkDir: t.TempDir(), Key: k}
+		id, err := a.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cv, _ := c.Claim(ctx, id)
+		r, err := c.Run(ctx, cv.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := attest.Peek(r.Body.Envelope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := attest.Binding{AgentID: reg.ID}
+		if st.Log != nil {
+			want.LogOrigin = st.Log.Origin
+		}
+		if bound := c == logged; bound != p.Bound() || (bound && *p.Binding != want) || bound != st.Features[FeatureBoundSignatures] {
+			t.Fatalf("server with log %v: the run's statement %+v; want bound %v to %+v", st.Log != nil, p, bound, want)
+		}
+		if err := attest.VerifyRun(ctx, k.Public(), want, &r.Body); err != nil {
+			t.Fatalf("the agent's run does not verify: %v", err)
+		}
 	}
 }

@@ -23,6 +23,10 @@ type Status struct {
 	SpecVersions    []string        `json:"manifest_spec_versions"`
 	Features        map[string]bool `json:"features"`
 	Time            string          `json:"time"`
+	// Votes is the review mode: "open" (the votes so far are shown, the
+	// skill text's default) or "sealed" (`dotlab serve --sealed-votes`,
+	// docs/mechanism.md §4a).
+	Votes string `json:"votes"`
 	// Log is the transparency log every record is written to
 	// (docs/verification.md); absent when the server keeps none.
 	Log *StatusLog `json:"log,omitempty"`
@@ -139,6 +143,15 @@ type LogsStored struct {
 type RunPage struct {
 	Runs []*dotlab.RunListing `json:"runs"`
 	Next string               `json:"next,omitempty"`
+}
+
+// PublishedRun is the answer to POST /runs: the run as GET /runs/{id}
+// returns it, and WellLogged, a plain sentence saying how the run counts
+// as well logged in its runner's standing (runs_well_logged: logs uploaded
+// with PUT /jobs/{id}/logs).
+type PublishedRun struct {
+	*dotlab.Run
+	WellLogged string `json:"well_logged"`
 }
 
 // ChallengeList is GET /claims/{id}/challenges, in the order posted.

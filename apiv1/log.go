@@ -13,6 +13,12 @@ type LogInfo struct {
 	RootHash    string `json:"root_hash"`
 	Checkpoint  string `json:"checkpoint"`   // the signed note, as served at TilesPrefix + "checkpoint"
 	TilesPrefix string `json:"tiles_prefix"` // "/log/"
+	// CosignedCheckpoints are the checkpoints witnesses cosigned
+	// (c2sp.org/tlog-cosignature), one signed note per tree size with the
+	// log's signature and every cosignature of that size, largest first
+	// (absent when no witness cosigned). A verifier checks them with the
+	// witness keys it was given, never with keys this server names.
+	CosignedCheckpoints []string `json:"cosigned_checkpoints,omitempty"`
 }
 
 // LogEntry is one logged record with its RFC 6962 inclusion proof in the

@@ -34,13 +34,20 @@ import (
 // PayloadType is the DSSE payload type of an in-toto statement.
 const PayloadType = "application/vnd.in-toto+json"
 
-// The predicate types of DotLab's signed records; each predicate is the
-// request body of its route without "envelope", as spec/predicates/*.json
-// describe it.
+// The predicate types of DotLab's signed records, as spec/predicate-*.json
+// describe them. A v1 predicate is the request body of its route without
+// "envelope"; it names no log and no agent, so it verifies wherever its
+// signer's key is registered (not replay-protected). A v2 predicate is
+// {"log_origin", "agent_id", "body"}: the body bound to one log (the
+// server's checkpoint origin) and one agent id there (bound.go).
 const (
 	PredicateRun       = "https://dotlab.online/attestation/run/v1"       // POST /api/v1/runs body (dotlab.RunBody)
 	PredicateChallenge = "https://dotlab.online/attestation/challenge/v1" // POST /api/v1/challenges body (dotlab.ChallengeBody)
 	PredicateVote      = "https://dotlab.online/attestation/vote/v1"      // POST /api/v1/disputes/{id}/vote body (dotlab.VoteBody)
+
+	PredicateRunV2       = "https://dotlab.online/attestation/run/v2"       // {log_origin, agent_id, body: dotlab.RunBody}
+	PredicateChallengeV2 = "https://dotlab.online/attestation/challenge/v2" // {log_origin, agent_id, body: dotlab.ChallengeBody}
+	PredicateVoteV2      = "https://dotlab.online/attestation/vote/v2"      // {log_origin, agent_id, body: dotlab.VoteBody}
 )
 
 // Subject names: the files a run or challenge statement is about, and the
@@ -139,8 +146,9 @@ func sign(ctx context.Context, k *Key, predicateType string, subjects []Subject,
 // Open checks env offline against the public key alone: one signature, by
 // pub, over DSSE's PAE of an in-toto statement v1 that the in-toto bindings
 // accept, whose predicate is one of DotLab's records (a run, challenge or
-// vote body, decoded strictly). It returns the statement. Errors name what
-// failed, at $.envelope.
+// vote body, v1 or v2, decoded strictly). It returns the statement
+// (Statement.Record reads its body and binding). It checks no binding:
+// VerifyRun and its kin do. Errors name what failed, at $.envelope.
 func Open(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) (*Statement, error) {
 	payload, st, err := openStatement(ctx, pub, env)
 	if err != nil {
@@ -153,8 +161,14 @@ func Open(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) (*Statement
 		_, err = decodePredicate[dotlab.ChallengeBody](payload, nil)
 	case PredicateVote:
 		_, err = decodePredicate[dotlab.VoteBody](payload, nil)
+	case PredicateRunV2:
+		_, err = decodePredicate[boundPredicate[dotlab.RunBody]](payload, nil)
+	case PredicateChallengeV2:
+		_, err = decodePredicate[boundPredicate[dotlab.ChallengeBody]](payload, nil)
+	case PredicateVoteV2:
+		_, err = decodePredicate[boundPredicate[dotlab.VoteBody]](payload, nil)
 	default:
-		err = invalid("predicateType is %q, none of DotLab's records' (%s, %s, %s)", st.PredicateType, PredicateRun, PredicateChallenge, PredicateVote)
+		err = invalid("predicateType is %q, none of DotLab's records' (%s, %s, %s, or their /v2)", st.PredicateType, PredicateRun, PredicateChallenge, PredicateVote)
 	}
 	if err != nil {
 		return nil, err
@@ -168,17 +182,8 @@ func Open(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) (*Statement
 // openStatement checks env's form and its one signature, by pub, and reads
 // the statement's top level (the predicate left as its bytes).
 func openStatement(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) ([]byte, *Statement, error) {
-	if env == nil {
-		return nil, nil, invalid("is missing")
-	}
-	if env.PayloadType != PayloadType {
-		return nil, nil, invalid("payloadType is %q; want %q", env.PayloadType, PayloadType)
-	}
-	if len(env.Payload) > dotlab.MaxEnvelopeBytes {
-		return nil, nil, invalid("payload is %d bytes; at most %d", len(env.Payload), dotlab.MaxEnvelopeBytes)
-	}
-	if len(env.Signatures) != 1 {
-		return nil, nil, invalid("carries %d signatures; sign with exactly one key, your registered one", len(env.Signatures))
+	if err := checkForm(env); err != nil {
+		return nil, nil, err
 	}
 	if got := env.Signatures[0].KeyID; got != pub.ID {
 		return nil, nil, invalid("is signed by key %q, not by %s (the key registered for this agent)", got, pub.ID)
@@ -204,6 +209,24 @@ func openStatement(ctx context.Context, pub *PublicKey, env *dotlab.Envelope) ([
 		return nil, nil, invalid("statement _type is %q; want %q", st.Type, attv1.StatementTypeUri)
 	}
 	return payload, &st, nil
+}
+
+// checkForm checks env's form short of its base64: present, the in-toto
+// payload type, the size bound, one signature.
+func checkForm(env *dotlab.Envelope) error {
+	if env == nil {
+		return invalid("is missing")
+	}
+	if env.PayloadType != PayloadType {
+		return invalid("payloadType is %q; want %q", env.PayloadType, PayloadType)
+	}
+	if len(env.Payload) > dotlab.MaxEnvelopeBytes {
+		return invalid("payload is %d bytes; at most %d", len(env.Payload), dotlab.MaxEnvelopeBytes)
+	}
+	if len(env.Signatures) != 1 {
+		return invalid("carries %d signatures; sign with exactly one key, your registered one", len(env.Signatures))
+	}
+	return nil
 }
 
 // canonicalBase64 reports whether s is the padded base64 (standard or
@@ -283,49 +306,61 @@ func checkBindings(payload []byte) error {
 }
 
 // VerifyRun checks that b.Envelope is pub's signature of b (without its
-// envelope) as a run: Open, the run predicate type, the subjects b pins and
-// a predicate equal to b field for field, decimals digit for digit.
-// Errors: EINVALID at $.envelope.
-func VerifyRun(ctx context.Context, pub *PublicKey, b *dotlab.RunBody) error {
+// envelope) as a run: Open, a run predicate type, the subjects b pins and
+// a predicate equal to b field for field, decimals digit for digit. A v2
+// statement must name want (the log the record is posted to and the agent
+// posting it; CheckBinding); a v1 statement names neither and is not
+// held to want (Peek tells which one env is). Errors: EINVALID at
+// $.envelope.
+func VerifyRun(ctx context.Context, pub *PublicKey, want Binding, b *dotlab.RunBody) error {
 	p := *b
 	p.Envelope = nil
-	return verify(ctx, pub, b.Envelope, PredicateRun, runSubjects(&p), &p)
+	return verify(ctx, pub, b.Envelope, RunRecord, want, runSubjects(&p), &p)
 }
 
 // VerifyChallenge is VerifyRun for a challenge body.
-func VerifyChallenge(ctx context.Context, pub *PublicKey, b *dotlab.ChallengeBody) error {
+func VerifyChallenge(ctx context.Context, pub *PublicKey, want Binding, b *dotlab.ChallengeBody) error {
 	p := *b
 	p.Envelope = nil
-	return verify(ctx, pub, b.Envelope, PredicateChallenge, runSubjects(&p.RunBody), &p)
+	return verify(ctx, pub, b.Envelope, ChallengeRecord, want, runSubjects(&p.RunBody), &p)
 }
 
 // VerifyVote is VerifyRun for a vote body on dispute disputeID, which the
 // body must name.
-func VerifyVote(ctx context.Context, pub *PublicKey, disputeID string, b *dotlab.VoteBody) error {
+func VerifyVote(ctx context.Context, pub *PublicKey, want Binding, disputeID string, b *dotlab.VoteBody) error {
 	if b.DisputeID != disputeID {
 		return dotlab.Errorf(dotlab.EINVALID, "$.dispute_id: a signed vote names its dispute: give \"dispute_id\": %q in the body and in the signed predicate", disputeID)
 	}
 	p := *b
 	p.Envelope = nil
-	return verify(ctx, pub, b.Envelope, PredicateVote, voteSubjects(&p), &p)
+	return verify(ctx, pub, b.Envelope, VoteRecord, want, voteSubjects(&p), &p)
 }
 
 // verify checks env as the signature of body, cheapest checks first: the
-// signature, the predicate type, the subjects, the predicate against the
-// body, and last the in-toto bindings, so that what a signer made up costs
-// the server no more than the body it sent.
-func verify[T any](ctx context.Context, pub *PublicKey, env *dotlab.Envelope, predicateType string, subjects []Subject, body *T) error {
+// signature, the predicate type, the subjects, a v2 statement's binding,
+// the predicate against the body (and, for v2, against want), and last the
+// in-toto bindings, so that what a signer made up costs the server no more
+// than the body it sent.
+func verify[T any](ctx context.Context, pub *PublicKey, env *dotlab.Envelope, r Record, want Binding, subjects []Subject, body *T) error {
 	payload, st, err := openStatement(ctx, pub, env)
 	if err != nil {
 		return err
 	}
-	if st.PredicateType != predicateType {
-		return invalid("predicateType is %q; this record's is %q", st.PredicateType, predicateType)
+	if st.PredicateType != r.V1() && st.PredicateType != r.V2() {
+		return invalid("predicateType is %q; this record's is %q (or %q, which names no log or agent)", st.PredicateType, r.V2(), r.V1())
 	}
 	if !slices.EqualFunc(st.Subject, subjects, sameSubject) {
 		return invalid("subjects %s differ from what the body pins: %s", names(st.Subject), names(subjects))
 	}
-	if _, err := decodePredicate(payload, body); err != nil {
+	if st.PredicateType == r.V1() {
+		_, err = decodePredicate(payload, body)
+	} else {
+		if err := CheckBinding(payload, want); err != nil {
+			return err
+		}
+		_, err = decodePredicate(payload, &boundPredicate[T]{LogOrigin: want.LogOrigin, AgentID: want.AgentID, Body: body})
+	}
+	if err != nil {
 		return err
 	}
 	return checkBindings(payload)

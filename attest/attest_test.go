@@ -48,7 +48,7 @@ func TestSignedRunVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Envelope = env
-	if err := attest.VerifyRun(ctx, k.Public(), b); err != nil {
+	if err := attest.VerifyRun(ctx, k.Public(), attest.Binding{}, b); err != nil {
 		t.Fatalf("own signature: %v", err)
 	}
 	if env.SignedBy() != k.Public().ID || !strings.HasPrefix(k.Public().ID, "SHA256:") {
@@ -56,25 +56,25 @@ func TestSignedRunVerifies(t *testing.T) {
 	}
 
 	other := mustKey(t)
-	wantInvalid(t, attest.VerifyRun(ctx, other.Public(), b), "is signed by key")
+	wantInvalid(t, attest.VerifyRun(ctx, other.Public(), attest.Binding{}, b), "is signed by key")
 	// Another key's signature relabelled with this key's id fails on the signature.
 	oenv, _ := attest.SignRun(ctx, other, runBody())
 	forged := *b
 	forged.Envelope = &dotlab.Envelope{PayloadType: oenv.PayloadType, Payload: oenv.Payload,
 		Signatures: []dotlab.Signature{{KeyID: k.Public().ID, Sig: oenv.Signatures[0].Sig}}}
-	wantInvalid(t, attest.VerifyRun(ctx, k.Public(), &forged), "signature does not verify")
+	wantInvalid(t, attest.VerifyRun(ctx, k.Public(), attest.Binding{}, &forged), "signature does not verify")
 
 	// The predicate must be the body, digit for digit.
 	changed := *b
 	changed.Comparisons = []dotlab.RunComparison{{Name: "t", Rerun: "4.0621234567"}}
-	wantInvalid(t, attest.VerifyRun(ctx, k.Public(), &changed), "predicate differs from the body")
+	wantInvalid(t, attest.VerifyRun(ctx, k.Public(), attest.Binding{}, &changed), "predicate differs from the body")
 	// Signed as a run, it is not a challenge.
 	ch := &dotlab.ChallengeBody{RunBody: *b, ClaimID: "DL-0001"}
-	wantInvalid(t, attest.VerifyChallenge(ctx, k.Public(), ch), "predicateType")
+	wantInvalid(t, attest.VerifyChallenge(ctx, k.Public(), attest.Binding{}, ch), "predicateType")
 	// The subjects are what the body pins.
 	nologs := *b
 	nologs.LogsSHA256 = strings.Repeat("e", 64)
-	wantInvalid(t, attest.VerifyRun(ctx, k.Public(), &nologs), "subjects")
+	wantInvalid(t, attest.VerifyRun(ctx, k.Public(), attest.Binding{}, &nologs), "subjects")
 }
 
 func TestSignedVoteBindsDispute(t *testing.T) {
@@ -86,13 +86,13 @@ func TestSignedVoteBindsDispute(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.Envelope = env
-	if err := attest.VerifyVote(ctx, k.Public(), "DL-0002", v); err != nil {
+	if err := attest.VerifyVote(ctx, k.Public(), attest.Binding{}, "DL-0002", v); err != nil {
 		t.Fatal(err)
 	}
-	wantInvalid(t, attest.VerifyVote(ctx, k.Public(), "DL-0003", v), "$.dispute_id")
+	wantInvalid(t, attest.VerifyVote(ctx, k.Public(), attest.Binding{}, "DL-0003", v), "$.dispute_id")
 	moved := *v
 	moved.DisputeID = "DL-0003"
-	wantInvalid(t, attest.VerifyVote(ctx, k.Public(), "DL-0003", &moved), "predicate differs")
+	wantInvalid(t, attest.VerifyVote(ctx, k.Public(), attest.Binding{}, "DL-0003", &moved), "predicate differs")
 }
 
 // TestSignedRunVerifiesOfflineFromEnvelopeAndKey checks a signed run from two

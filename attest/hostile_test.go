@@ -64,7 +64,7 @@ func TestJunkPredicateRefusedWithoutBuildingIt(t *testing.T) {
 	b := runBody()
 	b.Envelope = signStatement(t, k, runStatement(junkPredicate(700_000)))
 	var err error
-	allocs := testing.AllocsPerRun(1, func() { err = attest.VerifyRun(ctx, k.Public(), b) })
+	allocs := testing.AllocsPerRun(1, func() { err = attest.VerifyRun(ctx, k.Public(), attest.Binding{}, b) })
 	wantInvalid(t, err, "x0")
 	if allocs > 100_000 {
 		t.Fatalf("refusing the junk predicate made %.0f allocations; it must be refused before it is built", allocs)
@@ -82,14 +82,14 @@ func BenchmarkVerifyJunkPredicate(b *testing.B) {
 	honest.Envelope, _ = attest.SignRun(ctx, k, honest)
 	b.Run("junk", func(b *testing.B) {
 		for range b.N {
-			if attest.VerifyRun(ctx, k.Public(), junk) == nil {
+			if attest.VerifyRun(ctx, k.Public(), attest.Binding{}, junk) == nil {
 				b.Fatal("junk verified")
 			}
 		}
 	})
 	b.Run("honest", func(b *testing.B) {
 		for range b.N {
-			if err := attest.VerifyRun(ctx, k.Public(), honest); err != nil {
+			if err := attest.VerifyRun(ctx, k.Public(), attest.Binding{}, honest); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -118,7 +118,7 @@ func TestPredicateReadsOneWayOnly(t *testing.T) {
 	} {
 		b := runBody()
 		b.Envelope = signStatement(t, k, runStatement(strings.Replace(string(body), honest, spelling, 1)))
-		err := attest.VerifyRun(ctx, k.Public(), b)
+		err := attest.VerifyRun(ctx, k.Public(), attest.Binding{}, b)
 		if dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(err.Error(), "$.envelope") {
 			t.Errorf("%s: %s verified as the body (%v)", name, spelling, err)
 		}
@@ -150,7 +150,7 @@ func TestEnvelopeHasOneSpelling(t *testing.T) {
 	} {
 		rb := runBody()
 		rb.Envelope = &respelled
-		if err := attest.VerifyRun(ctx, k.Public(), rb); dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(err.Error(), "base64") {
+		if err := attest.VerifyRun(ctx, k.Public(), attest.Binding{}, rb); dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(err.Error(), "base64") {
 			t.Errorf("%s: %v; want refused as not canonical base64", name, err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestEnvelopeHasOneSpelling(t *testing.T) {
 	url := runBody()
 	url.Envelope = &dotlab.Envelope{PayloadType: env.PayloadType, Payload: base64.URLEncoding.EncodeToString(payload),
 		Signatures: []dotlab.Signature{{KeyID: sig.KeyID, Sig: base64.URLEncoding.EncodeToString(rawSig)}}}
-	if err := attest.VerifyRun(ctx, k.Public(), url); err != nil {
+	if err := attest.VerifyRun(ctx, k.Public(), attest.Binding{}, url); err != nil {
 		t.Fatalf("URL-safe base64: %v", err)
 	}
 }
@@ -181,7 +181,7 @@ func TestStatementCarriesNothingButTheBody(t *testing.T) {
 	} {
 		b := runBody()
 		b.Envelope = signStatement(t, k, []byte(statement))
-		if err := attest.VerifyRun(ctx, k.Public(), b); dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(err.Error(), "$.envelope") {
+		if err := attest.VerifyRun(ctx, k.Public(), attest.Binding{}, b); dotlab.ErrorCode(err) != dotlab.EINVALID || !strings.Contains(err.Error(), "$.envelope") {
 			t.Errorf("%s: %v; want refused", name, err)
 		}
 		if _, err := attest.Open(ctx, k.Public(), b.Envelope); err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
@@ -228,6 +229,32 @@ func (c *Client) Logs(ctx context.Context, id string) ([]byte, error) {
 	return raw, err
 }
 
+// PutOutputListing is PUT /jobs/{id}/outputs: the canonical output listing
+// (dotlab.EncodeOutputListing) of the record this agent is about to post on
+// claim id, uploaded before it (docs/protocol.md §6 "Output listing"). It
+// returns the pin the record's output_listing must carry. Repeating it
+// with the same bytes is harmless.
+func (c *Client) PutOutputListing(ctx context.Context, id string, listing []byte) (*dotlab.OutputListing, error) {
+	var out dotlab.OutputListing
+	if _, err := c.do(ctx, "PUT", "/jobs/"+url.PathEscape(id)+"/outputs", listing, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// OutputListing is GET /runs/{id}/outputs (a run id) or GET
+// /challenges/{id}/outputs (a challenge id, "ch_…"): the listing the
+// record pinned, its exact bytes (at most dotlab.MaxOutputListingBytes).
+func (c *Client) OutputListing(ctx context.Context, recordID string) ([]byte, error) {
+	kind := "/runs/"
+	if strings.HasPrefix(recordID, "ch_") {
+		kind = "/challenges/"
+	}
+	var raw []byte
+	_, err := c.do(ctx, "GET", kind+url.PathEscape(recordID)+"/outputs", nil, &raw)
+	return raw, err
+}
+
 // Dispute is GET /disputes/{id}.
 func (c *Client) Dispute(ctx context.Context, id string) (*dotlab.Dispute, error) {
 	var d dotlab.Dispute
@@ -240,4 +267,18 @@ func (c *Client) Challenges(ctx context.Context, id string) ([]*dotlab.Challenge
 	var out apiv1.ChallengeList
 	_, err := c.do(ctx, "GET", "/claims/"+url.PathEscape(id)+"/challenges", nil, &out)
 	return out.Challenges, err
+}
+
+// CommitVote is POST /disputes/{id}/commit (sealed votes).
+func (c *Client) CommitVote(ctx context.Context, id string, b dotlab.CommitBody) (*dotlab.Dispute, error) {
+	var d dotlab.Dispute
+	_, err := c.do(ctx, "POST", "/disputes/"+url.PathEscape(id)+"/commit", b, &d)
+	return &d, err
+}
+
+// RevealVote is POST /disputes/{id}/reveal (sealed votes).
+func (c *Client) RevealVote(ctx context.Context, id string, b dotlab.RevealBody) (*dotlab.Dispute, error) {
+	var d dotlab.Dispute
+	_, err := c.do(ctx, "POST", "/disputes/"+url.PathEscape(id)+"/reveal", b, &d)
+	return &d, err
 }

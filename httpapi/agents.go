@@ -5,12 +5,17 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
+	"github.com/dotlab/dotlab/protocol"
 )
 
 // handleCreateAgent is POST /agents: the new agent and its key, shown once.
 func (s *Server) handleCreateAgent(w http.ResponseWriter, r *http.Request) error {
 	var n dotlab.NewAgent
-	if err := s.readBodyAtMost(w, r, &n, maxAgentBody); err != nil {
+	data, err := s.readLimited(w, r, min(maxAgentBody, s.maxBody))
+	if err != nil {
+		return err
+	}
+	if err := s.decodeChecked(data, &n, func() dotlab.Problems { return dotlab.ErrorLines(protocol.ValidateNewAgent(n)) }); err != nil { // CreateAgent runs ValidateNewAgent first
 		return err
 	}
 	a, key, err := s.store.CreateAgent(r.Context(), n)

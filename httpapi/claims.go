@@ -11,40 +11,72 @@ import (
 	"github.com/dotlab/dotlab/protocol"
 )
 
-// handleCreateClaim is POST /claims: decode the manifest (parse and
-// validate it, refuse what no runner would fetch, hash it), then the
-// protocol's list step (the field, duplicates, the secret screen).
+// handleCreateClaim is POST /claims: decode the submission and check its
+// field and manifest (parse and validate it, refuse what no runner would
+// fetch, hash it), every problem of both in one 422; then the protocol's
+// list step (duplicates, the secret screen).
 func (s *Server) handleCreateClaim(w http.ResponseWriter, r *http.Request) error {
+	data, err := s.readAll(w, r)
+	if err != nil {
+		return err
+	}
 	var sub apiv1.ClaimSubmission
-	if err := s.readBody(w, r, &sub); err != nil {
+	var nc dotlab.NewClaim
+	var refused error // a refusal of the manifest that is not a 422
+	check := func() dotlab.Problems {
+		var p dotlab.Problems
+		nc, p, refused = s.checkSubmission(sub)
+		return p
+	}
+	if err := s.decodeChecked(data, &sub, check); err != nil {
 		return err
 	}
-	if err := protocol.CheckTextSizes(map[string]string{"$.field": sub.Field}); err != nil { // before parsing
+	if err := check().Err(); err != nil { // decoded: the field's and manifest's problems, in one 422
 		return err
 	}
-	raw, err := submittedManifest(sub)
-	if err != nil {
-		return err
+	if refused != nil {
+		return refused
 	}
-	m, err := s.validator.Parse(raw)
-	if err == nil {
-		// What no runner would fetch is not listed (the runners' own rules).
-		err = manifest.CheckListing(m, s.private)
-	}
-	if err != nil {
-		return prefixDetail(err, "manifest")
-	}
-	hash, err := manifest.Hash(raw)
-	if err != nil {
-		return err
-	}
-	c, err := s.store.CreateClaim(r.Context(), agentFrom(r).ID, dotlab.NewClaim{Raw: raw, Manifest: m, ManifestHash: hash, Field: sub.Field})
+	c, err := s.store.CreateClaim(r.Context(), agentFrom(r).ID, nc)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/api/v1/claims/"+c.ID)
 	s.writeClaim(w, http.StatusCreated, c)
 	return nil
+}
+
+// checkSubmission checks a claim submission without the database: the
+// field (its size bound first, protocol.CheckTextSizes, then
+// protocol.ValidateField) and the manifest, parsed and held to the listing
+// rules. It returns the claim to list, or the problems of both (paths
+// inside the manifest prefixed "manifest: "), or refused, an error of
+// another code than EINVALID.
+func (s *Server) checkSubmission(sub apiv1.ClaimSubmission) (nc dotlab.NewClaim, p dotlab.Problems, refused error) {
+	if err := protocol.CheckTextSizes(map[string]string{"$.field": sub.Field}); err != nil {
+		p = append(p, dotlab.ErrorLines(err)...)
+	} else {
+		p = append(p, dotlab.ErrorLines(protocol.ValidateField(sub.Field))...)
+	}
+	raw, err := submittedManifest(sub)
+	var m *dotlab.Manifest
+	if err == nil {
+		if m, err = s.validator.Parse(raw); err == nil {
+			// What no runner would fetch is not listed (the runners' own rules).
+			err = prefixDetail(manifest.CheckListing(m, s.private), "manifest")
+		} else {
+			err = prefixDetail(err, "manifest")
+		}
+	}
+	var hash string
+	if err == nil {
+		hash, err = manifest.Hash(raw)
+	}
+	if err != nil && (dotlab.ErrorCode(err) != dotlab.EINVALID || len(dotlab.ErrorLines(err)) == 0) {
+		return nc, nil, err
+	}
+	p = append(p, dotlab.ErrorLines(err)...)
+	return dotlab.NewClaim{Raw: raw, Manifest: m, ManifestHash: hash, Field: sub.Field}, p, nil
 }
 
 // submittedManifest returns the manifest text of a submission: a JSON

@@ -45,3 +45,41 @@ func (s *Server) handleVote(w http.ResponseWriter, r *http.Request) error {
 	s.writeJSON(w, http.StatusOK, d)
 	return nil
 }
+
+// handleCommit is POST /disputes/{id}/commit (sealed votes).
+func (s *Server) handleCommit(w http.ResponseWriter, r *http.Request) error {
+	var b dotlab.CommitBody
+	if err := s.readBodyAtMost(w, r, &b, maxVoteBody); err != nil {
+		return err
+	}
+	d, err := s.store.CommitVote(r.Context(), agentFrom(r), r.PathValue("id"), b)
+	if err != nil {
+		return err
+	}
+	s.wake(d.ID)
+	s.writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+// handleReveal is POST /disputes/{id}/reveal (sealed votes).
+func (s *Server) handleReveal(w http.ResponseWriter, r *http.Request) error {
+	var b dotlab.RevealBody
+	if err := s.readBodyAtMost(w, r, &b, maxVoteBody); err != nil {
+		return err
+	}
+	d, err := s.store.RevealVote(r.Context(), agentFrom(r), r.PathValue("id"), b)
+	if err != nil {
+		return err
+	}
+	s.wake(d.ID)
+	s.writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+// voteMode is the review mode GET /status names.
+func voteMode(w dotlab.Windows) string {
+	if w.Sealed {
+		return "sealed"
+	}
+	return "open"
+}

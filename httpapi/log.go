@@ -43,15 +43,17 @@ func b64s[H ~[tlog.HashSize]byte](hs []H) []string {
 	return out
 }
 
-// handleLog is GET /log: origin, verifier key and the signed checkpoint.
+// handleLog is GET /log: origin, verifier key, the signed checkpoint with
+// its cosignatures and the latest cosigned checkpoints.
 func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) error {
-	cp, signed, err := s.log.Checkpoint(r.Context())
+	wit, err := s.log.Witnessed(r.Context())
 	if err != nil {
 		return err
 	}
+	cp := wit.Checkpoint
 	w.Header().Set("Cache-Control", "no-cache")
 	s.writeJSON(w, http.StatusOK, apiv1.LogInfo{Origin: s.log.Origin(), VerifierKey: s.log.VerifierKey(), Size: cp.Size,
-		RootHash: b64(cp.Root), Checkpoint: string(signed), TilesPrefix: translog.Prefix})
+		RootHash: b64(cp.Root), Checkpoint: string(wit.Note), TilesPrefix: translog.Prefix, CosignedCheckpoints: wit.Cosigned})
 	return nil
 }
 

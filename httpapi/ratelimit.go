@@ -136,8 +136,8 @@ func isTrusted(host string, trusted []netip.Prefix) bool {
 func (l *limiter) allow(r *http.Request) (bool, time.Duration) {
 	key, cfg := "a:"+clientAddr(r, l.trusted), l.anon
 	l.mu.Lock()
-	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && k != "" {
-		if sum := sha256.Sum256([]byte(strings.TrimSpace(k))); l.known[sum] {
+	if k, ok := bearerKey(r); ok {
+		if sum := sha256.Sum256([]byte(k)); l.known[sum] {
 			key, cfg = "k:"+string(sum[:]), l.agent
 		}
 	}

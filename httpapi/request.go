@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/protocol"
@@ -83,19 +85,68 @@ func (s *Server) readLimited(w http.ResponseWriter, r *http.Request, limit int64
 	return data, nil
 }
 
+// formChecker is a request body whose checks need no database: Problems
+// lists every problem they find, each as "path: what to fix".
+type formChecker interface{ Problems() dotlab.Problems }
+
 // decode parses data strictly into v: 422 invalid for malformed JSON,
-// unknown fields (named by path) or wrong types.
+// unknown fields (named by path) or wrong types. When v is a formChecker
+// and the JSON has such problems, its checks run too, on what decoded, so
+// that one 422 names every problem of the body found without the database
+// (docs/protocol.md §5 "Errors").
 func (s *Server) decode(data []byte, v any) error {
+	var check func() dotlab.Problems
+	if c, ok := v.(formChecker); ok {
+		check = c.Problems
+	}
+	return s.decodeChecked(data, v, check)
+}
+
+// decodeChecked is decode with check (nil: none) as the body's checks:
+// when the JSON has problems (strictjson.DecodeRest), those, then those
+// check finds in the rest that decoded at paths the JSON's problems did
+// not name, all in one 422. A body that decodes is left to the protocol
+// step, which runs the same checks first (and, for a run, adds the
+// manifest's: protocol.Service.PublishRun).
+func (s *Server) decodeChecked(data []byte, v any, check func() dotlab.Problems) error {
 	lim := strictjson.DefaultLimits
 	lim.MaxBytes = int(s.maxBody)
-	if err := strictjson.DecodeLimits(data, lim, v); err != nil {
+	rest, err := strictjson.DecodeRest(data, lim, v)
+	var probs dotlab.Problems
+	if err != nil {
 		var pe *strictjson.ProblemsError
-		if errors.As(err, &pe) {
-			return &dotlab.Error{Code: dotlab.EINVALID, Detail: pe.Problems}
+		if !errors.As(err, &pe) {
+			return dotlab.Errorf(dotlab.EINVALID, "$: %v", err)
 		}
-		return dotlab.Errorf(dotlab.EINVALID, "$: %v", err)
+		probs = pe.Problems
 	}
-	return nil
+	if len(probs) > 0 && check != nil && rest {
+		probs = mergeProblems(probs, check())
+	}
+	return probs.Err()
+}
+
+// mergeProblems appends to probs each of more whose path (before ": ") is
+// not at or under a path probs names already.
+func mergeProblems(probs, more dotlab.Problems) dotlab.Problems {
+	named := make([]string, 0, len(probs))
+	for _, p := range probs {
+		path, _, _ := strings.Cut(p, ": ")
+		named = append(named, path)
+	}
+	out := probs
+	for _, m := range more {
+		path, _, _ := strings.Cut(m, ": ")
+		if !slices.ContainsFunc(named, func(n string) bool { return underPath(path, n) }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// underPath reports whether JSON path p is at or under path n.
+func underPath(p, n string) bool {
+	return p == n || strings.HasPrefix(p, n) && (p[len(n)] == '.' || p[len(n)] == '[')
 }
 
 // checkText rejects public text fields (path → text) that look like keys or

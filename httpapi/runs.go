@@ -11,16 +11,31 @@ import (
 
 // handlePublishRun is POST /runs: the official run of the caller's job.
 func (s *Server) handlePublishRun(w http.ResponseWriter, r *http.Request) error {
-	return postRecord(s, w, r, s.store.PublishRun, func(run *dotlab.Run) (string, string) { return run.ClaimID, apiv1.RunURL(run.ID) })
+	return postRecord(s, w, r, s.store.PublishRun, func(run *dotlab.Run) (string, string, any) {
+		return run.ClaimID, apiv1.RunURL(run.ID), apiv1.PublishedRun{Run: run, WellLogged: wellLogged(run)}
+	})
+}
+
+// wellLogged is how the run counts as well logged in its runner's standing
+// (dotlab.Standing, runs_well_logged): by the logs uploaded with PUT
+// /jobs/{id}/logs, not by logs_uri.
+func wellLogged(run *dotlab.Run) string {
+	upload := stepRoute(dotlab.Go(dotlab.StepUploadLogs, run.ClaimID))
+	if run.LogsSHA256 == "" {
+		return "this run counts as well logged in your standing (runs_well_logged) only with logs uploaded with " + upload +
+			", whose SHA-256 the run body pins as logs_sha256; this one pins none, so it will not count (logs_uri is a link, not an upload)"
+	}
+	return "upload the logs.jsonl whose SHA-256 is this run's logs_sha256 with " + upload +
+		": the run counts as well logged in your standing (runs_well_logged) once those logs cover every item the manifest requires and the run is upheld"
 }
 
 // postRecord is the POST pipeline of a record on a claim (a run, a
 // challenge): the body decoded strictly, with its bytes as sent; the
 // protocol's step; the claim's live streams woken; 201 with the record,
-// and its Location when where gives one (where: the record's claim and
-// its URL).
+// and its Location when where gives one (where: the record's claim, its
+// URL and the answer to send, nil for the record itself).
 func postRecord[B, R any](s *Server, w http.ResponseWriter, r *http.Request, step func(context.Context, *dotlab.Agent, *B, []byte) (R, error),
-	where func(R) (claimID, location string)) error {
+	where func(R) (claimID, location string, answer any)) error {
 	var b B
 	raw, err := s.readRawBody(w, r, &b)
 	if err != nil {
@@ -30,12 +45,15 @@ func postRecord[B, R any](s *Server, w http.ResponseWriter, r *http.Request, ste
 	if err != nil {
 		return err
 	}
-	claimID, location := where(rec)
+	claimID, location, answer := where(rec)
 	s.wake(claimID)
 	if location != "" {
 		w.Header().Set("Location", location)
 	}
-	s.writeJSON(w, http.StatusCreated, rec)
+	if answer == nil {
+		answer = rec
+	}
+	s.writeJSON(w, http.StatusCreated, answer)
 	return nil
 }
 
@@ -55,7 +73,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 // handleRuns is GET /runs?status=&after=&limit=: one page of runs, without
-// their values (dotlab.RunListing).
+// their values (dotlab.RunListing), the same for every caller; for a
+// caller whose key is valid each run is marked with whether it may
+// challenge it, and why not (a missing or unknown key marks nothing: the
+// route is public).
 func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPage(r, "status")
 	if err != nil {
@@ -64,6 +85,11 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) error {
 	runs, err := s.store.FindRuns(r.Context(), p)
 	if err != nil {
 		return err
+	}
+	if a, ok := s.optionalAgent(r); ok {
+		if err := s.store.MarkChallengeable(r.Context(), a.ID, runs); err != nil {
+			return err
+		}
 	}
 	page := apiv1.RunPage{Runs: linkRuns(runs)}
 	if len(runs) > 0 {

@@ -58,6 +58,9 @@ type service interface {
 	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
 	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
+	PutOutputListing(ctx context.Context, agentID, claimID string, data []byte) (*dotlab.OutputListing, error)
+	OutputListing(ctx context.Context, recordID string) ([]byte, error)
+	Windows() dotlab.Windows
 }
 
 // Config configures a Server.
@@ -369,6 +372,9 @@ func (s *Server) routes() {
 	key("POST /api/v1/jobs/{id}/decline", s.handleDeclineJob)
 	key("PUT /api/v1/jobs/{id}/logs", s.handlePutLogs)
 	api("GET /api/v1/jobs/{id}/logs", s.handleLogs)
+	key("PUT /api/v1/jobs/{id}/outputs", s.handlePutOutputs)
+	api("GET /api/v1/runs/{id}/outputs", s.handleOutputs)
+	api("GET /api/v1/challenges/{id}/outputs", s.handleOutputs)
 	key("POST /api/v1/runs", s.handlePublishRun)
 	api("GET /api/v1/runs", s.handleRuns)
 	api("GET /api/v1/runs/{id}", s.handleRun)
@@ -377,6 +383,8 @@ func (s *Server) routes() {
 	key("GET /api/v1/disputes/next", s.handleNextDispute)
 	api("GET /api/v1/disputes/{id}", s.handleDispute)
 	key("POST /api/v1/disputes/{id}/vote", s.handleVote)
+	key("POST /api/v1/disputes/{id}/commit", s.handleCommit)
+	key("POST /api/v1/disputes/{id}/reveal", s.handleReveal)
 	key("POST /api/v1/labs/{id}/join", s.handleJoinLab)
 	api("GET /api/v1/labs/{id}/members", s.handleLabMembers)
 	api("GET /api/v1/labs/{id}/messages", s.handleLabMessages)
@@ -399,9 +407,8 @@ const agentKey ctxKey = 1
 // in the request context (agentFrom).
 func (s *Server) authed(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		key = strings.TrimSpace(key)
-		if !ok || key == "" {
+		key, ok := bearerKey(r)
+		if !ok {
 			return dotlab.Errorf(dotlab.EUNAUTHORIZED, "missing API key: send Authorization: Bearer <api_key> (register with POST /api/v1/agents)")
 		}
 		a, err := s.store.AuthenticateAgent(r.Context(), key)
@@ -413,6 +420,30 @@ func (s *Server) authed(h handlerFunc) handlerFunc {
 		}
 		return h(w, r.WithContext(context.WithValue(r.Context(), agentKey, a)))
 	}
+}
+
+// optionalAgent is the agent of r's bearer key on a public route, when
+// the key is valid; ok is false without one (no refusal: the route is
+// served to everyone).
+func (s *Server) optionalAgent(r *http.Request) (a *dotlab.Agent, ok bool) {
+	key, ok := bearerKey(r)
+	if !ok {
+		return nil, false
+	}
+	a, err := s.store.AuthenticateAgent(r.Context(), key)
+	return a, err == nil
+}
+
+// bearerKey is the key of r's "Authorization: Bearer <key>" header, the
+// scheme's name in any letter case (RFC 7235 §2.1: "case-insensitive"),
+// white space around the key trimmed; ok is false when there is none.
+func bearerKey(r *http.Request) (key string, ok bool) {
+	scheme, key, found := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	key = strings.TrimSpace(key)
+	return key, key != ""
 }
 
 func agentFrom(r *http.Request) *dotlab.Agent { return r.Context().Value(agentKey).(*dotlab.Agent) }
@@ -500,9 +531,11 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 			"bounties": false, "stakes": false, "markets": false,
 			"agents": true, "claims": true, "jobs": true, "runs": true,
 			"challenges": true, "disputes": true, "labs": true, "events": true, "log": s.log != nil,
+			"bound_signatures": s.log != nil, // v2 statements naming the log origin and agent id (docs/verification.md §7)
 		},
-		Time: s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
-		Log:  s.statusLog(),
+		Time:  s.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
+		Votes: voteMode(s.store.Windows()),
+		Log:   s.statusLog(),
 	})
 	return nil
 }

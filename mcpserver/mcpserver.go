@@ -37,6 +37,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
+	"github.com/dotlab/dotlab/verify"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -56,6 +57,9 @@ type Config struct {
 	// instead of stdio; it must be a loopback address.
 	HTTPAddr string
 	Version  string // the dotlab build, reported to the MCP client
+	// Cosigning is the witness policy of the verify tool (`dotlab mcp
+	// --witness-key`, `--witnesses`; verify.Cosigning).
+	Cosigning verify.Cosigning
 }
 
 // Main opens the agent registered for the configured server (its key from
@@ -65,6 +69,9 @@ type Config struct {
 func Main(ctx context.Context, cfg Config, logw io.Writer) error {
 	if cfg.Runtime != "runc" && cfg.Runtime != "runsc" {
 		return fmt.Errorf("--runtime %q: want runc or runsc", cfg.Runtime)
+	}
+	if _, _, err := cfg.Cosigning.Parse(); cfg.Cosigning.Enabled() && err != nil {
+		return err
 	}
 	if cfg.HTTPAddr != "" {
 		if err := checkLoopback(cfg.HTTPAddr); err != nil {
@@ -91,7 +98,7 @@ func Main(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := &service{agent: a, server: c.Server(), screen: newScreen(key, a.Key), logsPath: logsPath, allowPrivate: cfg.AllowPrivate,
+	s := &service{agent: a, server: c.Server(), screen: newScreen(key, a.Key), logsPath: logsPath, cosigning: cfg.Cosigning, allowPrivate: cfg.AllowPrivate,
 		reruns: map[string]*rerun{}}
 	fmt.Fprintf(logw, "dotlab mcp: agent %s (%s) on %s\n", me.ID, me.Name, s.server)
 	srv := s.build(cfg.Version)
@@ -144,6 +151,7 @@ type service struct {
 	server       string // base URL
 	screen       *screen
 	logsPath     string // the witness file of `dotlab verify` (agent.LogsPath)
+	cosigning    verify.Cosigning
 	allowPrivate bool
 
 	runMu  sync.Mutex // one rerun at a time: one sandbox, and the engine's Progress/Echo hooks

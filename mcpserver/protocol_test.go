@@ -212,7 +212,7 @@ func challengerRound(t *testing.T, s *session, a, b string) {
 	var list mcpserver.ListRunsOutput
 	raw, _ := json.Marshal(res.StructuredContent)
 	json.Unmarshal(raw, &list)
-	if res.IsError || len(list.Runs) != 2 || strings.Contains(string(raw), "9.5") || strings.Contains(string(raw), "comparisons") {
+	if res.IsError || len(list.Runs) != 2 || strings.Contains(string(raw), `"9.5"`) || strings.Contains(string(raw), "comparisons") {
 		t.Fatalf("list_challenge_runs: %s", raw)
 	}
 	agree := okWith[mcpserver.RerunOutput](s, "rerun", map[string]any{"claim_id": a, "purpose": "challenge"}, true)

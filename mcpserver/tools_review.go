@@ -88,7 +88,7 @@ func (s *service) vote(ctx context.Context, _ *mcp.CallToolRequest, in VoteInput
 }
 
 func (s *service) verify(ctx context.Context, _ *mcp.CallToolRequest, in VerifyInput) (VerifyOutput, error) {
-	v := verify.Verifier{Client: s.agent.Client, Witness: verify.Witness{Path: s.logsPath}}
+	v := verify.Verifier{Client: s.agent.Client, Witness: verify.Witness{Path: s.logsPath, Cosigning: s.cosigning}}
 	check := v.Run
 	if dotlab.ValidClaimID(in.Target) {
 		check = v.Claim

@@ -181,10 +181,31 @@ type DisputeView struct {
 	Challenges []ChallengeView `json:"challenges"`
 	Votes      []VoteView      `json:"votes"`
 	Quorum     int             `json:"quorum"`
+	// Sealed is set under sealed votes until the dispute is decided
+	// (docs/mechanism.md §4a): votes is empty then, and each seat shows
+	// only its commitment.
+	Sealed *SealView `json:"sealed,omitempty" jsonschema:"sealed votes: the round, its phase and deadlines and the seats' commitments; no vote is shown until the dispute is decided"`
+}
+
+// SealView is a sealed round as the tools show it.
+type SealView struct {
+	Round          int    `json:"round"`
+	Phase          string `json:"phase" jsonschema:"commit or reveal"`
+	CommitDeadline string `json:"commit_deadline"`
+	Committed      int    `json:"committed" jsonschema:"seats that have committed"`
+	Seats          int    `json:"seats" jsonschema:"seats drawn in this round"`
 }
 
 func disputeView(server string, d *dotlab.Dispute) DisputeView {
 	out := DisputeView{ID: d.ID, Quorum: d.Quorum, Challenges: []ChallengeView{}, Votes: []VoteView{}}
+	if se := d.Sealed; se != nil {
+		out.Sealed = &SealView{Round: se.Round, Phase: se.Phase, CommitDeadline: se.CommitDeadline.UTC().Format(time.RFC3339), Seats: len(se.Votes)}
+		for _, v := range se.Votes {
+			if v.CommittedAt != nil {
+				out.Sealed.Committed++
+			}
+		}
+	}
 	if d.Claim != nil {
 		out.Claim = claimView(server, &apiv1.ClaimView{Claim: d.Claim, LabURL: "/labs/" + d.Claim.ID})
 	}

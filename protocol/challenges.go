@@ -12,13 +12,15 @@ import (
 )
 
 // CreateChallenge is the challenge step (docs/mechanism.md §3): an
-// independent rerun of a run in its challenge window. In order: the body
-// names the run (challengeTarget) and says whether it agrees; the claim is
+// independent rerun of a run in its challenge window. In order: a signed
+// body's statement is not used already (refuseReplay); the body names the
+// run (challengeTarget) and says whether it agrees; the claim is
 // in its window and the caller holds no role on it (challengeable); the
 // notes and logs_uri pass the screens; a signed body is the challenger's
-// signature; the server recomputes the challenger's comparisons, agrees
-// must follow dotlab.Agrees, and a disagreeing challenge names in its notes
-// each comparison that differs (dotlab.CheckDisagreementNotes). The first
+// signature, bound to this log and challenger when v2 (checkSigned); the
+// server recomputes the challenger's comparisons, agrees must follow
+// dotlab.Agrees, and a disagreeing challenge names in its notes each
+// comparison that differs (dotlab.CheckDisagreementNotes). The first
 // disagreeing challenge moves the claim to disputed
 // (dotlab.EventChallengeDisagree).
 //
@@ -26,6 +28,12 @@ import (
 // window), EROLECONFLICT (the runner, submitter, collaborators and
 // reviewers), ECONFLICT (one challenge per agent per claim).
 func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent, body *dotlab.ChallengeBody, raw []byte) (*dotlab.Challenge, error) {
+	if p := body.Problems(); len(p) > 0 {
+		return nil, s.allChallengeProblems(ctx, challenger, body, p)
+	}
+	if err := s.refuseReplay(ctx, body.Envelope); err != nil {
+		return nil, err
+	}
 	c, at, err := s.challengedClaim(ctx, challenger.ID, body)
 	if err != nil {
 		return nil, err
@@ -33,7 +41,8 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	if err := s.screenRun(&body.RunBody); err != nil {
 		return nil, err
 	}
-	if err := checkSignedChallenge(ctx, challenger, body); err != nil {
+	signed, err := s.checkSignedChallenge(ctx, challenger, body)
+	if err != nil {
 		return nil, err
 	}
 	run, err := s.Store.FindRun(ctx, c.RunID)
@@ -44,10 +53,15 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkOutputListing(ctx, c.ID, challenger.ID, &body.RunBody); err != nil {
+		return nil, err
+	}
 	w, err := challengeWrite(ch, body, raw, at)
 	if err != nil {
 		return nil, err
 	}
+	signed.SubjectID = ch.ID
+	w.Statement = signed
 	applied, err := s.Store.AddChallenge(ctx, w)
 	if dotlab.ErrorCode(err) == dotlab.ECONFLICT {
 		return nil, dotlab.Errorf(dotlab.ECONFLICT, "you already challenged %s (or took another role on it meanwhile): one challenge per agent per claim; %s lists other runs", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
@@ -59,6 +73,26 @@ func (s *Service) CreateChallenge(ctx context.Context, challenger *dotlab.Agent,
 		return nil, dotlab.Errorf(dotlab.EWINDOWCLOSED, "the challenge window of %s is closed: %s lists the runs still open", c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 	}
 	return ch, nil
+}
+
+// allChallengeProblems is the 422 of a challenge body with problems found
+// without the database (p): those, and when the body names a claim the
+// caller may challenge now, the body's problems against its manifest
+// (dotlab.ManifestProblems), so that one answer names them all, as
+// PublishRun's allRunProblems does.
+func (s *Service) allChallengeProblems(ctx context.Context, challenger *dotlab.Agent, body *dotlab.ChallengeBody, p dotlab.Problems) error {
+	claimID := body.ClaimID
+	if claimID == "" && body.RunID != "" {
+		claimID, _ = s.Store.RunClaim(ctx, body.RunID)
+	}
+	if claimID == "" {
+		return p.Err()
+	}
+	c, err := s.findClaim(ctx, claimID)
+	if err != nil || s.challengeable(ctx, c, challenger.ID, dotlab.ChallengeEvent(body.Agrees != nil && *body.Agrees), s.now()) != nil {
+		return p.Err()
+	}
+	return append(p, dotlab.ManifestProblems(c.Manifest, &body.RunBody)...).Err()
 }
 
 // challengedClaim finds the claim a challenge body points at and checks
@@ -123,6 +157,45 @@ func (s *Service) challengeable(ctx context.Context, c *dotlab.Claim, agentID st
 	return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: an agent holds one role per claim, so you cannot challenge it; %s lists other runs", role, c.ID, dotlab.Go(dotlab.StepOpenRuns, ""))
 }
 
+// MarkChallengeable marks each of runs (a page of GET /runs) with whether
+// agentID may challenge it now (RunListing.YouMayChallenge) and, when it
+// may not, why (RunListing.Reason), by challengeable's rules: the claim's
+// state and window, and the roles the caller holds. The list itself is
+// the same for every caller.
+func (s *Service) MarkChallengeable(ctx context.Context, agentID string, runs []*dotlab.RunListing) error {
+	now := s.now()
+	for _, r := range runs {
+		why, err := s.whyNotChallenge(ctx, agentID, r, now)
+		if err != nil {
+			return err
+		}
+		may := why == ""
+		r.YouMayChallenge, r.Reason = &may, why
+	}
+	return nil
+}
+
+// whyNotChallenge is why agentID may not challenge listed run r at now,
+// "" when it may.
+func (s *Service) whyNotChallenge(ctx context.Context, agentID string, r *dotlab.RunListing, now time.Time) (string, error) {
+	_, errAgree := dotlab.Next(r.Status, dotlab.ChallengeEvent(true))
+	_, errDisagree := dotlab.Next(r.Status, dotlab.ChallengeEvent(false))
+	switch {
+	case errAgree != nil && errDisagree != nil:
+		return fmt.Sprintf("%s is %s: only a run in its challenge window is challenged", r.ClaimID, r.Status), nil
+	case r.ChallengeDeadline != nil && !r.ChallengeDeadline.After(now):
+		return fmt.Sprintf("the challenge window of %s closed at %s", r.ClaimID, r.ChallengeDeadline.Format(time.RFC3339)), nil
+	}
+	role, err := s.Store.RoleOf(ctx, r.ClaimID, agentID)
+	switch {
+	case err != nil || role == "":
+		return "", err
+	case role == dotlab.RoleChallenger:
+		return fmt.Sprintf("you already challenged %s: one challenge per agent per claim", r.ClaimID), nil
+	}
+	return fmt.Sprintf("you are the %s of %s, and an agent holds one role per claim", role, r.ClaimID), nil
+}
+
 // challengeRecord evaluates the challenger's rerun against the manifest
 // and the run, and returns the challenge as it will be stored.
 func challengeRecord(c *dotlab.Claim, run *dotlab.Run, challengerID string, body *dotlab.ChallengeBody, at time.Time) (*dotlab.Challenge, error) {
@@ -145,7 +218,7 @@ func challengeRecord(c *dotlab.Claim, run *dotlab.Run, challengerID string, body
 	}
 	return &dotlab.Challenge{ID: dotlab.NewID("ch_"), ClaimID: c.ID, RunID: run.ID, ChallengerID: challengerID, Agrees: agrees,
 		Outcome: body.Outcome, Comparisons: comps, Differences: diffs, Notes: body.Notes, CreatedAt: at,
-		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes, Envelope: body.Envelope, SignedBy: body.Envelope.SignedBy()}, nil
+		InputHashes: body.InputHashes, OutputHashes: body.OutputHashes, OutputListing: body.OutputListing, Envelope: body.Envelope, SignedBy: body.Envelope.SignedBy()}, nil
 }
 
 // challengeWrite is the store's write of challenge ch: its transition
@@ -171,6 +244,9 @@ func challengeWrite(ch *dotlab.Challenge, body *dotlab.ChallengeBody, raw []byte
 	}
 	w := store.ChallengeWrite{Write: store.Write{At: at, Log: []tlogfmt.Entry{tlogfmt.ChallengeEntry(ch)}}, Challenge: ch, Transition: t,
 		Body: raw, Comparisons: compJSON, Differences: diffJSON}
+	if ch.OutputListing != nil {
+		w.OutputListing = ch.OutputListing.SHA256
+	}
 	if ch.Envelope != nil {
 		w.Log = append(w.Log, tlogfmt.EnvelopeEntry(tlogfmt.TypeChallenge, ch.ClaimID, ch.ID, ch.Envelope))
 	}

@@ -16,7 +16,8 @@ var _ dotlab.LabService = (*Service)(nil)
 // an assigned claim to running (dotlab.EventJoinRunner); "collaborator" is
 // for an agent holding no other role on the claim, and becomes its role;
 // the claim's submitter, asking for "collaborator" or "submitter", joins
-// as "submitter" (it keeps its one role). Joining again returns the
+// as "submitter" (it keeps its one role), and when it asked for
+// "collaborator" the answer's note says so. Joining again returns the
 // membership unchanged. Every refusal (EROLECONFLICT) carries
 // dotlab.RoomHint, a next step that works.
 func (s *Service) JoinLab(ctx context.Context, agentID, claimID, role string) (*dotlab.LabMember, error) {
@@ -47,6 +48,9 @@ func (s *Service) JoinLab(ctx context.Context, agentID, claimID, role string) (*
 		}
 	}
 	m, _, err := s.Store.LabMember(ctx, claimID, agentID)
+	if err == nil && held == dotlab.RoleSubmitter && role == dotlab.RoleCollaborator {
+		m.Note = fmt.Sprintf("you submitted %s, and an agent holds one role per claim: you are in its room as its submitter, not as a collaborator (you may post; only the runner publishes the run)", c.ID)
+	}
 	return &m, err
 }
 
@@ -73,7 +77,7 @@ func joinWrite(c *dotlab.Claim, agentID, role, held string) (*store.MemberWrite,
 	case held == dotlab.RoleCollaborator:
 		return nil, nil
 	case held != "":
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s, and an agent holds one role per claim; %s", held, c.ID, hint)
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "%s", hint) // the hint says which role is held, and why it keeps you out
 	case c.RunnerID == agentID:
 		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "you cannot collaborate on %s now; %s", c.ID, hint)
 	}

@@ -49,6 +49,7 @@ type Store interface {
 	FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute, error)
 	ClaimEvents(ctx context.Context, claimID string, after int64) ([]dotlab.ClaimEvent, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
+	OutputListing(ctx context.Context, recordID string) ([]byte, error)
 	store.Reader
 	store.Writer
 }

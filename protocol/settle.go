@@ -52,6 +52,9 @@ func (s *Service) Settle(ctx context.Context) (dotlab.SettleReport, error) {
 			}
 		}
 	}
+	if s.sealed() {
+		return rep, s.settleSealed(ctx, &rep, now)
+	}
 	return rep, nil
 }
 

@@ -13,23 +13,31 @@ import (
 
 // CastVote is the vote step (docs/mechanism.md §4) of a reviewer assigned
 // dispute claimID by NextDispute. In order: the body's side and rationale
-// length (dotlab.VoteBody.Validate) and dispute_id; the claim; the caller
+// length (dotlab.VoteBody.Validate) and dispute_id; a signed body's
+// statement is not used already (refuseReplay); the claim; the caller
 // is its assigned reviewer and has not voted; the claim is disputed; the
 // rationale names a target of the claim (dotlab.CheckRationaleTargets) and
 // passes the secret screen; a signed vote is the reviewer's signature (its
 // rationale without outer white space, since the rationale is stored
-// trimmed). When the quorum is in, the majority decides: "runner" settles
+// trimmed), bound to this log and reviewer when v2 (checkSigned). Under
+// sealed votes the checked vote is sealed instead (castSealedVote,
+// docs/mechanism.md §4a). When the quorum is in, the majority decides: "runner" settles
 // with the run's outcome, "challenger" with the outcome of the first
 // disagreeing challenge; the claim goes disputed → reviewed → settled.
 //
-// Errors: EINVALID, ENOTFOUND, EROLECONFLICT (not assigned, or another
-// role), ECONFLICT (voted already), EWINDOWCLOSED (no longer disputed).
+// Errors: EINVALID, ENOTFOUND, ENOTOFFERED (not drawn as its reviewer),
+// EROLECONFLICT (another role on the claim), ECONFLICT (voted already),
+// EWINDOWCLOSED (no longer disputed).
 func (s *Service) CastVote(ctx context.Context, reviewer *dotlab.Agent, claimID string, v dotlab.VoteBody) (*dotlab.Dispute, error) {
-	if err := v.Validate(); err != nil {
-		return nil, err
-	}
+	p := v.Problems()
 	if v.DisputeID != "" && v.DisputeID != claimID {
-		return nil, dotlab.Errorf(dotlab.EINVALID, "$.dispute_id: is %q but you are voting on %s (the path): send the dispute's own id, or leave it out", v.DisputeID, claimID)
+		p.Add("$.dispute_id", "is %q but you are voting on %s (the path): send the dispute's own id, or leave it out", v.DisputeID, claimID)
+	}
+	if err := p.Err(); err != nil {
+		return nil, err // every problem found without the database, in one answer
+	}
+	if err := s.refuseReplay(ctx, v.Envelope); err != nil {
+		return nil, err
 	}
 	c, err := s.findClaim(ctx, claimID)
 	if err != nil {
@@ -38,12 +46,17 @@ func (s *Service) CastVote(ctx context.Context, reviewer *dotlab.Agent, claimID 
 	if err := s.mayVote(ctx, c, reviewer.ID); err != nil {
 		return nil, err
 	}
-	if err := s.checkVoteText(ctx, c, reviewer, v); err != nil {
+	signed, err := s.checkVoteText(ctx, c, reviewer, v)
+	if err != nil {
 		return nil, err
 	}
+	if s.sealed() {
+		return s.castSealedVote(ctx, reviewer, c, v)
+	}
+	signed.SubjectID = tlogfmt.VoteID(claimID, reviewer.ID)
 	vote := dotlab.Vote{ClaimID: claimID, ReviewerID: reviewer.ID, Vote: v.Vote, Rationale: strings.TrimSpace(v.Rationale), CreatedAt: s.now()}
 	w := store.VoteWrite{Write: store.Write{At: vote.CreatedAt, Log: []tlogfmt.Entry{tlogfmt.VoteEntry(&vote)}}, Vote: vote, Envelope: v.Envelope,
-		Tally: quorumRule(claimID, s.Store.Windows().Quorum, vote.CreatedAt)}
+		Statement: signed, Tally: quorumRule(claimID, s.Store.Windows().Quorum, vote.CreatedAt)}
 	if v.Envelope != nil {
 		w.Log = append(w.Log, tlogfmt.EnvelopeEntry(tlogfmt.TypeVote, claimID, tlogfmt.VoteID(claimID, reviewer.ID), v.Envelope))
 	}
@@ -99,7 +112,7 @@ func (s *Service) mayVote(ctx context.Context, c *dotlab.Claim, agentID string) 
 			return dotlab.Errorf(dotlab.ECONFLICT, "you already voted on %s: one vote per reviewer", c.ID)
 		}
 	case "":
-		return dotlab.Errorf(dotlab.EROLECONFLICT, "%s is not assigned to you: reviewers are drawn at random; %s assigns you one", c.ID, dotlab.Go(dotlab.StepDrawDispute, ""))
+		return dotlab.Errorf(dotlab.ENOTOFFERED, "%s is not assigned to you: reviewers are drawn at random; %s assigns you one", c.ID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	default:
 		return dotlab.Errorf(dotlab.EROLECONFLICT, "you are the %s of %s: reviewers must hold no other role on the claim; %s draws a dispute you may review", role, c.ID, dotlab.Go(dotlab.StepDrawDispute, ""))
 	}
@@ -108,18 +121,19 @@ func (s *Service) mayVote(ctx context.Context, c *dotlab.Claim, agentID string) 
 }
 
 // checkVoteText holds the rationale to the claim's targets and the secret
-// screen, and a signed vote to its signature.
-func (s *Service) checkVoteText(ctx context.Context, c *dotlab.Claim, reviewer *dotlab.Agent, v dotlab.VoteBody) error {
+// screen, and a signed vote to its signature (checkSigned), whose statement
+// it returns.
+func (s *Service) checkVoteText(ctx context.Context, c *dotlab.Claim, reviewer *dotlab.Agent, v dotlab.VoteBody) (store.SignedStatement, error) {
 	if err := dotlab.CheckRationaleTargets(v.Rationale, c.Manifest.TargetNames()); err != nil {
-		return err
+		return store.SignedStatement{}, err
 	}
 	if err := s.screenText(map[string]string{"$.rationale": v.Rationale}); err != nil {
-		return err
+		return store.SignedStatement{}, err
 	}
 	if v.Envelope != nil && strings.TrimSpace(v.Rationale) != v.Rationale {
-		return dotlab.Errorf(dotlab.EINVALID, "$.rationale: a signed rationale must not start or end with white space (it is stored trimmed, and would then differ from what you signed): trim it, then sign")
+		return store.SignedStatement{}, dotlab.Errorf(dotlab.EINVALID, "$.rationale: a signed rationale must not start or end with white space (it is stored trimmed, and would then differ from what you signed): trim it, then sign")
 	}
-	return checkSignedVote(ctx, reviewer, c.ID, &v)
+	return s.checkSignedVote(ctx, reviewer, c.ID, &v)
 }
 
 // maxDisputeCandidates bounds the disputes one reviewer draw considers.
@@ -133,6 +147,9 @@ const maxDisputeCandidates = 1000
 // dispute it has not voted on, NextDispute returns that one. found is
 // false when there is none.
 func (s *Service) NextDispute(ctx context.Context, agentID string) (*dotlab.Dispute, bool, error) {
+	if s.sealed() {
+		return s.nextSealedDispute(ctx, agentID)
+	}
 	if id, found, err := s.Store.AssignedDispute(ctx, agentID); found || err != nil {
 		return s.dispute(ctx, id, err)
 	}

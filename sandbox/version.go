@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -390,6 +391,13 @@ func dpkgOwner(ctx context.Context, bin string) (pkg, version string, ok bool) {
 		paths = append(paths, real)
 	}
 	for _, p := range paths {
+		// The cheap way first: the package named like the binary (runc,
+		// runsc) whose file list names the path; `dpkg-query -S` reads
+		// every package's list, which on a loaded machine can outlast
+		// probeTimeout and so refuse a fixed runc.
+		if name, ver, ok := namedOwner(ctx, dq, p); ok {
+			return name, ver, true
+		}
 		out, err := probe(ctx, dq, "-S", p)
 		if err != nil {
 			continue
@@ -416,6 +424,40 @@ func dpkgOwner(ctx context.Context, bin string) (pkg, version string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// dpkgInfoDir is where dpkg keeps each package's file list (NAME.list).
+const dpkgInfoDir = "/var/lib/dpkg/info"
+
+// maxFileList bounds the file list namedOwner reads.
+const maxFileList = 1 << 20
+
+// namedOwner is dpkgOwner's fast path for path p: the package named as p's
+// base name, when its file list (dpkgInfoDir/NAME.list, at most
+// maxFileList bytes) holds p as a whole line, with its version from dpq.
+func namedOwner(ctx context.Context, dpq, p string) (pkg, version string, ok bool) {
+	name := filepath.Base(p)
+	if checkField(name) != nil || strings.ContainsAny(name, "/:,") {
+		return "", "", false
+	}
+	f, err := os.Open(filepath.Join(dpkgInfoDir, name+".list"))
+	if err != nil {
+		return "", "", false
+	}
+	defer f.Close()
+	list, err := io.ReadAll(io.LimitReader(f, maxFileList))
+	if err != nil || !slices.Contains(strings.Split(string(list), "\n"), p) {
+		return "", "", false
+	}
+	vout, err := probe(ctx, dpq, "-W", "-f=${Version}", name)
+	if err != nil {
+		return "", "", false
+	}
+	ver := strings.TrimSpace(string(vout))
+	if checkField(ver) != nil || ver == "" {
+		return "", "", false
+	}
+	return name, ver, true
 }
 
 // readChangelog returns the package's Debian changelog

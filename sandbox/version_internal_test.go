@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -133,5 +135,29 @@ func TestCheckCwd(t *testing.T) {
 		if ok != (err == nil) || (err != nil && !errors.Is(err, ErrUnsafeSpec)) {
 			t.Errorf("%q: %v (want ok=%v)", cwd, err, ok)
 		}
+	}
+}
+
+// TestNamedOwnerAgreesWithDpkgSearch: the fast path (the package named
+// like the binary, by its file list) finds what `dpkg-query -S` finds for
+// the runtime installed here, and nothing for a path its list lacks.
+func TestNamedOwnerAgreesWithDpkgSearch(t *testing.T) {
+	dq, err := exec.LookPath("dpkg-query")
+	bin, lerr := exec.LookPath("runc")
+	if err != nil || lerr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must have dpkg-query and Debian's runc: %v %v", err, lerr)
+		}
+		t.Skip("needs dpkg-query and runc")
+	}
+	real, _ := filepath.EvalSymlinks(bin)
+	ctx := context.Background()
+	pkg, ver, ok := namedOwner(ctx, dq, real)
+	out, serr := probe(ctx, dq, "-S", real)
+	if serr != nil || !ok || !strings.HasPrefix(string(out), pkg+": ") || ver == "" {
+		t.Fatalf("namedOwner(%s) = %q %q %v; dpkg-query -S says %q (%v)", real, pkg, ver, ok, out, serr)
+	}
+	if _, _, ok := namedOwner(ctx, dq, filepath.Join(filepath.Dir(real), "runc-not-in-its-list")); ok {
+		t.Fatal("a path missing from the package's file list was owned")
 	}
 }

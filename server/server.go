@@ -23,6 +23,7 @@ import (
 	"github.com/dotlab/dotlab/metrics"
 	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/sqlstore"
+	"github.com/dotlab/dotlab/translog"
 	"github.com/dotlab/dotlab/web"
 )
 
@@ -63,9 +64,21 @@ type Config struct {
 	// LogOrigin is the transparency log's origin, fixed at the first start
 	// (sqlstore.Options.LogOrigin).
 	LogOrigin string
-	Version   string       // reported by GET /api/v1/status
-	Logger    *slog.Logger // required
-	Clock     dotlab.Clock // default dotlab.SystemClock
+	// PublicURL is where readers reach the pages, scheme and host only
+	// ("https://dotlab.example.org"): the absolute links of the Atom feed,
+	// badges' markdown, JSON-LD and citations (web.Config.PublicURL).
+	PublicURL string
+	// Witnesses are the c2sp.org/tlog-witness witnesses the log's
+	// checkpoints are sent to, each "URL=VERIFIER_KEY"
+	// (translog.ParseWitness; docs/deploy.md "Witnesses"), at most
+	// translog.MaxWitnesses.
+	Witnesses []string
+	// WitnessEvery is how often the log looks for a checkpoint to send
+	// them (default 1 s).
+	WitnessEvery time.Duration
+	Version      string       // reported by GET /api/v1/status
+	Logger       *slog.Logger // required
+	Clock        dotlab.Clock // default dotlab.SystemClock
 	// Ready, when not nil, receives the bound address once listening.
 	Ready chan<- string
 	// DrainDelay is how long the server keeps serving after ctx ends with
@@ -97,6 +110,8 @@ func (c Config) Check() error {
 		return errors.New("the accept, publish and challenge windows must be positive durations (e.g. 60m, 24h)")
 	case w.Quorum < 1 || w.Quorum%2 == 0:
 		return fmt.Errorf("review quorum %d: must be a positive odd number so that a majority always exists", w.Quorum)
+	case w.Sealed && (w.Commit <= 0 || w.Reveal <= 0):
+		return errors.New("sealed votes need positive commit and reveal windows (e.g. 24h)")
 	case c.SettleEvery <= 0:
 		return errors.New("the settlement period must be a positive duration (e.g. 1s)")
 	case c.DrainDelay < 0 || c.ShutdownTimeout < 0:
@@ -106,8 +121,32 @@ func (c Config) Check() error {
 	case c.Conns.HeaderTimeout < 0 || c.Conns.IdleTimeout < 0:
 		return errors.New("the header and idle timeouts must not be negative (e.g. 10s, 2m)")
 	}
+	if _, err := witnesses(c.Witnesses); err != nil {
+		return err
+	}
 	_, err := trustedProxies(c.TrustedProxies)
 	return err
+}
+
+// witnesses parses the --witness values.
+func witnesses(vals []string) ([]translog.Witness, error) {
+	if len(vals) > translog.MaxWitnesses {
+		return nil, fmt.Errorf("--witness: %d witnesses; at most %d", len(vals), translog.MaxWitnesses)
+	}
+	var out []translog.Witness
+	seen := map[string]bool{}
+	for _, v := range vals {
+		w, err := translog.ParseWitness(v)
+		if err != nil {
+			return nil, err
+		}
+		if seen[w.Verifier.Key()] {
+			return nil, fmt.Errorf("--witness %q: this witness key is given twice", v)
+		}
+		seen[w.Verifier.Key()] = true
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 // trustedProxies parses the trusted proxies: CIDRs or single addresses.
@@ -159,7 +198,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen address %s: %w", cfg.Addr, err)
 	}
 	w := cfg.Windows
-	cfg.Logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum)
+	cfg.Logger.Info("dotlab serving", "addr", ln.Addr().String(), "db", db.Dialect(), "accept_window", w.Accept, "publish_window", w.Publish, "challenge_window", w.Challenge, "quorum", w.Quorum, "sealed_votes", w.Sealed)
 	if cfg.Ready != nil {
 		cfg.Ready <- ln.Addr().String()
 	}
@@ -172,6 +211,11 @@ func Run(ctx context.Context, cfg Config) error {
 		SettleLoop(settleCtx, cfg.Logger, observedSettler{protocol.New(protocol.Config{Store: db, Unscreened: true}), o.metrics}, cfg.SettleEvery, api.Notify)
 	}()
 	defer func() { stopSettle(); <-settled }()
+	stopWitnesses, err := startWitnesses(db, cfg)
+	if err != nil {
+		return err
+	}
+	defer stopWitnesses()
 	select {
 	case err := <-errc:
 		return err
@@ -180,13 +224,30 @@ func Run(ctx context.Context, cfg Config) error {
 	return drain(cfg, srv, api, o)
 }
 
+// startWitnesses sends the log's checkpoints to cfg.Witnesses in the
+// background (translog.Log.RunWitnesses) until the returned stop is called.
+func startWitnesses(db *sqlstore.DB, cfg Config) (stop func(), err error) {
+	ws, err := witnesses(cfg.Witnesses)
+	if err != nil || len(ws) == 0 || db.Log() == nil {
+		return func() {}, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		db.Log().RunWitnesses(ctx, ws, translog.WitnessOptions{Every: cfg.WitnessEvery, Logger: cfg.Logger})
+	}()
+	cfg.Logger.Info("sending checkpoints to witnesses", "witnesses", len(ws))
+	return func() { cancel(); <-done }, nil
+}
+
 // handler builds the /api/v1 handler with the public pages on db.
 func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	leaks, err := leakcheck.New()
 	if err != nil {
 		return nil, err
 	}
-	pages, err := web.New(web.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Windows: cfg.Windows, Log: db.Log()})
+	pages, err := web.New(web.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Windows: cfg.Windows, Log: db.Log(), PublicURL: cfg.PublicURL})
 	if err != nil {
 		return nil, err
 	}

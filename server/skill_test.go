@@ -1064,7 +1064,7 @@ func sameNumber(a, b string) bool {
 // listingFields are all a challenger's listing may carry
 // (dotlab.RunListing; protocol.md §6 "Listing runs").
 var listingFields = []string{"id", "claim_id", "title", "requires", "outcome", "status", "published_at", "challenge_deadline",
-	"settled_outcome", "overturned", "manifest_url", "run_url"}
+	"settled_outcome", "overturned", "manifest_url", "run_url", "you_may_challenge", "reason"}
 
 // checkListing asserts that a run listing carries no runner values (item
 // 1; protocol.md §12, second row): no field beyond listingFields, none of
@@ -1229,8 +1229,10 @@ func skillReviewer(t *testing.T, w *walk) {
 	vote(key, "challenger", "median_shift: no").want(t, 422, dotlab.EINVALID).says(t, "$.rationale", "20")
 	vote(key, "challenger", "median_shift: "+strings.Repeat("x", 2000)).want(t, 422, dotlab.EINVALID).says(t, "$.rationale", "2000")
 	vote(key, "both", "median_shift: 0.5 is far outside 0.005").want(t, 422, dotlab.EINVALID).says(t, "$.vote")
-	// Only an assigned reviewer votes; the hint leads to the draw.
-	nope := vote(w.agents["reviewer4"].key, "runner", "median_shift: 0.0 matches the published 0.0 exactly").want(t, 403, dotlab.EROLECONFLICT)
+	// Only an assigned reviewer votes: one not drawn holds no role, so it
+	// is the skill's 409 "not offered to you" (issue 26, item 3); the hint
+	// leads to the draw.
+	nope := vote(w.agents["reviewer4"].key, "runner", "median_shift: 0.0 matches the published 0.0 exactly").want(t, 409, dotlab.ENOTOFFERED)
 	nope.says(t, "GET /api/v1/disputes/next")
 	// 4. "When 3 votes are in, the majority decides the final outcome."
 	vote(key, "challenger", "median_shift: the challenger's 0.5 is outside the 0.005 tolerance, the run's 0.0 is inside").want(t, 200, "")
@@ -1262,7 +1264,7 @@ func skillReviewer(t *testing.T, w *walk) {
 	if r := w.do(t, "GET", "/disputes/next", w.agents["reviewer4"].key, "").want(t, 204, ""); len(r.body) != 0 {
 		t.Fatalf("no dispute left, yet: %s", r.body)
 	}
-	vote(w.agents["reviewer4"].key, "runner", "median_shift: too late now").want(t, 403, dotlab.EROLECONFLICT)
+	vote(w.agents["reviewer4"].key, "runner", "median_shift: too late now").want(t, 409, dotlab.ENOTOFFERED)
 }
 
 // skillLabRooms walks "Lab rooms" on a fresh claim, following every

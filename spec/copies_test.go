@@ -25,18 +25,24 @@ const (
 )
 
 // copySource is a standalone schema file and the components it becomes:
-// the file itself as Name, and each of its $defs under the name Defs gives.
+// the file itself as Name, and each of its $defs under the name Defs gives
+// (a def whose name an earlier source wrote already is not written again).
+// An Open copy leaves out every "additionalProperties": false, so that
+// responses, which must stay open, can declare the same shape.
 type copySource struct {
 	File string
 	Data []byte
 	Name string
 	Defs map[string]string
+	Open bool
 }
 
 func copySources() []copySource {
 	return []copySource{
 		{File: "manifest.schema.json", Data: spec.ManifestSchema, Name: "Manifest",
 			Defs: map[string]string{"source": "ManifestTargetSource", "sha256": "SHA256"}},
+		{File: "manifest.schema.json", Data: spec.ManifestSchema, Name: "ManifestView", Open: true,
+			Defs: map[string]string{"source": "ManifestTargetSourceView", "sha256": "SHA256"}},
 		{File: "lab-message.schema.json", Data: spec.LabMessageSchema, Name: "LabMessageBody"},
 	}
 }
@@ -45,13 +51,16 @@ func copySources() []copySource {
 // (manifest, lab message) as components, so that the document is one
 // self-contained file generators accept. The copies are the standalone
 // files with $schema and $id left out, their $defs moved to components
-// and every "#/$defs/X" reference pointed there; nothing else differs.
-// Run with -update after changing a standalone schema.
+// and every "#/$defs/X" reference pointed there; nothing else differs,
+// but that the open copies (ManifestView, which responses use) leave out
+// "additionalProperties": false. Run with -update after changing a
+// standalone schema.
 func TestSchemaCopies(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(beginCopies)
+	written := map[string]bool{}
 	for _, src := range copySources() {
-		block, err := componentCopies(src)
+		block, err := componentCopies(src, written)
 		if err != nil {
 			t.Fatalf("%s: %v", src.File, err)
 		}
@@ -77,8 +86,8 @@ func TestSchemaCopies(t *testing.T) {
 
 // componentCopies writes src's components as YAML mapping entries whose
 // values are JSON (which YAML reads as flow mappings), indented for
-// components.schemas.
-func componentCopies(src copySource) (string, error) {
+// components.schemas, skipping (and adding to written) the names written.
+func componentCopies(src copySource, written map[string]bool) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(src.Data))
 	dec.UseNumber()
 	v, err := decodeOrdered(dec)
@@ -116,7 +125,15 @@ func componentCopies(src copySource) (string, error) {
 	}
 	var b strings.Builder
 	for _, c := range out {
-		text, err := indentJSON(rewriteRefs(c.val, refs))
+		if written[c.key] {
+			continue
+		}
+		written[c.key] = true
+		v := rewriteRefs(c.val, refs)
+		if src.Open {
+			v = openObjects(v)
+		}
+		text, err := indentJSON(v)
 		if err != nil {
 			return "", err
 		}
@@ -142,6 +159,28 @@ func rewriteRefs(v any, refs map[string]string) any {
 		out := make([]any, len(x))
 		for i, e := range x {
 			out[i] = rewriteRefs(e, refs)
+		}
+		return out
+	}
+	return v
+}
+
+// openObjects returns v without any "additionalProperties": false member.
+func openObjects(v any) any {
+	switch x := v.(type) {
+	case object:
+		out := make(object, 0, len(x))
+		for _, m := range x {
+			if b, ok := m.val.(bool); ok && !b && m.key == "additionalProperties" {
+				continue
+			}
+			out = append(out, member{m.key, openObjects(m.val)})
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = openObjects(e)
 		}
 		return out
 	}

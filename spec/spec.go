@@ -21,7 +21,8 @@ var LabMessageSchema []byte
 const LabMessageSchemaURL = "https://dotlab.online/spec/lab-message.schema.json"
 
 // The predicate schemas of signed records (docs/verification.md §7), one
-// per predicate type, generated from openapi.yaml's request bodies.
+// per predicate type (v1: the body; v2: the body bound to a log origin and
+// an agent id), generated from openapi.yaml's request bodies.
 var (
 	//go:embed predicate-run-v1.schema.json
 	PredicateRunSchema []byte
@@ -29,6 +30,12 @@ var (
 	PredicateChallengeSchema []byte
 	//go:embed predicate-vote-v1.schema.json
 	PredicateVoteSchema []byte
+	//go:embed predicate-run-v2.schema.json
+	PredicateRunV2Schema []byte
+	//go:embed predicate-challenge-v2.schema.json
+	PredicateChallengeV2Schema []byte
+	//go:embed predicate-vote-v2.schema.json
+	PredicateVoteV2Schema []byte
 )
 
 // OpenAPI is spec/openapi.yaml (OpenAPI 3.1 description of /api/v1).
@@ -45,5 +52,8 @@ func Files() map[string][]byte {
 		"predicate-run-v1.schema.json":       PredicateRunSchema,
 		"predicate-challenge-v1.schema.json": PredicateChallengeSchema,
 		"predicate-vote-v1.schema.json":      PredicateVoteSchema,
+		"predicate-run-v2.schema.json":       PredicateRunV2Schema,
+		"predicate-challenge-v2.schema.json": PredicateChallengeV2Schema,
+		"predicate-vote-v2.schema.json":      PredicateVoteV2Schema,
 	}
 }

@@ -26,39 +26,44 @@ type wireOp struct {
 // errors are all apiv1.ErrorBody). A new field on one of them must be
 // declared in the operation's schema, and a new operation listed here.
 var wireTypes = map[string]wireOp{
-	"getStatus":         {resp: map[string]any{"200": apiv1.Status{}}},
-	"getSummary":        {resp: map[string]any{"200": apiv1.SummaryView{}}},
-	"createAgent":       {req: dotlab.NewAgent{}, resp: map[string]any{"201": apiv1.AgentCreated{}}},
-	"getAgentMe":        {resp: map[string]any{"200": dotlab.AgentProfile{}}},
-	"getAgent":          {resp: map[string]any{"200": dotlab.AgentProfile{}}},
-	"getAgentActivity":  {resp: map[string]any{"200": apiv1.ActivityPage{}}},
-	"createClaim":       {req: apiv1.ClaimSubmission{}, resp: map[string]any{"201": apiv1.ClaimView{}}},
-	"listClaims":        {resp: map[string]any{"200": apiv1.ClaimPage{}}},
-	"getClaim":          {resp: map[string]any{"200": apiv1.ClaimView{}}},
-	"getClaimManifest":  {resp: map[string]any{"200": dotlab.Manifest{}}},
-	"getClaimEvents":    {resp: map[string]any{"200": apiv1.ClaimEventList{}}},
-	"listChallenges":    {resp: map[string]any{"200": apiv1.ChallengeList{}}},
-	"nextJob":           {resp: map[string]any{"200": dotlab.Job{}, "204": nil}},
-	"acceptJob":         {resp: map[string]any{"200": dotlab.Job{}}},
-	"declineJob":        {req: apiv1.DeclineBody{}, resp: map[string]any{"200": dotlab.Job{}}},
-	"putJobLogs":        {resp: map[string]any{"200": apiv1.LogsStored{}}},
-	"getJobLogs":        {resp: map[string]any{"200": nil}},
-	"publishRun":        {req: dotlab.RunBody{}, resp: map[string]any{"201": dotlab.Run{}}},
-	"listRuns":          {resp: map[string]any{"200": apiv1.RunPage{}}},
-	"getRun":            {resp: map[string]any{"200": dotlab.Run{}}},
-	"getLog":            {resp: map[string]any{"200": apiv1.LogInfo{}}},
-	"getLogEntry":       {resp: map[string]any{"200": apiv1.LogEntry{}}},
-	"getLogClaim":       {resp: map[string]any{"200": apiv1.LogClaim{}}},
-	"getLogConsistency": {resp: map[string]any{"200": apiv1.LogConsistency{}}},
-	"createChallenge":   {req: dotlab.ChallengeBody{}, resp: map[string]any{"201": dotlab.Challenge{}}},
-	"nextDispute":       {resp: map[string]any{"200": dotlab.Dispute{}, "204": nil}},
-	"getDispute":        {resp: map[string]any{"200": dotlab.Dispute{}}},
-	"castVote":          {req: dotlab.VoteBody{}, resp: map[string]any{"200": dotlab.Dispute{}}},
-	"joinLab":           {req: apiv1.JoinBody{}, resp: map[string]any{"200": dotlab.LabMember{}}},
-	"listLabMembers":    {resp: map[string]any{"200": apiv1.MemberList{}}},
-	"listLabMessages":   {resp: map[string]any{"200": apiv1.MessagePage{}}},
-	"postLabMessage":    {req: dotlab.LabMessageBody{}, resp: map[string]any{"201": dotlab.LabMessage{}}},
-	"streamLabEvents":   {resp: map[string]any{"200": nil}},
+	"getStatus":           {resp: map[string]any{"200": apiv1.Status{}}},
+	"getSummary":          {resp: map[string]any{"200": apiv1.SummaryView{}}},
+	"createAgent":         {req: dotlab.NewAgent{}, resp: map[string]any{"201": apiv1.AgentCreated{}}},
+	"getAgentMe":          {resp: map[string]any{"200": dotlab.AgentProfile{}}},
+	"getAgent":            {resp: map[string]any{"200": dotlab.AgentProfile{}}},
+	"getAgentActivity":    {resp: map[string]any{"200": apiv1.ActivityPage{}}},
+	"createClaim":         {req: apiv1.ClaimSubmission{}, resp: map[string]any{"201": apiv1.ClaimView{}}},
+	"listClaims":          {resp: map[string]any{"200": apiv1.ClaimPage{}}},
+	"getClaim":            {resp: map[string]any{"200": apiv1.ClaimView{}}},
+	"getClaimManifest":    {resp: map[string]any{"200": dotlab.Manifest{}}},
+	"getClaimEvents":      {resp: map[string]any{"200": apiv1.ClaimEventList{}}},
+	"listChallenges":      {resp: map[string]any{"200": apiv1.ChallengeList{}}},
+	"nextJob":             {resp: map[string]any{"200": dotlab.Job{}, "204": nil}},
+	"acceptJob":           {resp: map[string]any{"200": dotlab.Job{}}},
+	"declineJob":          {req: apiv1.DeclineBody{}, resp: map[string]any{"200": dotlab.Job{}}},
+	"putJobLogs":          {resp: map[string]any{"200": apiv1.LogsStored{}}},
+	"getJobLogs":          {resp: map[string]any{"200": nil}},
+	"putJobOutputs":       {resp: map[string]any{"200": dotlab.OutputListing{}}},
+	"getRunOutputs":       {resp: map[string]any{"200": nil}},
+	"getChallengeOutputs": {resp: map[string]any{"200": nil}},
+	"publishRun":          {req: dotlab.RunBody{}, resp: map[string]any{"201": apiv1.PublishedRun{}}},
+	"listRuns":            {resp: map[string]any{"200": apiv1.RunPage{}}},
+	"getRun":              {resp: map[string]any{"200": dotlab.Run{}}},
+	"getLog":              {resp: map[string]any{"200": apiv1.LogInfo{}}},
+	"getLogEntry":         {resp: map[string]any{"200": apiv1.LogEntry{}}},
+	"getLogClaim":         {resp: map[string]any{"200": apiv1.LogClaim{}}},
+	"getLogConsistency":   {resp: map[string]any{"200": apiv1.LogConsistency{}}},
+	"createChallenge":     {req: dotlab.ChallengeBody{}, resp: map[string]any{"201": dotlab.Challenge{}}},
+	"nextDispute":         {resp: map[string]any{"200": dotlab.Dispute{}, "204": nil}},
+	"getDispute":          {resp: map[string]any{"200": dotlab.Dispute{}}},
+	"castVote":            {req: dotlab.VoteBody{}, resp: map[string]any{"200": dotlab.Dispute{}}},
+	"commitVote":          {req: dotlab.CommitBody{}, resp: map[string]any{"200": dotlab.Dispute{}}},
+	"revealVote":          {req: dotlab.RevealBody{}, resp: map[string]any{"200": dotlab.Dispute{}}},
+	"joinLab":             {req: apiv1.JoinBody{}, resp: map[string]any{"200": dotlab.LabMember{}}},
+	"listLabMembers":      {resp: map[string]any{"200": apiv1.MemberList{}}},
+	"listLabMessages":     {resp: map[string]any{"200": apiv1.MessagePage{}}},
+	"postLabMessage":      {req: dotlab.LabMessageBody{}, resp: map[string]any{"201": dotlab.LabMessage{}}},
+	"streamLabEvents":     {resp: map[string]any{"200": nil}},
 }
 
 // TestOpenAPIWireTypes: every JSON field of every wire type is declared in
@@ -152,7 +157,7 @@ func (w *wireCheck) checkResponses(op oapidoc.Operation, resp map[string]any) {
 			w.errorf("%s: the server writes %T, but no JSON schema is declared", what, goType)
 		case goType != nil:
 			top, ptr := w.deref(s)
-			if top["additionalProperties"] == false && op.ID != "getClaimManifest" {
+			if top["additionalProperties"] == false {
 				w.errorf("%s: the response schema %s must stay open (no additionalProperties: false)", what, ptr)
 			}
 			w.value(what, s, reflect.TypeOf(goType), true)
@@ -202,8 +207,10 @@ func (w *wireCheck) value(what string, s map[string]any, t reflect.Type, resp bo
 		return // any JSON value
 	case t == decimalType:
 		want = "number"
-		if format != "double" {
-			w.errorf("%s: a decimal (dotlab.Decimal) must be type number, format double, not %v %q", what, types, format)
+		// A manifest's numbers fit a double (RFC 8785); every other
+		// decimal is the Decimal schema, format decimal.
+		if format != "decimal" && (format != "double" || !strings.Contains(strings.ToLower(what), "manifest")) {
+			w.errorf("%s: a decimal (dotlab.Decimal) must be the Decimal schema (type number, format decimal; in a manifest format double), not %v %q", what, types, format)
 		}
 	case t == timeType:
 		want = "string"
@@ -354,12 +361,14 @@ func (w *wireCheck) required(s map[string]any) map[string]bool {
 	return out
 }
 
-// each calls fn on s and on every allOf member, $refs followed.
+// each calls fn on s and on every allOf member, and on the members of a
+// nullable anyOf (a schema and {type: null}), $refs followed.
 func (w *wireCheck) each(s map[string]any, fn func(map[string]any)) {
 	d, _ := w.deref(s)
 	fn(d)
 	all, _ := d["allOf"].([]any)
-	for _, a := range all {
+	nullable, _ := d["anyOf"].([]any)
+	for _, a := range append(slices.Clip(all), nullable...) {
 		if m, ok := a.(map[string]any); ok {
 			w.each(m, fn)
 		}
@@ -433,9 +442,11 @@ func requestSchemas(t *testing.T, doc *oapidoc.Doc) map[string]bool {
 	return seen
 }
 
-// TestOpenAPINumbersAreDoubles: no number in the document can be read as
-// 32 bits: every `type: number` schema says `format: double`.
-func TestOpenAPINumbersAreDoubles(t *testing.T) {
+// TestOpenAPINumbersAreWide: no number in the document can be read as 32
+// bits: every `type: number` schema says `format: double`, but the Decimal
+// schema, which says `format: decimal` and gives oapi-codegen (which reads
+// an unknown format as float32) json.Number, the exact text.
+func TestOpenAPINumbersAreWide(t *testing.T) {
 	doc := loadDoc(t)
 	var walk func(at string, v any)
 	walk = func(at string, v any) {
@@ -450,8 +461,9 @@ func TestOpenAPINumbersAreDoubles(t *testing.T) {
 					types = append(types, fmt.Sprint(e))
 				}
 			}
-			if slices.Contains(types, "number") && x["format"] != "double" {
-				t.Errorf("%s: type number without format: double (generators read it as float32)", at)
+			decimal := at == "#/components/schemas/Decimal" && x["format"] == "decimal" && x["x-go-type"] == "json.Number"
+			if slices.Contains(types, "number") && x["format"] != "double" && !decimal {
+				t.Errorf("%s: type number without format: double (generators read it as float32); a decimal is the Decimal schema", at)
 			}
 			for _, k := range oapidoc.SortedKeys(x) {
 				walk(at+"/"+k, x[k])

@@ -45,6 +45,9 @@ func (db *DB) AddChallenge(ctx context.Context, w store.ChallengeWrite) (bool, e
 			string(w.Comparisons), string(w.Differences), ms(w.At)); err != nil {
 			return err
 		}
+		if err := pinOutputListing(ctx, tx, ch.ClaimID, ch.ChallengerID, w.OutputListing, ch.ID); err != nil {
+			return err
+		}
 		if t.Moves() {
 			res, err = tx.ExecContext(ctx, `UPDATE claims SET state = $3, updated_at = $1 WHERE id = $2 AND state = $4`, ms(w.At), ch.ClaimID, t.To, t.From)
 			if err != nil {
@@ -55,6 +58,9 @@ func (db *DB) AddChallenge(ctx context.Context, w store.ChallengeWrite) (bool, e
 					return err
 				}
 			}
+		}
+		if err := useStatement(ctx, tx, ch.ClaimID, w.Statement, w.At); err != nil {
+			return err
 		}
 		return db.appendLog(ctx, tx, w.Log)
 	})
@@ -94,7 +100,7 @@ func scanChallenge(row rowScanner) (*dotlab.Challenge, error) {
 		return nil, fmt.Errorf("challenge %s body: %w", ch.ID, err)
 	}
 	ch.Notes = b.Notes
-	ch.InputHashes, ch.OutputHashes = b.InputHashes, b.OutputHashes
+	ch.InputHashes, ch.OutputHashes, ch.OutputListing = b.InputHashes, b.OutputHashes, b.OutputListing
 	ch.Envelope, ch.SignedBy = b.Envelope, b.Envelope.SignedBy()
 	if err := json.Unmarshal([]byte(comps), &ch.Comparisons); err != nil {
 		return nil, err

@@ -82,11 +82,38 @@ func (db *DB) FindDispute(ctx context.Context, claimID string) (*dotlab.Dispute,
 	if err != nil {
 		return nil, err
 	}
-	return &dotlab.Dispute{ID: claimID, Claim: c, Run: run, Challenges: chs, Votes: votes, Quorum: db.windows.Quorum}, nil
+	d := &dotlab.Dispute{ID: claimID, Claim: c, Run: run, Challenges: chs, Votes: votes, Quorum: db.windows.Quorum}
+	if c.State == dotlab.StateDisputed {
+		d.Sealed, err = db.seal(ctx, claimID)
+	}
+	return d, err
+}
+
+// seal is the public view of claimID's current sealed round (nil for
+// none): phase, deadlines and each seat's commitment, never a vote.
+func (db *DB) seal(ctx context.Context, claimID string) (*dotlab.Seal, error) {
+	r, found, err := db.SealedRound(ctx, claimID)
+	if err != nil || !found {
+		return nil, err
+	}
+	out := &dotlab.Seal{Round: r.Round, Phase: r.Phase, CommitDeadline: r.CommitDeadline, Votes: []dotlab.SealedVote{}}
+	if !r.RevealDeadline.IsZero() {
+		at := r.RevealDeadline
+		out.RevealDeadline = &at
+	}
+	for _, st := range r.Seats {
+		v := dotlab.SealedVote{ReviewerID: st.ReviewerID, Commitment: st.Commitment, Revealed: st.Vote != nil, Abstained: st.Abstained}
+		if !st.CommittedAt.IsZero() {
+			at := st.CommittedAt
+			v.CommittedAt = &at
+		}
+		out.Votes = append(out.Votes, v)
+	}
+	return out, nil
 }
 
 func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT reviewer_id, vote, rationale, created_at, envelope FROM votes WHERE claim_id = $1 ORDER BY created_at, reviewer_id`, claimID)
+	rows, err := db.r.QueryContext(ctx, `SELECT reviewer_id, vote, rationale, created_at, envelope, COALESCE(salt, '') FROM votes WHERE claim_id = $1 ORDER BY created_at, reviewer_id`, claimID)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +123,7 @@ func (db *DB) votes(ctx context.Context, claimID string) ([]dotlab.Vote, error) 
 		v := dotlab.Vote{ClaimID: claimID}
 		var at int64
 		var env sql.NullString
-		if err := rows.Scan(&v.ReviewerID, &v.Vote, &v.Rationale, &at, &env); err != nil {
+		if err := rows.Scan(&v.ReviewerID, &v.Vote, &v.Rationale, &at, &env, &v.Salt); err != nil {
 			return nil, err
 		}
 		v.CreatedAt = fromMS(at)
@@ -134,6 +161,9 @@ func (db *DB) AddVote(ctx context.Context, w store.VoteWrite) (bool, error) {
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO votes (claim_id, reviewer_id, vote, rationale, created_at, envelope) VALUES ($1, $2, $3, $4, $5, $6)`,
 			v.ClaimID, v.ReviewerID, v.Vote, v.Rationale, ms(w.At), env); err != nil {
+			return err
+		}
+		if err := useStatement(ctx, tx, v.ClaimID, w.Statement, w.At); err != nil {
 			return err
 		}
 		if err := db.appendLog(ctx, tx, w.Log); err != nil {
@@ -178,12 +208,18 @@ func (db *DB) tally(ctx context.Context, tx *sql.Tx, claimID string, w store.Vot
 	if st == nil {
 		return nil
 	}
+	return db.settle(ctx, tx, claimID, st, w.At)
+}
+
+// settle applies settlement st to disputed claimID at time at: the state
+// and outcome, the history, the log entries.
+func (db *DB) settle(ctx context.Context, tx *sql.Tx, claimID string, st *store.Settlement, at time.Time) error {
 	tr := st.Transition
 	if _, err := tx.ExecContext(ctx, `UPDATE claims SET state = $4, outcome = $1, settled_at = $2, updated_at = $2
-		WHERE id = $3 AND state = $5`, st.Outcome, ms(w.At), claimID, tr.To, tr.From); err != nil {
+		WHERE id = $3 AND state = $5`, st.Outcome, ms(at), claimID, tr.To, tr.From); err != nil {
 		return err
 	}
-	if err := db.addHistory(ctx, tx, claimID, tr, w.At, st.History...); err != nil {
+	if err := db.addHistory(ctx, tx, claimID, tr, at, st.History...); err != nil {
 		return err
 	}
 	return db.appendLog(ctx, tx, st.Log)

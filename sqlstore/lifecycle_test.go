@@ -174,9 +174,10 @@ func TestLifecycleDisputeSettledByMajority(t *testing.T) {
 		_, err = sqlstoretest.Protocol(w.db).CastVote(ctx, runner, id, dotlab.VoteBody{Vote: "runner", Rationale: "I stand by my run, sd_diff 1.2299 is right"})
 		wantCode(t, err, dotlab.EROLECONFLICT)
 		rationale := "sd_diff: Student divides by n; 1.17 matches within 0.005, 1.2299 does not"
-		// Only reviewers the draw assigned may vote.
+		// Only reviewers the draw assigned may vote: one not drawn holds no
+		// role, so it is not offered the dispute (409, issue 26).
 		_, err = sqlstoretest.Protocol(w.db).CastVote(ctx, reviewers[1], id, dotlab.VoteBody{Vote: "runner", Rationale: rationale})
-		wantCode(t, err, dotlab.EROLECONFLICT)
+		wantCode(t, err, dotlab.ENOTOFFERED)
 		for i, v := range []string{"challenger", "runner", "challenger"} {
 			if i > 0 {
 				if d, found, _ := sqlstoretest.Protocol(w.db).NextDispute(ctx, reviewers[i].ID); !found || d.ID != id {

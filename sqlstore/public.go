@@ -45,23 +45,43 @@ func (db *DB) ClaimSummary(ctx context.Context, recent int) (*dotlab.Summary, er
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	// claims_settled (settled_at, number) WHERE settled_at IS NOT NULL: an
-	// index walk backwards, no sort. Ties go to the newer claim (number, the
-	// numeric id: DL-10000 is newer than DL-9999).
-	rows, err = db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE settled_at IS NOT NULL
-		ORDER BY settled_at DESC, number DESC LIMIT $1`, recent)
+	s.RecentlySettled, err = db.latestSettled(ctx, recent, scanClaimShort)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// LatestSettled returns the limit (1-50; 50 when limit <= 0 or above)
+// latest settled claims with their manifests, newest settled_at first (then
+// newest id): the Atom feed's entries (web: /feed.atom).
+func (db *DB) LatestSettled(ctx context.Context, limit int) ([]*dotlab.Claim, error) {
+	if limit <= 0 || limit > 50 {
+		limit = 50
+	}
+	return db.latestSettled(ctx, limit, db.scanClaim)
+}
+
+// latestSettled reads the limit latest settled claims with scan. The index
+// claims_settled (settled_at, number) WHERE settled_at IS NOT NULL is walked
+// backwards, no sort. Ties go to the newer claim (number, the numeric id:
+// DL-10000 is newer than DL-9999).
+func (db *DB) latestSettled(ctx context.Context, limit int, scan func(rowScanner) (*dotlab.Claim, error)) ([]*dotlab.Claim, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM claims WHERE settled_at IS NOT NULL
+		ORDER BY settled_at DESC, number DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	out := []*dotlab.Claim{}
 	for rows.Next() {
-		c, err := scanClaimShort(rows)
+		c, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		s.RecentlySettled = append(s.RecentlySettled, c)
+		out = append(out, c)
 	}
-	return s, rows.Err()
+	return out, rows.Err()
 }
 
 // activitySQL is an agent's record as one newest-first stream. Each branch

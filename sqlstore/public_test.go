@@ -183,6 +183,33 @@ func TestClaimSummaryTies(t *testing.T) {
 	})
 }
 
+// TestLatestSettled: the feed's read gives the same claims in the same
+// order as the summary, with their manifests, and bounds its limit to 1-50.
+func TestLatestSettled(t *testing.T) {
+	forEachWorld(t, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		cs, err := w.db.LatestSettled(ctx, 10)
+		if err != nil || cs == nil || len(cs) != 0 {
+			t.Fatalf("empty: %v %v", cs, err)
+		}
+		p := newPublicWorld(t, w)
+		for _, limit := range []int{0, 2, 500} {
+			cs, err = w.db.LatestSettled(ctx, limit)
+			if err != nil || strings.Join(ids(cs), " ") != p.c+" "+p.a {
+				t.Fatalf("limit %d: %v %v", limit, ids(cs), err)
+			}
+			for _, c := range cs {
+				if c.Manifest == nil || c.Manifest.Source.Citation == "" || c.SettledAt == nil {
+					t.Fatalf("%s: manifest %v settled_at %v", c.ID, c.Manifest, c.SettledAt)
+				}
+			}
+		}
+		if cs, err = w.db.LatestSettled(ctx, 1); err != nil || len(cs) != 1 || cs[0].ID != p.c {
+			t.Fatalf("limit 1: %v %v", ids(cs), err)
+		}
+	})
+}
+
 func ids(cs []*dotlab.Claim) []string {
 	var out []string
 	for _, c := range cs {

@@ -54,6 +54,9 @@ func (db *DB) agentRecord(ctx context.Context, agentID string) (dotlab.AgentReco
 			rec.AddVote(vote, state == settled, dotlab.Outcome(final), dotlab.Outcome(run))
 			return nil
 		}},
+		{`SELECT COUNT(*) FROM sealed_seats WHERE reviewer_id = $1 AND abstained = 1`, func(row rowScanner) error {
+			return row.Scan(&rec.Abstained)
+		}},
 	}
 	for _, r := range reads {
 		if err := db.eachRow(ctx, r.query, agentID, r.add); err != nil {

@@ -49,11 +49,17 @@ func (db *DB) AddRun(ctx context.Context, w store.RunWrite) (bool, error) {
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, w.RunID, w.ClaimID, w.RunnerID, w.Outcome, string(w.Body), string(w.Comparisons), ms(w.At), logsSHA); err != nil {
 			return err
 		}
+		if err := pinOutputListing(ctx, tx, w.ClaimID, w.RunnerID, w.OutputListing, w.RunID); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = $4, closed_at = $1
 			WHERE claim_id = $2 AND agent_id = $3 AND state = $5`, ms(w.At), w.ClaimID, w.RunnerID, t.JobTo, t.JobFrom); err != nil {
 			return err
 		}
 		if err := db.addHistory(ctx, tx, w.ClaimID, t, w.At, w.History...); err != nil {
+			return err
+		}
+		if err := useStatement(ctx, tx, w.ClaimID, w.Statement, w.At); err != nil {
 			return err
 		}
 		return db.appendLog(ctx, tx, w.Log)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/store"
 	"github.com/dotlab/dotlab/tlogfmt"
 	"github.com/dotlab/dotlab/translog"
 )
@@ -123,4 +125,37 @@ func envelopeText(env *dotlab.Envelope) (sql.NullString, error) {
 		return sql.NullString{}, err
 	}
 	return sql.NullString{String: string(data), Valid: true}, nil
+}
+
+// useStatement records that the record of s signs with statement s.SHA256
+// and key s.KeyID on claimID, in the record's transaction; nothing for an
+// unsigned record (s.SHA256 ""). A signed statement some record used
+// already is store.ErrStatementUsed, so the transaction writes nothing.
+func useStatement(ctx context.Context, tx *sql.Tx, claimID string, s store.SignedStatement, at time.Time) error {
+	if s.SHA256 == "" {
+		return nil
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO signed_statements (sha256, keyid, subject_type, subject_id, claim_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (sha256, keyid) DO NOTHING`, s.SHA256, s.KeyID, string(s.SubjectType), s.SubjectID, claimID, ms(at))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return store.ErrStatementUsed
+	}
+	return nil
+}
+
+// StatementUse is the record that used the statement of digest sha256
+// signed with key keyID, "<subject type> <subject id>" (store.Reader).
+func (db *DB) StatementUse(ctx context.Context, sha256, keyID string) (subject string, found bool, err error) {
+	var typ, id string
+	err = db.r.QueryRowContext(ctx, `SELECT subject_type, subject_id FROM signed_statements WHERE sha256 = $1 AND keyid = $2`, sha256, keyID).Scan(&typ, &id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return typ + " " + id, true, nil
 }

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,50 @@ func TestConditionalWritesReportWhetherTheyApplied(t *testing.T) {
 		}
 		if got := size(); got != before+1 {
 			t.Fatalf("the vote that did not apply logged an entry")
+		}
+	})
+}
+
+// TestSignedStatementUsedOnce: a run write carrying a signed statement
+// records its use with the run; a second write bound to the same statement
+// and key — another claim's run, as a race past the protocol's early check
+// would bring — is refused with store.ErrStatementUsed and writes nothing
+// (no run, no log entry, the claim unmoved), while the same statement
+// signed with another key (two agents may sign one v1 statement) is
+// another statement.
+func TestSignedStatementUsedOnce(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, db *sqlstore.DB, clock *sqlstoretest.Clock) {
+		ctx := context.Background()
+		runner := mustAgent(t, db, "runner")
+		x := acceptedClaim(t, db, runner, "statement once x")
+		y := acceptedClaim(t, db, runner, "statement once y")
+		sum := strings.Repeat("ab", 32)
+		first := runWrite(t, db, x, runner.ID, clock.Now())
+		first.Statement = store.SignedStatement{SHA256: sum, KeyID: "SHA256:k", SubjectType: tlogfmt.TypeRun, SubjectID: first.RunID}
+		if applied, err := db.AddRun(ctx, first); err != nil || !applied {
+			t.Fatalf("first use: applied %v, %v", applied, err)
+		}
+		if subject, found, err := db.StatementUse(ctx, sum, "SHA256:k"); err != nil || !found || subject != "run "+first.RunID {
+			t.Fatalf("use of the statement: %q %v %v", subject, found, err)
+		}
+		if _, found, err := db.StatementUse(ctx, sum, "SHA256:other"); err != nil || found {
+			t.Fatalf("the statement under another key: found %v, %v", found, err)
+		}
+		size, _ := db.Log().Size(ctx)
+		again := runWrite(t, db, y, runner.ID, clock.Now())
+		again.Statement = store.SignedStatement{SHA256: sum, KeyID: "SHA256:k", SubjectType: tlogfmt.TypeRun, SubjectID: again.RunID}
+		if _, err := db.AddRun(ctx, again); err != store.ErrStatementUsed {
+			t.Fatalf("second use: %v, want store.ErrStatementUsed", err)
+		}
+		if after, _ := db.Log().Size(ctx); after != size {
+			t.Fatalf("the refused write logged %d entries", after-size)
+		}
+		if c, _ := db.FindClaim(ctx, y.ID); c.State != dotlab.StateAssigned || c.RunID != "" {
+			t.Fatalf("the refused write moved %s to %s", y.ID, c.State)
+		}
+		again.Statement.KeyID = "SHA256:other"
+		if applied, err := db.AddRun(ctx, again); err != nil || !applied {
+			t.Fatalf("the same statement by another key: applied %v, %v", applied, err)
 		}
 	})
 }

@@ -34,6 +34,28 @@ type Write struct {
 	Log []tlogfmt.Entry // appended in the write's transaction, in order
 }
 
+// SignedStatement is the statement a signed record's envelope carries, as
+// a write records its use: SHA256 names it (attest.Peeked.StatementSHA256,
+// the SHA-256 of the envelope's decoded payload; "" for an unsigned record,
+// which records nothing), KeyID the key that signed it (two agents may sign
+// one v1 statement, which names no agent), SubjectType and SubjectID the
+// record it signs
+// (tlogfmt.TypeRun and the run id, TypeChallenge and the challenge id,
+// TypeVote and tlogfmt.VoteID). A signed statement signs one record: a
+// store refuses a write whose statement and key a record already used with
+// ErrStatementUsed, writing nothing (docs/threat-model.md "Replay and
+// borrowed keys").
+type SignedStatement struct {
+	SHA256      string
+	KeyID       string
+	SubjectType tlogfmt.EntryType
+	SubjectID   string
+}
+
+// ErrStatementUsed is the refusal of a write whose signed statement
+// another record used already (a replayed envelope).
+var ErrStatementUsed = dotlab.Errorf(dotlab.EINVALID, "$.envelope: already posted: this signed statement is another record's; a signed statement is used once: sign the record you are posting now")
+
 // RunWrite publishes a run: the claim moves by Transition (publish or
 // publish_final) from assigned or running, only while RunnerID holds the
 // job and its publish deadline is after At; the run row, the job's end and
@@ -46,10 +68,16 @@ type RunWrite struct {
 	Body                     []byte // the run body exactly as submitted
 	Comparisons              []byte // the server's comparisons, JSON
 	LogsSHA256               string // "" when the body pins no logs
+	// OutputListing is the SHA-256 of the output listing the body pins
+	// ("" none): RunnerID's upload on ClaimID with that hash, unpinned
+	// until now, is pinned to the run in the same transaction (none such:
+	// ECONFLICT, nothing written).
+	OutputListing string
 	// ChallengeDeadline is set for a compared outcome (the window opens);
 	// the zero time settles the claim at once with Outcome.
 	ChallengeDeadline time.Time
 	History           []string // one detail per state Transition records
+	Statement         SignedStatement
 }
 
 // ChallengeWrite records a challenge while the claim's challenge window is
@@ -64,6 +92,9 @@ type ChallengeWrite struct {
 	Comparisons []byte // JSON
 	Differences []byte // JSON
 	History     []string
+	// OutputListing: as RunWrite's, the challenger's upload.
+	OutputListing string
+	Statement     SignedStatement
 }
 
 // VoteWrite records a reviewer's vote while the claim is disputed, then
@@ -73,9 +104,80 @@ type ChallengeWrite struct {
 // dotlab.Verdict); a Settlement is applied in the same transaction.
 type VoteWrite struct {
 	Write
-	Vote     dotlab.Vote // the rationale as stored (trimmed)
-	Envelope *dotlab.Envelope
-	Tally    func(t dotlab.Tally, runID string, run, firstDisagreeing dotlab.Outcome) *Settlement
+	Vote      dotlab.Vote // the rationale as stored (trimmed)
+	Envelope  *dotlab.Envelope
+	Statement SignedStatement
+	Tally     func(t dotlab.Tally, runID string, run, firstDisagreeing dotlab.Outcome) *Settlement
+}
+
+// SealedSeat is one reviewer's seat in a sealed dispute's round
+// (docs/mechanism.md §4a) as the store keeps it.
+type SealedSeat struct {
+	ReviewerID  string
+	Round       int
+	AssignedAt  time.Time
+	Commitment  string    // "" before the reviewer commits
+	CommittedAt time.Time // zero before
+	// Vote is the vote the server holds (revealed, or posted as a plain
+	// vote and sealed by the server), with its Salt and Envelope; nil
+	// before.
+	Vote      *dotlab.Vote
+	Salt      string
+	Abstained bool // the seat missed a deadline
+}
+
+// SealedRound is a sealed dispute's current round: its number, phase and
+// deadlines, the seats of that round, and what a settlement needs (the
+// run's id and outcome, the first disagreeing challenge's outcome).
+type SealedRound struct {
+	ClaimID        string
+	Round          int
+	Phase          string // dotlab.PhaseCommit or dotlab.PhaseReveal
+	CommitDeadline time.Time
+	RevealDeadline time.Time // zero in the commit phase
+	Seats          []SealedSeat
+	RunID          string
+	Run, First     dotlab.Outcome
+}
+
+// SealedDecision is the protocol's rule applied to a round after a seat
+// changed or a deadline passed: the round's next state, the seats that
+// abstain, the votes made public (copied into the votes with their log
+// entries, Log) and the settlement, if the revealed votes decide.
+type SealedDecision struct {
+	Round                          int
+	Phase                          string
+	CommitDeadline, RevealDeadline time.Time // RevealDeadline zero in the commit phase
+	Abstain                        []string  // reviewer ids
+	Publish                        []SealedSeat
+	Log                            []tlogfmt.Entry
+	Settlement                     *Settlement
+}
+
+// SeatChange is one reviewer's change to its seat in the current round:
+// a commitment (Commit set; in the commit phase, on an uncommitted seat),
+// optionally with the vote the server seals (Vote set too), or a reveal
+// (Vote set alone; in the reveal phase, on a committed seat not yet
+// revealed).
+type SeatChange struct {
+	ReviewerID string
+	Commit     string
+	Vote       *dotlab.Vote
+	Salt       string
+	Envelope   *dotlab.Envelope
+}
+
+// SealedWrite applies Seat (nil: none, a sweep of the settlement clock)
+// to ClaimID's current round under the claim's row lock while the claim
+// is disputed, appends Log, then reads the round and applies what Decide
+// returns (nil: nothing more), all in one transaction. applied is false,
+// and nothing is written, when the claim left disputed or the seat's
+// condition no longer holds.
+type SealedWrite struct {
+	Write
+	ClaimID string
+	Seat    *SeatChange
+	Decide  func(SealedRound) *SealedDecision
 }
 
 // Settlement settles a claim by Transition with Outcome, recording
@@ -138,6 +240,25 @@ type LogsWrite struct {
 	Logs                            []byte
 	Coverage                        []byte
 	Complete                        bool
+}
+
+// OutputListingWrite stores AgentID's output listing for its record on
+// ClaimID (docs/protocol.md §6 "Output listing"): inserted, or replacing
+// its earlier upload while no record pins that; applied is false when a
+// record pins the one stored already.
+type OutputListingWrite struct {
+	Write
+	ClaimID, AgentID string
+	Pin              dotlab.OutputListing
+	Listing          []byte // canonical (dotlab.ParseOutputListing)
+}
+
+// StoredOutputListing is an uploaded output listing: its pin, its bytes
+// and the run or challenge that pinned it ("" not yet).
+type StoredOutputListing struct {
+	Pin      dotlab.OutputListing
+	Listing  []byte
+	RecordID string
 }
 
 // MemberWrite adds an agent to a claim's lab room in Role (runner,
@@ -215,13 +336,25 @@ type Writer interface {
 	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)       // ECONFLICT: another role on the claim
 	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error)     //
 	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)           //
-	AddMember(ctx context.Context, w MemberWrite) error                           // ECONFLICT: another role meanwhile
+	AddOutputListing(ctx context.Context, w OutputListingWrite) (applied bool, err error)
+	AddMember(ctx context.Context, w MemberWrite) error // ECONFLICT: another role meanwhile
 	AddMessage(ctx context.Context, w MessageWrite) error
 	ApplyDue(ctx context.Context, w DueWrite) (applied bool, err error)
-	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)
-	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error)
-	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)
+	AddRun(ctx context.Context, w RunWrite) (applied bool, err error)             // ErrStatementUsed
+	AddChallenge(ctx context.Context, w ChallengeWrite) (applied bool, err error) // ErrStatementUsed
+	AddVote(ctx context.Context, w VoteWrite) (applied bool, err error)           // ErrStatementUsed
+	// AddSealedReviewer gives agentID the reviewer role on claimID and a
+	// seat in its current sealed round (made, with commitDeadline, if
+	// none), only while that round is in its commit phase with fewer than
+	// seats live seats: ECONFLICT for another role meanwhile,
+	// ErrCommitteeFull when the seat is gone.
+	AddSealedReviewer(ctx context.Context, claimID, agentID string, seats int, at, commitDeadline time.Time) error
+	ApplySealed(ctx context.Context, w SealedWrite) (applied bool, err error)
 }
+
+// ErrCommitteeFull is AddSealedReviewer's refusal when the round's
+// committee filled (or its commit phase ended) meanwhile.
+var ErrCommitteeFull = errors.New("the sealed round's committee is full")
 
 // Reader is what the protocol reads to decide a step, beyond the domain's
 // read services.
@@ -233,6 +366,12 @@ type Reader interface {
 	Windows() dotlab.Windows
 	// RoleOf is agentID's role on claimID ("" for none).
 	RoleOf(ctx context.Context, claimID, agentID string) (string, error)
+	// UploadedOutputListing is agentID's output listing on claimID, with
+	// its bytes when withListing (found false: none uploaded).
+	UploadedOutputListing(ctx context.Context, claimID, agentID string, withListing bool) (l StoredOutputListing, found bool, err error)
+	// UnpinnedOutputListings counts agentID's output listings no record
+	// pins yet.
+	UnpinnedOutputListings(ctx context.Context, agentID string) (int, error)
 	// RunClaim is the claim of run runID, or the ENOTFOUND error of an
 	// unknown run.
 	RunClaim(ctx context.Context, runID string) (string, error)
@@ -264,4 +403,21 @@ type Reader interface {
 	Due(ctx context.Context, ev dotlab.Event, now time.Time, limit int) ([]Due, error)
 	// HasVoted reports whether reviewerID voted on claimID.
 	HasVoted(ctx context.Context, claimID, reviewerID string) (bool, error)
+	// StatementUse is the record that used the statement of digest sha256
+	// (SignedStatement.SHA256) signed with key keyID, as "<subject type>
+	// <subject id>" ("run run_…"); found is false when none did.
+	StatementUse(ctx context.Context, sha256, keyID string) (subject string, found bool, err error)
+	// SealedRound is claimID's current sealed round (found false: none).
+	SealedRound(ctx context.Context, claimID string) (r SealedRound, found bool, err error)
+	// AssignedSealed is the disputed claim whose current round holds a
+	// live seat of agentID that still has to act (commit in the commit
+	// phase, reveal a commitment in the reveal phase); found false: none.
+	AssignedSealed(ctx context.Context, agentID string) (claimID string, found bool, err error)
+	// SealedCandidates lists up to limit disputed claims agentID holds no
+	// role on whose current round (if any) is in its commit phase with
+	// fewer than seats live seats.
+	SealedCandidates(ctx context.Context, agentID string, seats, limit int) ([]string, error)
+	// SealedDue lists up to limit disputed claims whose current round's
+	// deadline (commit or reveal, by phase) is at or before now.
+	SealedDue(ctx context.Context, now time.Time, limit int) ([]string, error)
 }

@@ -194,15 +194,42 @@ func Decode(data []byte, v any) error { return DecodeLimits(data, DefaultLimits,
 
 // DecodeLimits is Decode with explicit limits.
 func DecodeLimits(data []byte, lim Limits, v any) error {
+	_, err := decode(data, lim, v, false)
+	return err
+}
+
+// DecodeRest is DecodeLimits that, when the JSON parses but some of its
+// values do not fit v (unknown fields, wrong types: the *ProblemsError
+// lists each), still decodes the values that do into v, leaving the others
+// at their zero value, so that the caller can check the rest of the body
+// and answer every problem at once. rest says v holds that decoded rest;
+// it is false when the text is not JSON (or over lim) and v is untouched.
+func DecodeRest(data []byte, lim Limits, v any) (rest bool, err error) {
+	return decode(data, lim, v, true)
+}
+
+func decode(data []byte, lim Limits, v any, keepRest bool) (bool, error) {
 	tree, err := ParseLimits(data, lim)
 	if err != nil {
-		return &ProblemsError{Problems: []string{err.Error()}}
+		return false, &ProblemsError{Problems: []string{err.Error()}}
 	}
 	var probs []string
-	checkKeys(tree, reflect.TypeOf(v), "$", &probs)
+	fits := checkKeys(tree, reflect.TypeOf(v), "$", &probs)
 	if len(probs) > 0 {
-		return &ProblemsError{Problems: probs}
+		rest := false
+		if keepRest && fits {
+			if b, err := json.Marshal(tree); err == nil {
+				rest = json.Unmarshal(b, v) == nil
+			}
+		}
+		return rest, &ProblemsError{Problems: probs}
 	}
+	err = unmarshal(data, v)
+	return err == nil, err
+}
+
+// unmarshal is json.Unmarshal with its type error named by JSON path.
+func unmarshal(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -289,16 +316,20 @@ func jsonKind(node any) string {
 	return "null"
 }
 
-func checkKeys(node any, t reflect.Type, path string, probs *[]string) {
+// checkKeys appends a problem for each value of node that does not fit t
+// (by JSON path) and removes it from node (an object's key is deleted, an
+// array's element set to null), so that what is left decodes. It returns
+// false when node itself does not fit t.
+func checkKeys(node any, t reflect.Type, path string, probs *[]string) bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if node == nil {
-		return // null leaves the zero value
+		return true // null leaves the zero value
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		if t == rawMessageType {
-			return
+			return true
 		}
 		// Run the type's own decoding on this value, to report its error
 		// with the JSON path.
@@ -308,43 +339,53 @@ func checkKeys(node any, t reflect.Type, path string, probs *[]string) {
 		}
 		if err != nil {
 			*probs = append(*probs, fmt.Sprintf("%s: %v", path, err))
+			return false
 		}
-		return
+		return true
 	}
 	if want := kindMismatch(node, t); want != "" {
 		*probs = append(*probs, fmt.Sprintf("%s: expected %s, got %s", path, want, jsonKind(node)))
-		return
+		return false
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		obj, ok := node.(map[string]any)
-		if !ok {
-			return // type mismatch is reported by json.Unmarshal
-		}
-		fields := jsonFields(t)
-		for _, k := range sortedKeys(obj) {
-			ft, ok := fields[k]
-			if !ok {
-				*probs = append(*probs, fmt.Sprintf("%s: unknown field %q (allowed: %s)", childPath(path, k), k, strings.Join(sortedKeys(fields), ", ")))
-				continue
-			}
-			checkKeys(obj[k], ft, childPath(path, k), probs)
-		}
+		checkObject(node, t, path, probs)
 	case reflect.Slice, reflect.Array:
-		arr, ok := node.([]any)
-		if !ok {
-			return
-		}
-		for i, e := range arr {
-			checkKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), probs)
+		if arr, ok := node.([]any); ok {
+			for i, e := range arr {
+				if !checkKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), probs) {
+					arr[i] = nil
+				}
+			}
 		}
 	case reflect.Map:
-		obj, ok := node.(map[string]any)
-		if !ok {
-			return
+		if obj, ok := node.(map[string]any); ok {
+			for _, k := range sortedKeys(obj) {
+				if !checkKeys(obj[k], t.Elem(), childPath(path, k), probs) {
+					delete(obj, k)
+				}
+			}
 		}
-		for _, k := range sortedKeys(obj) {
-			checkKeys(obj[k], t.Elem(), childPath(path, k), probs)
+	}
+	return true
+}
+
+// checkObject is checkKeys of an object decoded into struct type t.
+func checkObject(node any, t reflect.Type, path string, probs *[]string) {
+	obj, ok := node.(map[string]any)
+	if !ok {
+		return // type mismatch is reported by json.Unmarshal
+	}
+	fields := jsonFields(t)
+	for _, k := range sortedKeys(obj) {
+		ft, ok := fields[k]
+		if !ok {
+			*probs = append(*probs, fmt.Sprintf("%s: unknown field %q (allowed: %s)", childPath(path, k), k, strings.Join(sortedKeys(fields), ", ")))
+			delete(obj, k)
+			continue
+		}
+		if !checkKeys(obj[k], ft, childPath(path, k), probs) {
+			delete(obj, k)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -84,5 +85,50 @@ func TestDecodeUnknownAndCaseVariantFields(t *testing.T) {
 	}
 	if err := Decode([]byte(`{"items":[{"name":"a"}],"n":3}`), &o); err != nil || o.N != 3 || o.Items[0].Name != "a" {
 		t.Fatalf("valid decode: %v %+v", err, o)
+	}
+}
+
+// TestDecodeRest: the values that do not fit are each named and left at
+// their zero value; the rest decodes, so that a caller can check it too.
+func TestDecodeRest(t *testing.T) {
+	type inner struct {
+		Seed *int `json:"seed"`
+		Name string
+	}
+	type body struct {
+		Outcome string         `json:"outcome"`
+		Env     inner          `json:"environment"`
+		Hashes  map[string]int `json:"hashes"`
+		List    []int          `json:"list"`
+		Keep    string         `json:"keep"`
+	}
+	var b body
+	rest, err := DecodeRest([]byte(`{"outcome": 3, "environment": {"seed": "seven", "Name": "n"}, "hashes": {"a": 1, "b": "x"},
+		"list": [1, "two", 3], "keep": "kept", "extra": true}`), DefaultLimits, &b)
+	var pe *ProblemsError
+	if !errors.As(err, &pe) || !rest {
+		t.Fatalf("rest %v, err %v", rest, err)
+	}
+	want := []string{`$.environment.seed: expected an integer, got a string`, `$.extra: unknown field`, `$.hashes.b: expected an integer, got a string`,
+		`$.list[1]: expected an integer, got a string`, `$.outcome: expected a string, got a number`}
+	if len(pe.Problems) != len(want) {
+		t.Fatalf("problems %q", pe.Problems)
+	}
+	for _, w := range want {
+		if !strings.Contains(strings.Join(pe.Problems, "\n"), w) {
+			t.Errorf("no problem %q in %q", w, pe.Problems)
+		}
+	}
+	if b.Keep != "kept" || b.Env.Name != "n" || b.Env.Seed != nil || b.Outcome != "" || len(b.Hashes) != 1 || b.Hashes["a"] != 1 ||
+		len(b.List) != 3 || b.List[0] != 1 || b.List[1] != 0 || b.List[2] != 3 {
+		t.Fatalf("the rest: %+v", b)
+	}
+	// Not JSON: nothing decodes.
+	if rest, err := DecodeRest([]byte(`{"keep": `), DefaultLimits, &b); rest || err == nil {
+		t.Fatalf("broken JSON: rest %v err %v", rest, err)
+	}
+	// The root of another type: nothing to keep.
+	if rest, err := DecodeRest([]byte(`[1]`), DefaultLimits, &body{}); rest || err == nil {
+		t.Fatalf("an array for an object: rest %v err %v", rest, err)
 	}
 }

@@ -28,13 +28,17 @@ const (
 	TypeVote       EntryType = "vote"       // a reviewer's vote (VoteRecord)
 	TypeSettlement EntryType = "settlement" // a claim settled with its final outcome (SettlementRecord)
 	TypeMessage    EntryType = "message"    // the digest of a lab message (MessageRecord)
+	// TypeCommitment is a sealed vote's commitment (CommitmentRecord),
+	// logged when the reviewer commits; its vote is logged as TypeVote when
+	// the dispute is decided (docs/mechanism.md §4a).
+	TypeCommitment EntryType = "vote_commitment"
 	// TypeEnvelope is a signed record's DSSE envelope, logged in the same
 	// transaction as the run, challenge or vote it signs (EnvelopeRecord).
 	TypeEnvelope EntryType = "envelope"
 )
 
 // EntryTypes lists the entry types in the order of docs/verification.md.
-var EntryTypes = []EntryType{TypeClaim, TypeOffer, TypeRun, TypeChallenge, TypeVote, TypeSettlement, TypeMessage, TypeEnvelope}
+var EntryTypes = []EntryType{TypeClaim, TypeOffer, TypeRun, TypeChallenge, TypeVote, TypeSettlement, TypeMessage, TypeEnvelope, TypeCommitment}
 
 // Valid reports whether t is one of EntryTypes.
 func (t EntryType) Valid() bool {

@@ -127,11 +127,15 @@ type RunRecord struct {
 	Comparisons  []Comparison      `json:"comparisons"`
 	InputHashes  map[string]string `json:"input_hashes"`
 	OutputHashes map[string]string `json:"output_hashes"`
-	Environment  Environment       `json:"environment"`
-	LogsURI      string            `json:"logs_uri,omitempty"`
-	LogsSHA256   string            `json:"logs_sha256,omitempty"`
-	NotesSHA256  string            `json:"notes_sha256"`
-	PublishedAt  string            `json:"published_at"`
+	// OutputListing pins the listing that holds every output's hash
+	// when the record sent one (docs/protocol.md §6 "Output listing");
+	// absent otherwise, so earlier records keep their bytes.
+	OutputListing *dotlab.OutputListing `json:"output_listing,omitempty"`
+	Environment   Environment           `json:"environment"`
+	LogsURI       string                `json:"logs_uri,omitempty"`
+	LogsSHA256    string                `json:"logs_sha256,omitempty"`
+	NotesSHA256   string                `json:"notes_sha256"`
+	PublishedAt   string                `json:"published_at"`
 }
 
 // RunEntry is the entry of run r, with the SHA-256 of its logs as the run
@@ -140,7 +144,7 @@ func RunEntry(r *dotlab.Run) Entry {
 	b := r.Body
 	return Entry{Type: TypeRun, ClaimID: r.ClaimID, ID: r.ID, Record: RunRecord{
 		RunnerID: r.RunnerID, JobID: b.JobID, Outcome: r.Outcome, Comparisons: comparisons(r.Comparisons),
-		InputHashes: hashes(b.InputHashes), OutputHashes: hashes(b.OutputHashes), Environment: environment(b.Environment),
+		InputHashes: hashes(b.InputHashes), OutputHashes: hashes(b.OutputHashes), OutputListing: b.OutputListing, Environment: environment(b.Environment),
 		LogsURI: b.LogsURI, LogsSHA256: r.LogsSHA256, NotesSHA256: TextSHA256(b.Notes), PublishedAt: Time(r.PublishedAt)}}
 }
 
@@ -154,15 +158,17 @@ type ChallengeRecord struct {
 	Comparisons  []Comparison      `json:"comparisons"`
 	InputHashes  map[string]string `json:"input_hashes"`
 	OutputHashes map[string]string `json:"output_hashes"`
-	NotesSHA256  string            `json:"notes_sha256"`
-	CreatedAt    string            `json:"created_at"`
+	// OutputListing: as RunRecord's.
+	OutputListing *dotlab.OutputListing `json:"output_listing,omitempty"`
+	NotesSHA256   string                `json:"notes_sha256"`
+	CreatedAt     string                `json:"created_at"`
 }
 
 // ChallengeEntry is the entry of challenge ch.
 func ChallengeEntry(ch *dotlab.Challenge) Entry {
 	return Entry{Type: TypeChallenge, ClaimID: ch.ClaimID, ID: ch.ID, Record: ChallengeRecord{
 		RunID: ch.RunID, ChallengerID: ch.ChallengerID, Agrees: ch.Agrees, Outcome: ch.Outcome, Comparisons: comparisons(ch.Comparisons),
-		InputHashes: hashes(ch.InputHashes), OutputHashes: hashes(ch.OutputHashes), NotesSHA256: TextSHA256(ch.Notes), CreatedAt: Time(ch.CreatedAt)}}
+		InputHashes: hashes(ch.InputHashes), OutputHashes: hashes(ch.OutputHashes), OutputListing: ch.OutputListing, NotesSHA256: TextSHA256(ch.Notes), CreatedAt: Time(ch.CreatedAt)}}
 }
 
 // VoteRecord is a reviewer's vote (TypeVote; id: VoteID).
@@ -181,6 +187,24 @@ func VoteID(claimID, reviewerID string) string { return claimID + ":" + reviewer
 func VoteEntry(v *dotlab.Vote) Entry {
 	return Entry{Type: TypeVote, ClaimID: v.ClaimID, ID: VoteID(v.ClaimID, v.ReviewerID), Record: VoteRecord{
 		ReviewerID: v.ReviewerID, Vote: v.Vote, RationaleSHA256: TextSHA256(v.Rationale), CreatedAt: Time(v.CreatedAt)}}
+}
+
+// CommitmentRecord is a sealed vote's commitment (TypeCommitment; id:
+// VoteID): dotlab.VoteCommitment of the vote, which the vote's own entry,
+// logged when the dispute is decided, lets anyone check with the salt the
+// API then shows.
+type CommitmentRecord struct {
+	ReviewerID string `json:"reviewer_id"`
+	Commitment string `json:"commitment"`
+	Round      int    `json:"round"`
+	CreatedAt  string `json:"created_at"`
+}
+
+// CommitmentEntry is the entry of reviewerID's commitment on claimID in
+// round at time at.
+func CommitmentEntry(claimID, reviewerID, commitment string, round int, at time.Time) Entry {
+	return Entry{Type: TypeCommitment, ClaimID: claimID, ID: VoteID(claimID, reviewerID), Record: CommitmentRecord{
+		ReviewerID: reviewerID, Commitment: commitment, Round: round, CreatedAt: Time(at)}}
 }
 
 // SettlementRecord is a claim's settlement (TypeSettlement; id: the claim

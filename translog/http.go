@@ -40,12 +40,14 @@ func (l *Log) Routes() []Route {
 	}
 }
 
-// serveCheckpoint writes the current signed checkpoint as text/plain.
+// serveCheckpoint writes the current signed checkpoint, with the
+// cosignatures witnesses made of it (Witnessed.Note), as text/plain.
 func (l *Log) serveCheckpoint(w http.ResponseWriter, r *http.Request) error {
-	_, signed, err := l.Checkpoint(r.Context())
+	wit, err := l.Witnessed(r.Context())
 	if err != nil {
 		return err
 	}
+	signed := wit.Note
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Cache-Control", checkpointCache)

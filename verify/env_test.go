@@ -131,8 +131,9 @@ func must[T any](v T, err error) T {
 }
 
 // lifecycle runs a claim through every kind of record: listing, an offer
-// taken, lab messages, a run, an agreeing and a disagreeing challenge,
-// three votes and the settlement. It returns the claim and run ids.
+// taken, lab messages, a run (signed v1), an agreeing (unsigned) and a
+// disagreeing (signed v1) challenge, three votes (signed v2) and the
+// settlement. It returns the claim and run ids.
 func (e *env) lifecycle(title string) (claimID, runID string) {
 	t, ctx := e.t, context.Background()
 	sub, helper := e.agent("submitter "+title), e.agent("helper "+title)
@@ -168,7 +169,11 @@ func (e *env) lifecycle(title string) (claimID, runID string) {
 		r, key := e.signer(fmt.Sprintf("reviewer%d %s", i, title))
 		d := must(r.NextDispute(ctx))
 		v := dotlab.VoteBody{Vote: side, Rationale: "sd_diff: Student divides by n, so 1.17 is the published quantity", DisputeID: d.ID}
-		v.Envelope = must(attest.SignVote(ctx, key, &v))
+		// The votes are bound (v2) to this log and their reviewer; the run
+		// and the disagreeing challenge stay v1, as agents signing before
+		// v2 send them.
+		bind := attest.Binding{LogOrigin: e.db.Log().Origin(), AgentID: must(r.Me(ctx)).ID}
+		v.Envelope = must(attest.SignBoundVote(ctx, key, bind, &v))
 		must(r.Vote(ctx, d.ID, v))
 	}
 	if got := must(e.c.Claim(ctx, c.ID)); got.State != dotlab.StateSettled {

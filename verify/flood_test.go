@@ -41,7 +41,7 @@ func TestVerifyHelperProcess(t *testing.T) {
 		fmt.Println(err)
 		os.Exit(2)
 	}
-	err = verify.Target(context.Background(), c, spec[1], "", spec[2], io.Discard, false)
+	err = verify.Target(context.Background(), c, verify.Witness{Path: spec[1]}, spec[2], io.Discard, false)
 	if err != nil {
 		fmt.Println("failed:", err)
 	} else {

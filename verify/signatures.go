@@ -12,9 +12,12 @@ import (
 
 // checkSignatures checks each signed record's envelope against its
 // agent's registered key (docs/verification.md "Signed records"): the
-// signature, the predicate type and subjects, and that the predicate is the
-// record as served. The log entry of each envelope is matched by
-// matchRecords; the key must hash to the key id the agent's profile shows.
+// signature, the predicate type and subjects, that the predicate is the
+// record as served, and that a v2 statement names this log (the
+// checkpoint's origin) and the record's agent; a v1 statement names
+// neither and is reported unbound (Report.Unbound). The log entry of each
+// envelope is matched by matchRecords; the key must hash to the key id the
+// agent's profile shows.
 func (v Verifier) checkSignatures(ctx context.Context, rep *Report, rs *records, only map[tlogfmt.Key]bool) {
 	keys := map[string]*attest.PublicKey{}
 	key := func(agentID, label string) *attest.PublicKey {
@@ -48,11 +51,11 @@ func (v Verifier) checkSignatures(ctx context.Context, rep *Report, rs *records,
 	if r := rs.run; r != nil && r.Body.Envelope != nil && wanted(tlogfmt.TypeRun, r.ID) {
 		label := "signature of run " + r.ID
 		if k := key(r.RunnerID, label); k != nil {
-			err := attest.VerifyRun(ctx, k, &r.Body)
+			err := attest.VerifyRun(ctx, k, bindingOf(rep, r.RunnerID), &r.Body)
 			if err == nil && (r.Body.JobID != rs.claim.ID || r.ClaimID != rs.claim.ID) {
 				err = dotlab.Errorf(dotlab.EINVALID, "its runner signed it as the run of job %q, not of %s: a signed run is filed under another claim", r.Body.JobID, rs.claim.ID)
 			}
-			report(rep, label, k, err)
+			report(rep, label, "run "+r.ID, k, r.Body.Envelope, err)
 		}
 	}
 	for _, ch := range rs.challenges {
@@ -65,7 +68,7 @@ func (v Verifier) checkSignatures(ctx context.Context, rep *Report, rs *records,
 		}
 		label := "signature of challenge " + ch.ID
 		if k := key(ch.ChallengerID, label); k != nil {
-			report(rep, label, k, checkChallenge(ctx, k, ch))
+			report(rep, label, "challenge "+ch.ID, k, ch.Envelope, checkChallenge(ctx, k, bindingOf(rep, ch.ChallengerID), ch))
 		}
 	}
 	for i := range rs.votes {
@@ -80,35 +83,54 @@ func (v Verifier) checkSignatures(ctx context.Context, rep *Report, rs *records,
 		label := "signature of the vote of " + vt.ReviewerID
 		if k := key(vt.ReviewerID, label); k != nil {
 			b := dotlab.VoteBody{Vote: vt.Vote, Rationale: vt.Rationale, DisputeID: rs.claim.ID, Envelope: vt.Envelope}
-			report(rep, label, k, attest.VerifyVote(ctx, k, rs.claim.ID, &b))
+			report(rep, label, "the vote of "+vt.ReviewerID, k, vt.Envelope, attest.VerifyVote(ctx, k, bindingOf(rep, vt.ReviewerID), rs.claim.ID, &b))
 		}
 	}
 }
 
-func report(rep *Report, label string, k *attest.PublicKey, err error) {
+// bindingOf is what a v2 statement of agentID's record on this log must
+// name: the checkpoint's origin and agentID.
+func bindingOf(rep *Report, agentID string) attest.Binding {
+	return attest.Binding{LogOrigin: rep.Checkpoint.Origin, AgentID: agentID}
+}
+
+// report records the check of record's envelope env, signed with k: a
+// failure, or a verified signature, bound (v2: it names this log and the
+// record's agent) or unbound (v1: it names neither, so nothing shows it
+// was made for this log rather than replayed from another server).
+func report(rep *Report, label, record string, k *attest.PublicKey, env *dotlab.Envelope, err error) {
 	if err != nil {
 		rep.fail("%s does not verify: %v", label, err)
 		return
 	}
 	rep.Signed++
-	rep.ok("%s: verified with key %s", label, k.ID)
+	if p, err := attest.Peek(env); err == nil && p.Bound() {
+		rep.ok("%s: verified with key %s, bound to log %s and agent %s", label, k.ID, p.Binding.LogOrigin, p.Binding.AgentID)
+		return
+	}
+	rep.Unbound = append(rep.Unbound, record)
+	rep.ok("%s: verified with key %s, but unbound: its v1 statement names no log or agent (not replay-protected)", label, k.ID)
 }
 
 // checkChallenge verifies a challenge's envelope, whose predicate is the
-// whole challenge body, and holds the served challenge to it: the claim and
-// run it names (sameClaim), outcome, agreement, hashes, notes and each
-// comparison's rerun value.
-func checkChallenge(ctx context.Context, k *attest.PublicKey, ch *dotlab.Challenge) error {
+// whole challenge body (a v2 one's "body", bound to want), and holds the
+// served challenge to it: the claim and run it names (sameClaim), outcome,
+// agreement, hashes, notes and each comparison's rerun value.
+func checkChallenge(ctx context.Context, k *attest.PublicKey, want attest.Binding, ch *dotlab.Challenge) error {
 	st, err := attest.Open(ctx, k, ch.Envelope)
 	if err != nil {
 		return err
 	}
+	body, _, err := st.Record()
+	if err != nil {
+		return err
+	}
 	var b dotlab.ChallengeBody
-	if err := json.Unmarshal(st.Predicate, &b); err != nil {
+	if err := json.Unmarshal(body, &b); err != nil {
 		return dotlab.Errorf(dotlab.EINVALID, "$.envelope: predicate: %v", err)
 	}
 	b.Envelope = ch.Envelope
-	if err := attest.VerifyChallenge(ctx, k, &b); err != nil {
+	if err := attest.VerifyChallenge(ctx, k, want, &b); err != nil {
 		return err
 	}
 	if err := sameClaim(&b, ch); err != nil {

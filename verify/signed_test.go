@@ -78,7 +78,7 @@ func TestSignatureRefused(t *testing.T) {
 	if st.PredicateType != attest.PredicateRun || len(st.Subject) != 1 || st.Subject[0].Name != "results.json" {
 		t.Fatalf("statement %+v", st)
 	}
-	if err := attest.VerifyRun(ctx, pub, &served.Body); err != nil {
+	if err := attest.VerifyRun(ctx, pub, attest.Binding{}, &served.Body); err != nil {
 		t.Fatalf("served run does not verify offline: %v", err)
 	}
 
@@ -178,9 +178,13 @@ func TestSignatureTampering(t *testing.T) {
 		t.Fatalf("%d signatures verified (counted %d), unsigned %q; want 5 (run, disagreeing challenge, 3 votes) and the agreeing challenge unsigned:\n%s",
 			signed, rep.Signed, rep.Unsigned, strings.Join(rep.OK, "\n"))
 	}
+	if len(rep.Unbound) != 2 || !strings.HasPrefix(rep.Unbound[0], "run run_") || !strings.HasPrefix(rep.Unbound[1], "challenge ch_") {
+		t.Fatalf("unbound %q; want the v1 run and challenge (the v2 votes are bound)", rep.Unbound)
+	}
 	var out strings.Builder
 	rep.Print(&out, false)
-	if !strings.Contains(out.String(), "signatures: 5 record(s) signed and verified, 1 unsigned (challenge ch_") {
+	if !strings.Contains(out.String(), "signatures: 5 record(s) signed and verified, 1 unsigned (challenge ch_") ||
+		!strings.Contains(out.String(), "unbound: 2 signed record(s) name no log or agent (v1 statements: run run_") {
 		t.Fatalf("report without -v:\n%s", out.String())
 	}
 	raw := rawDB(t, e)

@@ -35,6 +35,10 @@ type Report struct {
 	// unsigned: docs/verification.md §7); Unsigned names the latter.
 	Signed   int
 	Unsigned []string
+	// Unbound names the signed records among Signed whose statement is
+	// v1: it names no log and no agent, so it may as well have been made
+	// for another server and replayed here (docs/verification.md §7).
+	Unbound []string
 }
 
 // Passed reports whether nothing failed.
@@ -80,8 +84,11 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 	if err != nil {
 		return nil, err
 	}
-	rep, logged, ok := v.readLog(ctx, id, subject, rs, only)
+	rep, seen, logged, ok := v.readLog(ctx, id, subject, rs, only)
 	if !ok {
+		return rep, nil
+	}
+	if err := v.witnessed(ctx, rep, seen, logged, only); err != nil {
 		return rep, nil
 	}
 	var later map[tlogfmt.Key]bool
@@ -106,6 +113,9 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 	v.checkSignatures(ctx, rep, rs, only)
 	checkManifest(rep, rs)
 	checkChallenges(rep, rs)
+	v.checkOutputListings(ctx, rep, rs, func(recordID string) bool {
+		return only == nil || only[tlogfmt.Key{Type: tlogfmt.TypeRun, ID: recordID}] || only[tlogfmt.Key{Type: tlogfmt.TypeChallenge, ID: recordID}]
+	})
 	if rs.run != nil {
 		checkComparisons(rep, rs)
 		v.checkLogs(ctx, rep, rs.run)
@@ -121,16 +131,16 @@ const PendingWait = 5 * time.Second
 // readLog checks the log's checkpoint and reads the entries of claim id in
 // its tree. While a record of rs has no entry there, it reads both again,
 // every pendingPoll, for at most PendingWait: the record's entry may be
-// pending. ok is false when the checkpoint or the entries could not be
+// pending. It returns the checkpoint seen with the entries; ok is false when the checkpoint or the entries could not be
 // read (said in the report).
-func (v Verifier) readLog(ctx context.Context, id, subject string, rs *records, only map[tlogfmt.Key]bool) (*Report, map[tlogfmt.Key]loggedEntry, bool) {
+func (v Verifier) readLog(ctx context.Context, id, subject string, rs *records, only map[tlogfmt.Key]bool) (*Report, *Seen, map[tlogfmt.Key]loggedEntry, bool) {
 	deadline := time.Now().Add(PendingWait)
 	for {
 		rep := &Report{Subject: subject}
 		seen, err := v.Witness.Check(ctx, v.Client)
 		if err != nil {
 			rep.fail("%v", err)
-			return rep, nil, false
+			return rep, nil, nil, false
 		}
 		rep.Checkpoint = seen.Checkpoint
 		rep.OK = append(rep.OK, seen.Notes...)
@@ -141,10 +151,10 @@ func (v Verifier) readLog(ctx context.Context, id, subject string, rs *records, 
 		})
 		if err != nil {
 			rep.fail("log entries of %s: %v", id, err)
-			return rep, nil, false
+			return rep, nil, nil, false
 		}
 		if !notLogged(rs, logged, only) || !time.Now().Before(deadline) || ctx.Err() != nil {
-			return rep, logged, true
+			return rep, seen, logged, true
 		}
 		select {
 		case <-time.After(pendingPoll):
@@ -165,6 +175,24 @@ func notLogged(rs *records, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt
 		}
 	}
 	return false
+}
+
+// witnessed requires the witnesses' cosignatures (Witness.Cosigning) to
+// cover the entries checked; a failure is in rep and returned.
+func (v Verifier) witnessed(ctx context.Context, rep *Report, seen *Seen, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Key]bool) error {
+	last := int64(-1)
+	for k, e := range logged {
+		if (only == nil || only[k]) && e.index > last {
+			last = e.index
+		}
+	}
+	notes, err := v.Witness.CoverWitnessed(ctx, v.Client, seen, last)
+	if err != nil {
+		rep.fail("%v", err)
+		return err
+	}
+	rep.OK = append(rep.OK, notes...)
+	return nil
 }
 
 // checkLogs hashes the run's uploaded logs against the SHA-256 the run
@@ -269,10 +297,40 @@ func matchRecords(rep *Report, rs *records, logged map[tlogfmt.Key]loggedEntry, 
 		switch k.Type {
 		case tlogfmt.TypeOffer:
 			rep.ok("%s: log entry %d, included", k, l.index)
+		case tlogfmt.TypeCommitment:
+			checkCommitment(rep, rs, k, l.index, entry(k))
 		default:
 			rep.fail("%s (log entry %d) is missing from the server's records: deleted or hidden after it was logged", describe(k), l.index)
 		}
 	}
+}
+
+// checkCommitment checks a sealed vote's logged commitment (key k, log
+// entry index, bytes data; docs/mechanism.md §4a): a decided vote's salt,
+// vote and rationale must hash to it; a commitment without a decided vote
+// (the dispute still sealed, or the seat abstained) is included as it is.
+func checkCommitment(rep *Report, rs *records, k tlogfmt.Key, index int64, data []byte) {
+	var rec tlogfmt.CommitmentRecord
+	l, err := tlogfmt.Decode(data)
+	if err == nil {
+		err = json.Unmarshal(l.Record, &rec)
+	}
+	if err != nil {
+		rep.fail("%s (log entry %d): %v", k, index, err)
+		return
+	}
+	for _, v := range rs.votes {
+		if tlogfmt.VoteID(rs.claim.ID, v.ReviewerID) != k.ID {
+			continue
+		}
+		if v.Salt == "" || dotlab.VoteCommitment(rs.claim.ID, v.ReviewerID, v.Vote, v.Rationale, v.Salt) != rec.Commitment {
+			rep.fail("the sealed vote of %s does not match its commitment (log entry %d): its vote, rationale or salt changed after it was committed", v.ReviewerID, index)
+			return
+		}
+		rep.ok("sealed vote of %s: matches its commitment, log entry %d", v.ReviewerID, index)
+		return
+	}
+	rep.ok("%s: log entry %d, included (not revealed)", k, index)
 }
 
 // madeLater returns the keys of the records the second read (again) found
@@ -301,7 +359,7 @@ func unread(rs *records, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Ke
 		have[x.entry.Key()] = true
 	}
 	for k := range logged {
-		if !have[k] && (only == nil || only[k]) && k.Type != tlogfmt.TypeOffer {
+		if !have[k] && (only == nil || only[k]) && k.Type != tlogfmt.TypeOffer && k.Type != tlogfmt.TypeCommitment {
 			return true
 		}
 	}
@@ -428,6 +486,10 @@ func (r *Report) Print(w io.Writer, verbose bool) {
 		}
 		fmt.Fprintln(w)
 	}
+	if len(r.Unbound) > 0 {
+		fmt.Fprintf(w, "unbound: %d signed record(s) name no log or agent (v1 statements: %s): their signatures are their agents', but not replay-protected: nothing shows they were made for this log\n",
+			len(r.Unbound), strings.Join(r.Unbound, ", "))
+	}
 	if r.Passed() {
 		fmt.Fprintf(w, "%s verified: %d checks passed against checkpoint %s size %d\n", r.Subject, len(r.OK), r.Checkpoint.Origin, r.Checkpoint.Size)
 		return
@@ -440,8 +502,9 @@ func (r *Report) Print(w io.Writer, verbose bool) {
 const TargetMemoryLimit = 160 << 20
 
 // Target verifies target — a claim id (DL-0001) or else a run id — on the
-// server c, keeping the log's checkpoint in the witness file at path (and
-// requiring the verifier key key when set), and prints the report to w. It
+// server c, keeping the log's checkpoint in the witness file wit.Path (and
+// requiring the verifier key wit.Key when set and the cosignatures of
+// wit.Cosigning when enabled), and prints the report to w. It
 // returns an error when anything failed, naming how many checks.
 //
 // Memory: the log is read page by page (client.EachLogClaimPage) and only
@@ -449,11 +512,14 @@ const TargetMemoryLimit = 160 << 20
 // alone; unless the process has a memory limit already (GOMEMLIMIT), Target
 // sets a soft one of TargetMemoryLimit, so that the collector keeps a
 // claim with 100,000 room messages under 256 MiB resident.
-func Target(ctx context.Context, c *client.Client, path, key, target string, w io.Writer, verbose bool) error {
+func Target(ctx context.Context, c *client.Client, wit Witness, target string, w io.Writer, verbose bool) error {
 	if debug.SetMemoryLimit(-1) == math.MaxInt64 {
 		debug.SetMemoryLimit(TargetMemoryLimit)
 	}
-	v := Verifier{Client: c, Witness: Witness{Path: path, Key: key}}
+	if _, _, err := wit.Cosigning.Parse(); wit.Cosigning.Enabled() && err != nil {
+		return err
+	}
+	v := Verifier{Client: c, Witness: wit}
 	check := v.Run
 	if dotlab.ValidClaimID(target) {
 		check = v.Claim

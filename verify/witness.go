@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/tlogfmt"
 	"github.com/transparency-dev/merkle/proof"
@@ -40,12 +41,22 @@ type Witness struct {
 	// Key, when set, is the verifier key the log must have (`dotlab verify
 	// --log-key`); otherwise the key seen first is pinned.
 	Key string
+	// Cosigning, when enabled, requires witnesses' cosignatures on the log
+	// (`--witness-key`, `--witnesses`; docs/verification.md "Witnesses").
+	Cosigning Cosigning
 }
 
 // Seen is a verified checkpoint and what the witness learnt getting it.
 type Seen struct {
 	Checkpoint tlogfmt.Checkpoint
 	Notes      []string // e.g. "first use: pinned …", "consistent with …"
+	// Witnessed is the tree size Cosigning's quorum of witnesses cosigned
+	// (a prefix of Checkpoint's tree, or all of it); -1 when no
+	// cosignatures are required.
+	Witnessed int64
+
+	info *apiv1.LogInfo // the answer Checkpoint came from
+	key  string         // the log's verifier key
 }
 
 // Check fetches the server's signed checkpoint (GET /api/v1/log), verifies
@@ -63,7 +74,7 @@ func (w Witness) Check(ctx context.Context, c *client.Client) (*Seen, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log: %w", err)
 	}
-	seen := &Seen{}
+	seen := &Seen{Witnessed: -1, info: info}
 	key := known.VerifierKey
 	switch {
 	case w.Key != "" && info.VerifierKey != w.Key:
@@ -78,8 +89,8 @@ func (w Witness) Check(ctx context.Context, c *client.Client) (*Seen, error) {
 	if err != nil {
 		return nil, &Failure{err}
 	}
-	seen.Checkpoint = cp
-	keep := info.Checkpoint
+	seen.Checkpoint, seen.key = cp, key
+	keep, cover := info.Checkpoint, int64(0)
 	if known.Checkpoint != "" {
 		old, err := open(known.Checkpoint, key)
 		if err != nil {
@@ -93,6 +104,16 @@ func (w Witness) Check(ctx context.Context, c *client.Client) (*Seen, error) {
 		if old.Size > cp.Size {
 			keep = known.Checkpoint
 		}
+		cover = min(old.Size, cp.Size)
+	}
+	if w.Cosigning.Enabled() {
+		// What this machine saw before must since have been witnessed: a
+		// split view shown to it alone stays uncosigned.
+		notes, covered, err := w.requireCosigned(ctx, c, info, key, cp, cover)
+		if err != nil {
+			return nil, err
+		}
+		seen.Notes, seen.Witnessed = append(seen.Notes, notes...), covered
 	}
 	all[c.Server()] = Known{VerifierKey: key, Checkpoint: keep}
 	return seen, w.save(all)

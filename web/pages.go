@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -105,6 +106,35 @@ type claimView struct {
 	// official run beside every challenge's (evidence.go).
 	Patches []manifest.PatchSummary
 	Streams []streamRow
+	// Plot draws Rows (plot.go); ClaimReview is the schema.org JSON-LD of a
+	// settled reproduced or not_reproduced claim, "" otherwise
+	// (claimreview.go); Share is the badge and, once settled, the citations.
+	Plot        *plot
+	ClaimReview template.JS
+	Share       share
+}
+
+// share is what a claim page offers to paste elsewhere: the badge's URL and
+// its markdown (absolute with the server's public URL, else paths the
+// reader completes), and whether the record can be cited yet.
+type share struct {
+	Badge, Markdown string
+	Alt             string // the badge's text
+	Absolute        bool
+	Citable         bool
+}
+
+// claimShare fills the claim page's share section (run: the official run,
+// nil before one is published).
+func (h *Handler) claimShare(c *dotlab.Claim, run *dotlab.Run) share {
+	badge, page := h.abs("/claims/"+c.ID+"/badge.svg"), h.abs("/claims/"+c.ID)
+	var runOutcome dotlab.Outcome
+	if run != nil {
+		runOutcome = run.Outcome
+	}
+	b := claimBadge(c, runOutcome)
+	return share{Badge: badge, Markdown: "[![DotLab " + c.ID + "](" + badge + ")](" + page + ")", Alt: b.Label + ": " + b.Message,
+		Absolute: h.publicURL != "", Citable: c.State == dotlab.StateSettled}
 }
 
 // targetRow is one target of a claim compared across the official run and
@@ -152,6 +182,10 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	v.Rows = targetRows(c.Manifest.Targets, v.Run, v.Challenges)
 	v.Patches = manifest.SummarizePatches(c.Manifest.Code.Patches)
 	v.Streams = streamRows(v.Run, v.Challenges)
+	v.Plot, v.Share = targetPlot(v.Rows), h.claimShare(c, v.Run)
+	if v.ClaimReview, err = h.claimReviewJSON(c); err != nil {
+		return err
+	}
 	h.render(w, r, "claim", http.StatusOK, page{Title: c.ID + " " + c.Title, JSON: apiOf("/claims/" + c.ID), Data: v})
 	return nil
 }

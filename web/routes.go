@@ -2,13 +2,36 @@ package web
 
 import "strings"
 
+// routes registers the pages (docs/protocol.md §9 "The public pages"),
+// each GET (HEAD too). Beside each claim page are its badge, citations
+// (travel.go) and, for the settled claims together, the Atom feed.
+func (h *Handler) routes() {
+	m := h.mux
+	m.HandleFunc("GET /{$}", h.handle(h.home))
+	m.HandleFunc("GET /claims", h.handle(h.claims))
+	m.HandleFunc("GET /claims/{id}", h.handle(h.claim))
+	m.HandleFunc("GET /claims/{id}/badge.svg", h.handle(h.badge))
+	m.HandleFunc("GET /claims/{id}/citation.bib", h.handle(h.citationFile("bib")))
+	m.HandleFunc("GET /claims/{id}/citation.json", h.handle(h.citationFile("json")))
+	m.HandleFunc("GET /feed.atom", h.handle(h.feed))
+	m.HandleFunc("GET /runs/{id}", h.handle(h.run))
+	m.HandleFunc("GET /labs/{id}", h.handle(h.lab))
+	m.HandleFunc("GET /agents/{id}", h.handle(h.agent))
+	m.HandleFunc("GET /docs", h.handle(h.docIndex))
+	m.HandleFunc("GET /docs/{name}", h.handle(h.doc))
+	m.HandleFunc("GET /spec/{name}", h.handle(h.specFile))
+	m.HandleFunc("GET /assets/", h.handle(h.asset))
+	m.HandleFunc("/", h.handle(h.notFound))
+}
+
 // The page table: every public page and the API resource that holds the
 // same data. The pages link it (<link rel="alternate"
 // type="application/json">), and the HTTP edge answers a page asked for
 // with Accept: application/json from it (APIRoute): / → /api/v1/summary,
 // /claims → /api/v1/claims, /claims/{id}, /runs/{id}, /agents/{id} → the
 // same under /api/v1, /labs/{id} → /api/v1/labs/{id}/messages. The docs,
-// spec and asset pages have no API resource.
+// spec and asset pages, the feed, badges and citations have no API
+// resource.
 const apiRoot = "/api/v1"
 
 // APIRoute is the API path holding the data of the page at path (query

@@ -74,15 +74,8 @@ func (s *site) open() {
 // start serves on addr (":0" picks a port; a restart passes the old one).
 func (s *site) start(addr string) {
 	s.t.Helper()
-	pages, err := web.New(web.Config{Store: s.db, Clock: s.clock, Windows: windows})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	api, err := httpapi.New(httpapi.Config{Store: s.db, Clock: s.clock, Leaks: servertest.Leaks(s.t), Pages: pages, EventPoll: 100 * time.Millisecond})
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	var ln net.Listener
+	var err error
 	for i := 0; ; i++ {
 		ln, err = net.Listen("tcp", addr)
 		if err == nil || i == 50 {
@@ -90,6 +83,16 @@ func (s *site) start(addr string) {
 		}
 		time.Sleep(100 * time.Millisecond) // the old socket may linger a moment
 	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	// The pages' public URL is the listener's: the feed, badges' markdown,
+	// JSON-LD and citations link back to this server.
+	pages, err := web.New(web.Config{Store: s.db, Clock: s.clock, Windows: windows, PublicURL: "http://" + ln.Addr().String()})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	api, err := httpapi.New(httpapi.Config{Store: s.db, Clock: s.clock, Leaks: servertest.Leaks(s.t), Pages: pages, EventPoll: 100 * time.Millisecond})
 	if err != nil {
 		s.t.Fatal(err)
 	}

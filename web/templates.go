@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -92,18 +93,7 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
-	// doiURL links a DOI at doi.org, each segment percent-encoded (a DOI
-	// may hold '#' or '?').
-	"doiURL": func(doi string) string {
-		if doi == "" {
-			return ""
-		}
-		segs := strings.Split(doi, "/")
-		for i, seg := range segs {
-			segs[i] = url.PathEscape(seg)
-		}
-		return "https://doi.org/" + strings.Join(segs, "/")
-	},
+	"doiURL": doiURL,
 	// web reports whether a manifest URL is an absolute http(s) URL, the only
 	// kind the pages link to; others (file://, git://, local paths) are
 	// shown as text.
@@ -130,6 +120,8 @@ var funcs = template.FuncMap{
 		return fmt.Sprint(*p)
 	},
 	"add": func(a, b int) int { return a + b },
+	// px prints an SVG coordinate (plot.go) to a tenth of a unit.
+	"px":  func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
 	"dur": human,
 }
 

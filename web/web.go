@@ -48,6 +48,9 @@ type Store interface {
 	LabMessages(ctx context.Context, claimID string, after int64, limit int) ([]dotlab.LabMessage, error)
 	LabLatest(ctx context.Context, claimID string) (msg, ev int64, err error)
 	FindAgent(ctx context.Context, id string) (*dotlab.AgentProfile, error)
+	// LatestSettled returns the limit (1-50) latest settled claims with
+	// their manifests, newest settled first (the Atom feed).
+	LatestSettled(ctx context.Context, limit int) ([]*dotlab.Claim, error)
 	dotlab.SummaryService
 	dotlab.ActivityService
 }
@@ -62,6 +65,11 @@ type Config struct {
 	// Log is the transparency log whose entries the claim and run pages
 	// cite; nil shows none.
 	Log *translog.Log
+	// PublicURL is where readers reach the pages, scheme and host only
+	// ("https://dotlab.example.org"): the absolute links of the feed,
+	// badges' markdown, JSON-LD and citations. Empty leaves them relative to
+	// the document they are read from (travel.go).
+	PublicURL string
 }
 
 // Handler serves the pages; mount it at "/" beside the API
@@ -78,6 +86,8 @@ type Handler struct {
 	assetFS fs.FS
 	version string // asset fingerprint, for cache busting
 	log     *translog.Log
+	// publicURL is Config.PublicURL without a trailing slash ("" when none).
+	publicURL string
 }
 
 // New parses the templates and renders the docs once.
@@ -86,6 +96,10 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("web: Config.Store is required")
 	}
 	h := &Handler{store: cfg.Store, clock: cfg.Clock, logger: cfg.Logger, windows: cfg.Windows, mux: http.NewServeMux(), log: cfg.Log}
+	var err error
+	if h.publicURL, err = checkPublicURL(cfg.PublicURL); err != nil {
+		return nil, err
+	}
 	if h.clock == nil {
 		h.clock = dotlab.SystemClock{}
 	}
@@ -111,18 +125,7 @@ func New(cfg Config) (*Handler, error) {
 	if h.pages, err = parseTemplates(); err != nil {
 		return nil, err
 	}
-	m := h.mux
-	m.HandleFunc("GET /{$}", h.handle(h.home))
-	m.HandleFunc("GET /claims", h.handle(h.claims))
-	m.HandleFunc("GET /claims/{id}", h.handle(h.claim))
-	m.HandleFunc("GET /runs/{id}", h.handle(h.run))
-	m.HandleFunc("GET /labs/{id}", h.handle(h.lab))
-	m.HandleFunc("GET /agents/{id}", h.handle(h.agent))
-	m.HandleFunc("GET /docs", h.handle(h.docIndex))
-	m.HandleFunc("GET /docs/{name}", h.handle(h.doc))
-	m.HandleFunc("GET /spec/{name}", h.handle(h.specFile))
-	m.HandleFunc("GET /assets/", h.handle(h.asset))
-	m.HandleFunc("/", h.handle(h.notFound))
+	h.routes()
 	return h, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/cmd/dotlab/internal/cli"
+	"github.com/dotlab/dotlab/verify"
 	"github.com/spf13/cobra"
 )
 
@@ -18,6 +19,7 @@ type agentFlags struct {
 	server, cacheDir, workDir, runtimeName string
 	allowPrivate                           bool
 	loop                                   agent.LoopOptions
+	cosigning                              verify.Cosigning
 }
 
 func (f *agentFlags) register(cmd *cobra.Command, loop bool) {
@@ -27,6 +29,7 @@ func (f *agentFlags) register(cmd *cobra.Command, loop bool) {
 	fl.StringVar(&f.workDir, "work", "", "directory for each rerun's run.json, logs.jsonl and out/ (default <cache>/agent-runs)")
 	fl.StringVar(&f.runtimeName, "runtime", "runc", "OCI runtime: runc or runsc")
 	fl.BoolVar(&f.allowPrivate, "allow-private-urls", false, "admit plain http, git://, loopback and private addresses in manifests (local tests and the demo only)")
+	cli.WitnessFlags(fl, &f.cosigning)
 	if loop {
 		fl.BoolVar(&f.loop.Once, "once", false, "do at most one unit of work, then exit")
 		fl.DurationVar(&f.loop.Poll, "poll", 10*time.Second, "wait between polls when there is nothing to do")
@@ -40,7 +43,7 @@ func (f *agentFlags) newAgent(cmd *cobra.Command) (*agent.Agent, error) {
 	if err := checkRuntime(f.runtimeName); err != nil {
 		return nil, err
 	}
-	a, _, err := agent.Open(cmd.Context(), f.server, agent.Config{KeepCheckpoints: true, CacheDir: f.cacheDir, WorkDir: f.workDir,
+	a, _, err := agent.Open(cmd.Context(), f.server, agent.Config{KeepCheckpoints: true, Cosigning: f.cosigning, CacheDir: f.cacheDir, WorkDir: f.workDir,
 		Runtime: f.runtimeName, AllowPrivate: f.allowPrivate}, cmd.ErrOrStderr())
 	return a, cli.APIErr(err)
 }
@@ -76,9 +79,9 @@ func newChallengerCmd() *cobra.Command {
 
 func newReviewCmd() *cobra.Command {
 	var (
-		f               agentFlags
-		rerun           bool
-		vote, rationale string
+		f                     agentFlags
+		rerun, commit, reveal bool
+		vote, rationale       string
 	)
 	cmd := &cobra.Command{
 		Use:   "review",
@@ -94,6 +97,12 @@ func newReviewCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if reveal {
+				return cli.APIErr(a.RevealAndReport(cmd.Context(), out))
+			}
+			if commit {
+				a.Voter = a.CommitVote
+			}
 			rv, err := a.Review(cmd.Context(), func(ctx context.Context, d *dotlab.Dispute) (agent.Decision, error) {
 				agent.ShowDispute(out, d)
 				if rerun {
@@ -107,8 +116,7 @@ func newReviewCmd() *cobra.Command {
 			} else if err != nil || rv.Result == nil {
 				return cli.APIErr(err)
 			}
-			res := rv.Result
-			fmt.Fprintf(out, "voted %s on %s (%d of %d votes in; claim %s %s)\n", rv.Decision.Vote, rv.Dispute.ID, len(res.Votes), res.Quorum, res.Claim.State, res.Claim.Outcome)
+			agent.ShowVoted(out, rv, commit)
 			return nil
 		},
 	}
@@ -116,5 +124,7 @@ func newReviewCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&rerun, "rerun", false, "rerun the manifest locally and vote by the result")
 	cmd.Flags().StringVar(&vote, "vote", "", "runner or challenger")
 	cmd.Flags().StringVar(&rationale, "rationale", "", "20-2000 characters, naming at least one target of the dispute")
+	cmd.Flags().BoolVar(&commit, "commit", false, "sealed votes: commit to the vote (its salt kept in <config dir>/sealed) instead of sending it; reveal it later with --reveal")
+	cmd.Flags().BoolVar(&reveal, "reveal", false, "sealed votes: reveal every vote committed with --commit whose round is in its reveal phase, then stop")
 	return cmd
 }

@@ -18,6 +18,7 @@ func newMCPCmd() *cobra.Command {
 	f.StringVar(&cfg.WorkDir, "work", "", "directory for each rerun's run.json, logs.jsonl and out/ (default <cache>/agent-runs)")
 	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime: runc or runsc")
 	f.BoolVar(&cfg.AllowPrivate, "allow-private-urls", false, "admit plain http, git://, loopback and private addresses in manifests (local tests and the demo only)")
+	cli.WitnessFlags(f, &cfg.Cosigning)
 	f.StringVar(&cfg.HTTPAddr, "http", "", "serve streamable HTTP at http://ADDR/mcp (a loopback HOST:PORT) instead of stdio")
 	return cmd
 }

@@ -8,7 +8,8 @@ import (
 )
 
 func newVerifyCmd() *cobra.Command {
-	var server, key string
+	var server string
+	var wit verify.Witness
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "verify CLAIM|RUN",
@@ -20,16 +21,16 @@ func newVerifyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path, err := agent.LogsPath()
-			if err != nil {
+			if wit.Path, err = agent.LogsPath(); err != nil {
 				return err
 			}
-			return cli.APIErr(verify.Target(cmd.Context(), c, path, key, args[0], cmd.OutOrStdout(), verbose))
+			return cli.APIErr(verify.Target(cmd.Context(), c, wit, args[0], cmd.OutOrStdout(), verbose))
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&server, "server", agent.LocalServer, serverUsage)
-	f.StringVar(&key, "log-key", "", "the log's verifier key to require (default: the key pinned at first use, kept in the config dir)")
+	cli.WitnessFlags(f, &wit.Cosigning)
+	f.StringVar(&wit.Key, "log-key", "", "the log's verifier key to require (default: the key pinned at first use, kept in the config dir)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print every check that passed, not only failures")
 	return cmd
 }

@@ -346,16 +346,16 @@ func (e LogItemKind) Valid() bool {
 
 // Defines values for ManifestSpecVersion.
 const (
-	N01 ManifestSpecVersion = "0.1"
-	N02 ManifestSpecVersion = "0.2"
+	ManifestSpecVersionN01 ManifestSpecVersion = "0.1"
+	ManifestSpecVersionN02 ManifestSpecVersion = "0.2"
 )
 
 // Valid indicates whether the value is a known member of the ManifestSpecVersion enum.
 func (e ManifestSpecVersion) Valid() bool {
 	switch e {
-	case N01:
+	case ManifestSpecVersionN01:
 		return true
-	case N02:
+	case ManifestSpecVersionN02:
 		return true
 	default:
 		return false
@@ -382,16 +382,70 @@ func (e ManifestTargetsToleranceType) Valid() bool {
 
 // Defines values for ManifestTargetSourceStream.
 const (
-	Stderr ManifestTargetSourceStream = "stderr"
-	Stdout ManifestTargetSourceStream = "stdout"
+	ManifestTargetSourceStreamStderr ManifestTargetSourceStream = "stderr"
+	ManifestTargetSourceStreamStdout ManifestTargetSourceStream = "stdout"
 )
 
 // Valid indicates whether the value is a known member of the ManifestTargetSourceStream enum.
 func (e ManifestTargetSourceStream) Valid() bool {
 	switch e {
-	case Stderr:
+	case ManifestTargetSourceStreamStderr:
 		return true
-	case Stdout:
+	case ManifestTargetSourceStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManifestTargetSourceViewStream.
+const (
+	ManifestTargetSourceViewStreamStderr ManifestTargetSourceViewStream = "stderr"
+	ManifestTargetSourceViewStreamStdout ManifestTargetSourceViewStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the ManifestTargetSourceViewStream enum.
+func (e ManifestTargetSourceViewStream) Valid() bool {
+	switch e {
+	case ManifestTargetSourceViewStreamStderr:
+		return true
+	case ManifestTargetSourceViewStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManifestViewSpecVersion.
+const (
+	ManifestViewSpecVersionN01 ManifestViewSpecVersion = "0.1"
+	ManifestViewSpecVersionN02 ManifestViewSpecVersion = "0.2"
+)
+
+// Valid indicates whether the value is a known member of the ManifestViewSpecVersion enum.
+func (e ManifestViewSpecVersion) Valid() bool {
+	switch e {
+	case ManifestViewSpecVersionN01:
+		return true
+	case ManifestViewSpecVersionN02:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ManifestViewTargetsToleranceType.
+const (
+	ManifestViewTargetsToleranceTypeAbsolute ManifestViewTargetsToleranceType = "absolute"
+	ManifestViewTargetsToleranceTypeRelative ManifestViewTargetsToleranceType = "relative"
+)
+
+// Valid indicates whether the value is a known member of the ManifestViewTargetsToleranceType enum.
+func (e ManifestViewTargetsToleranceType) Valid() bool {
+	switch e {
+	case ManifestViewTargetsToleranceTypeAbsolute:
+		return true
+	case ManifestViewTargetsToleranceTypeRelative:
 		return true
 	default:
 		return false
@@ -416,6 +470,60 @@ func (e Outcome) Valid() bool {
 	case Reproduced:
 		return true
 	case SpecIssue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RevealBodyVote.
+const (
+	RevealBodyVoteChallenger RevealBodyVote = "challenger"
+	RevealBodyVoteRunner     RevealBodyVote = "runner"
+)
+
+// Valid indicates whether the value is a known member of the RevealBodyVote enum.
+func (e RevealBodyVote) Valid() bool {
+	switch e {
+	case RevealBodyVoteChallenger:
+		return true
+	case RevealBodyVoteRunner:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SealPhase.
+const (
+	Commit SealPhase = "commit"
+	Reveal SealPhase = "reveal"
+)
+
+// Valid indicates whether the value is a known member of the SealPhase enum.
+func (e SealPhase) Valid() bool {
+	switch e {
+	case Commit:
+		return true
+	case Reveal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusVotes.
+const (
+	Open   StatusVotes = "open"
+	Sealed StatusVotes = "sealed"
+)
+
+// Valid indicates whether the value is a known member of the StatusVotes enum.
+func (e StatusVotes) Valid() bool {
+	switch e {
+	case Open:
+		return true
+	case Sealed:
 		return true
 	default:
 		return false
@@ -460,14 +568,15 @@ func (e VoteBodyVote) Valid() bool {
 
 // Defines values for GetLogEntryParamsType.
 const (
-	GetLogEntryParamsTypeChallenge  GetLogEntryParamsType = "challenge"
-	GetLogEntryParamsTypeClaim      GetLogEntryParamsType = "claim"
-	GetLogEntryParamsTypeEnvelope   GetLogEntryParamsType = "envelope"
-	GetLogEntryParamsTypeMessage    GetLogEntryParamsType = "message"
-	GetLogEntryParamsTypeOffer      GetLogEntryParamsType = "offer"
-	GetLogEntryParamsTypeRun        GetLogEntryParamsType = "run"
-	GetLogEntryParamsTypeSettlement GetLogEntryParamsType = "settlement"
-	GetLogEntryParamsTypeVote       GetLogEntryParamsType = "vote"
+	GetLogEntryParamsTypeChallenge      GetLogEntryParamsType = "challenge"
+	GetLogEntryParamsTypeClaim          GetLogEntryParamsType = "claim"
+	GetLogEntryParamsTypeEnvelope       GetLogEntryParamsType = "envelope"
+	GetLogEntryParamsTypeMessage        GetLogEntryParamsType = "message"
+	GetLogEntryParamsTypeOffer          GetLogEntryParamsType = "offer"
+	GetLogEntryParamsTypeRun            GetLogEntryParamsType = "run"
+	GetLogEntryParamsTypeSettlement     GetLogEntryParamsType = "settlement"
+	GetLogEntryParamsTypeVote           GetLogEntryParamsType = "vote"
+	GetLogEntryParamsTypeVoteCommitment GetLogEntryParamsType = "vote_commitment"
 )
 
 // Valid indicates whether the value is a known member of the GetLogEntryParamsType enum.
@@ -488,6 +597,8 @@ func (e GetLogEntryParamsType) Valid() bool {
 	case GetLogEntryParamsTypeSettlement:
 		return true
 	case GetLogEntryParamsTypeVote:
+		return true
+	case GetLogEntryParamsTypeVoteCommitment:
 		return true
 	default:
 		return false
@@ -614,13 +725,16 @@ type Challenge struct {
 	Id       string    `json:"id"`
 
 	// InputHashes The challenger's input hashes as posted.
-	InputHashes *map[string]SHA256 `json:"input_hashes"`
-	Notes       *string            `json:"notes,omitempty"`
-	Outcome     Outcome            `json:"outcome"`
+	InputHashes *HashMap `json:"input_hashes"`
+	Notes       *string  `json:"notes,omitempty"`
+	Outcome     Outcome  `json:"outcome"`
 
 	// OutputHashes The challenger's output hashes as posted.
-	OutputHashes *map[string]SHA256 `json:"output_hashes"`
-	RunId        string             `json:"run_id"`
+	OutputHashes *HashMap `json:"output_hashes"`
+
+	// OutputListing The challenger's output listing pin as posted (GET /challenges/{id}/outputs serves it); absent when it sent none.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
+	RunId         string         `json:"run_id"`
 
 	// SignedBy The envelope's keyid, verified against the challenger's registered key; absent when unsigned.
 	SignedBy *string `json:"signed_by,omitempty"`
@@ -637,12 +751,14 @@ type ChallengeBody struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
 
-	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
-	Envelope    *Envelope       `json:"envelope,omitempty"`
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is {log_origin, agent_id, body: this body without `envelope`} (predicate type https://dotlab.online/attestation/run/v2 for a run, …/challenge/v2 for a challenge: bound to this server's log origin and the caller's agent id), or, v1, this body without `envelope` itself (…/run/v1, …/challenge/v1: bound to no log, still accepted, and reported unbound by dotlab verify); subjects results.json and logs.jsonl by the SHA-256 the body pins; signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body, names another log or agent, or was posted already); absent, the record is accepted unsigned. docs/verification.md §7.
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Environment What the run executed in (image, seed, runtime, code).
 	Environment *RunEnvironment `json:"environment,omitempty"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
-	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
+	InputHashes *HashMap `json:"input_hashes,omitempty"`
 
 	// JobId The claim id.
 	JobId *string `json:"job_id,omitempty"`
@@ -658,7 +774,10 @@ type ChallengeBody struct {
 	Outcome Outcome `json:"outcome"`
 
 	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
-	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
+	OutputHashes *HashMap `json:"output_hashes,omitempty"`
+
+	// OutputListing Optional extension: the pin of the output listing uploaded beforehand with PUT /jobs/{id}/outputs, which holds every output's hash; output_hashes then keeps only results.json, stream:stdout and stream:stderr (each the listing's). 422 at $.output_listing when it is not your upload on this claim, or a record pins that already.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
 
 	// RunId Accepted instead of (or with) claim_id (dotsci draft).
 	RunId *string `json:"run_id,omitempty"`
@@ -681,7 +800,7 @@ type Claim struct {
 	Id                string     `json:"id"`
 
 	// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted). Left out of GET /claims listings.
-	Manifest *Manifest `json:"manifest,omitempty"`
+	Manifest *ManifestView `json:"manifest,omitempty"`
 
 	// ManifestHash SHA-256 of the manifest's RFC 8785 canonical form (its identity).
 	ManifestHash   SHA256     `json:"manifest_hash"`
@@ -712,8 +831,8 @@ type ClaimDetail struct {
 	// Examples: /labs/DL-0001
 	LabUrl string `json:"lab_url"`
 
-	// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted). Left out of GET /claims listings.
-	Manifest Manifest `json:"manifest"`
+	// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted).
+	Manifest ManifestView `json:"manifest"`
 
 	// ManifestHash SHA-256 of the manifest's RFC 8785 canonical form (its identity).
 	ManifestHash SHA256 `json:"manifest_hash"`
@@ -797,7 +916,7 @@ type ClaimView struct {
 	LabUrl string `json:"lab_url"`
 
 	// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted). Left out of GET /claims listings.
-	Manifest *Manifest `json:"manifest,omitempty"`
+	Manifest *ManifestView `json:"manifest,omitempty"`
 
 	// ManifestHash SHA-256 of the manifest's RFC 8785 canonical form (its identity).
 	ManifestHash SHA256 `json:"manifest_hash"`
@@ -822,6 +941,15 @@ type ClaimView struct {
 	Title       string     `json:"title"`
 }
 
+// CommitBody defines model for CommitBody.
+type CommitBody struct {
+	// Commitment The lowercase hex SHA-256 of the vote to reveal (POST /disputes/{id}/commit gives the bytes).
+	Commitment string `json:"commitment"`
+
+	// DisputeId Optional: must equal the path's id.
+	DisputeId *string `json:"dispute_id,omitempty"`
+}
+
 // Comparison One target compared by the server, exactly on the decimal text.
 type Comparison struct {
 	// Allowed The tolerance (absolute) or tolerance × |published| (relative), exact.
@@ -840,7 +968,12 @@ type Comparison struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Published Decimal `json:"published"`
 
 	// Rerun An exact decimal, sent as a JSON number and written back as the same
@@ -851,7 +984,12 @@ type Comparison struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Rerun Decimal `json:"rerun"`
 
 	// Tolerance An exact decimal, sent as a JSON number and written back as the same
@@ -862,7 +1000,12 @@ type Comparison struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Tolerance     Decimal                 `json:"tolerance"`
 	ToleranceType ComparisonToleranceType `json:"tolerance_type"`
 }
@@ -878,8 +1021,13 @@ type ComparisonToleranceType string
 // scientific notation when plain notation would need more than 30
 // digits before or after the point (e.g. `1e-300`). In a manifest, a
 // number must also keep its value under RFC 8785 (at most a double's
-// precision, within its range).
-type Decimal = float64
+// precision, within its range). A generator that knows
+// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+// one that does not reads a double (openapi-typescript: `number`),
+// exact for every value a client sends but not always for the
+// server's `difference`, `allowed` and `delta`.
+type Decimal = json.Number
 
 // DeclineBody Optional; an empty body and `{}` decline without a reason (recorded as reasonless).
 type DeclineBody struct {
@@ -899,12 +1047,17 @@ type Difference struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Challenger      Decimal `json:"challenger"`
 	ChallengerMatch bool    `json:"challenger_match"`
 
-	// Delta challenger − runner, exact.
-	Delta *float64 `json:"delta"`
+	// Delta challenger − runner, exact; null when either value cannot be read as a number.
+	Delta *Decimal `json:"delta"`
 	Name  string   `json:"name"`
 
 	// Runner An exact decimal, sent as a JSON number and written back as the same
@@ -915,7 +1068,12 @@ type Difference struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Runner      Decimal `json:"runner"`
 	RunnerMatch bool    `json:"runner_match"`
 }
@@ -931,8 +1089,8 @@ type Dispute struct {
 		Field             string     `json:"field"`
 		Id                string     `json:"id"`
 
-		// Manifest The parsed manifest (GET /claims/{id}/manifest has the bytes as submitted). Left out of GET /claims listings.
-		Manifest Manifest `json:"manifest"`
+		// Manifest The parsed manifest.
+		Manifest ManifestView `json:"manifest"`
 
 		// ManifestHash SHA-256 of the manifest's RFC 8785 canonical form (its identity).
 		ManifestHash   SHA256     `json:"manifest_hash"`
@@ -955,12 +1113,17 @@ type Dispute struct {
 	DisputeId string `json:"dispute_id"`
 	Quorum    int    `json:"quorum"`
 	Run       Run    `json:"run"`
-	Votes     []Vote `json:"votes"`
+
+	// Sealed Under sealed votes, the current round until the dispute is decided; absent otherwise.
+	Sealed *Seal `json:"sealed,omitempty"`
+
+	// Votes The votes so far; under sealed votes, empty until the dispute is decided (see `sealed`).
+	Votes []Vote `json:"votes"`
 }
 
 // Envelope A DSSE envelope (github.com/secure-systems-lab/dsse envelope.md) over an in-toto Statement v1: signatures are Ed25519 over PAE(payloadType, payload), i.e. "DSSEv1" SP LEN(type) SP type SP LEN(payload) SP payload. docs/verification.md §7.
 type Envelope struct {
-	// Payload Padded standard (or URL-safe) base64 of the statement's JSON, as an encoder writes it (no line breaks): {_type: https://in-toto.io/Statement/v1, subject: [{name, digest: {sha256}}], predicateType, predicate}. Subjects carry name and digest only; the predicate type is one of DotLab's three; the predicate is decoded strictly (no duplicate or case-variant keys).
+	// Payload Padded standard (or URL-safe) base64 of the statement's JSON, as an encoder writes it (no line breaks): {_type: https://in-toto.io/Statement/v1, subject: [{name, digest: {sha256}}], predicateType, predicate}. Subjects carry name and digest only; the predicate type is one of DotLab's (run, challenge, vote; v2 bound to a log origin and agent id, or v1); the predicate is decoded strictly (no duplicate or case-variant keys).
 	Payload     []byte              `json:"payload"`
 	PayloadType EnvelopePayloadType `json:"payloadType"`
 
@@ -993,6 +1156,9 @@ type Error struct {
 
 // ErrorError defines model for Error.Error.
 type ErrorError string
+
+// HashMap Name → SHA-256 (64 lowercase hex characters). Nullable where used, as `anyOf` with `{type: null}`.
+type HashMap map[string]SHA256
 
 // Job defines model for Job.
 type Job struct {
@@ -1031,10 +1197,13 @@ type JoinBodyRole string
 
 // LabMember defines model for LabMember.
 type LabMember struct {
-	AgentId  string        `json:"agent_id"`
-	JoinedAt time.Time     `json:"joined_at"`
-	Name     string        `json:"name"`
-	Role     LabMemberRole `json:"role"`
+	AgentId  string    `json:"agent_id"`
+	JoinedAt time.Time `json:"joined_at"`
+	Name     string    `json:"name"`
+
+	// Note In a join's answer only: why the role differs from the one asked for (the claim's submitter asking for collaborator joins as submitter).
+	Note *string       `json:"note,omitempty"`
+	Role LabMemberRole `json:"role"`
 }
 
 // LabMemberRole defines model for LabMember.Role.
@@ -1128,9 +1297,12 @@ type LogEntry struct {
 
 // LogInfo defines model for LogInfo.
 type LogInfo struct {
-	// Checkpoint The signed checkpoint note, as served at tiles_prefix + checkpoint.
+	// Checkpoint The signed checkpoint note, as served at tiles_prefix + checkpoint: the log's signature, then the cosignature lines (c2sp.org/tlog-cosignature) of the witnesses that cosigned this tree size, when any.
 	Checkpoint string `json:"checkpoint"`
-	Origin     string `json:"origin"`
+
+	// CosignedCheckpoints The checkpoints witnesses cosigned (`dotlab serve --witness`), one signed note per tree size with the log's signature and every cosignature of that size, largest size first; absent when no witness cosigned. The first may be older than `checkpoint`. Check the cosignatures with witness keys you trust, never with keys this server names (docs/verification.md "Witnesses").
+	CosignedCheckpoints *[]string `json:"cosigned_checkpoints,omitempty"`
+	Origin              string    `json:"origin"`
 
 	// RootHash Base64 RFC 6962 root hash.
 	RootHash string `json:"root_hash"`
@@ -1297,6 +1469,121 @@ type ManifestTargetSource struct {
 // ManifestTargetSourceStream defines model for ManifestTargetSource.Stream.
 type ManifestTargetSourceStream string
 
+// ManifestTargetSourceView Where the target's number comes from when results.json does not give it: one place (stream or file) and one extractor (json, csv or regex).
+type ManifestTargetSourceView struct {
+	Csv *struct {
+		Column string `json:"column"`
+
+		// Delimiter One character: "," (the default), ";", a tab or "|".
+		Delimiter *string           `json:"delimiter,omitempty"`
+		Row       map[string]string `json:"row"`
+	} `json:"csv,omitempty"`
+	File   *string                         `json:"file,omitempty"`
+	Json   *string                         `json:"json,omitempty"`
+	Regex  *string                         `json:"regex,omitempty"`
+	Stream *ManifestTargetSourceViewStream `json:"stream,omitempty"`
+}
+
+// ManifestTargetSourceViewStream defines model for ManifestTargetSourceView.Stream.
+type ManifestTargetSourceViewStream string
+
+// ManifestView A claim's pinned replication manifest: datasets by SHA-256, code at a commit, an image by digest, a seed, an entrypoint and targets with tolerances. Semantic rules beyond this schema are in docs/manifest-spec.md.
+type ManifestView struct {
+	// Code Either a git repository at a commit, or an archive: exactly one of the two forms.
+	Code struct {
+		Archive *struct {
+			// Sha256 SHA-256 as 64 lowercase hex characters
+			Sha256 SHA256 `json:"sha256"`
+
+			// StripTopFolder Strip a single top-level directory of the archive (default true).
+			StripTopFolder *bool  `json:"strip_top_folder,omitempty"`
+			Url            string `json:"url"`
+		} `json:"archive,omitempty"`
+		Commit *string `json:"commit,omitempty"`
+
+		// Patches Spec v0.2. The submitter's declared changes to the published code: unified diffs applied with zero fuzz to the run's copy of the code before the run.
+		Patches *[]struct {
+			Diff   string `json:"diff"`
+			Reason string `json:"reason"`
+		} `json:"patches,omitempty"`
+		Repository *string `json:"repository,omitempty"`
+	} `json:"code"`
+	Datasets []struct {
+		Name string  `json:"name"`
+		Path *string `json:"path,omitempty"`
+
+		// Sha256 SHA-256 as 64 lowercase hex characters
+		Sha256 SHA256 `json:"sha256"`
+		Url    string `json:"url"`
+	} `json:"datasets"`
+
+	// Downloads Spec v0.2. Files the code fetches by URL while it runs, pinned by SHA-256: fetched and verified by the runner before the run, then answered inside the sandbox (which still has no network) by a local responder for exactly these URLs.
+	Downloads *[]struct {
+		Name string `json:"name"`
+
+		// Sha256 SHA-256 as 64 lowercase hex characters
+		Sha256 SHA256 `json:"sha256"`
+		Url    string `json:"url"`
+	} `json:"downloads,omitempty"`
+	Entrypoint  []string `json:"entrypoint"`
+	Environment struct {
+		Dependencies *map[string]string `json:"dependencies,omitempty"`
+
+		// Env Spec v0.2. Variables the package is configured by, set in the sandbox: an allow-list (docs/manifest-spec.md).
+		Env   *map[string]string `json:"env,omitempty"`
+		Image string             `json:"image"`
+	} `json:"environment"`
+
+	// Helpers Small adapter files pinned by SHA-256, mounted read-only at /work/helpers/<path>.
+	Helpers *[]struct {
+		Name string  `json:"name"`
+		Path *string `json:"path,omitempty"`
+
+		// Sha256 SHA-256 as 64 lowercase hex characters
+		Sha256 SHA256 `json:"sha256"`
+		Url    string `json:"url"`
+	} `json:"helpers,omitempty"`
+	Limits *struct {
+		Cpus           *float64 `json:"cpus,omitempty"`
+		MemoryMb       *int     `json:"memory_mb,omitempty"`
+		TimeoutSeconds *int     `json:"timeout_seconds,omitempty"`
+	} `json:"limits,omitempty"`
+	Requires *[]string `json:"requires,omitempty"`
+
+	// Scratch Run in a writable copy of the code at /work/scratch (discarded afterwards); default false.
+	Scratch *bool  `json:"scratch,omitempty"`
+	Seed    *int64 `json:"seed,omitempty"`
+	Source  struct {
+		Citation string  `json:"citation"`
+		Doi      *string `json:"doi,omitempty"`
+		Url      *string `json:"url,omitempty"`
+	} `json:"source"`
+
+	// SpecVersion Manifest spec version: 0.1, or 0.2 (0.1 plus downloads, code.patches and environment.env, which a v0.1 manifest may not use).
+	SpecVersion ManifestViewSpecVersion `json:"spec_version"`
+	Targets     []struct {
+		Name string `json:"name"`
+
+		// Source Where the target's number comes from when results.json does not give it: one place (stream or file) and one extractor (json, csv or regex).
+		Source    *ManifestTargetSourceView `json:"source,omitempty"`
+		Tolerance struct {
+			Type  ManifestViewTargetsToleranceType `json:"type"`
+			Value float64                          `json:"value"`
+		} `json:"tolerance"`
+
+		// Value The published number (at most a double's precision, docs/manifest-spec.md).
+		Value float64 `json:"value"`
+	} `json:"targets"`
+	Title      string  `json:"title"`
+	WorkingDir *string `json:"working_dir,omitempty"`
+}
+
+// ManifestViewSpecVersion Manifest spec version: 0.1, or 0.2 (0.1 plus downloads, code.patches and environment.env, which a v0.1 manifest may not use).
+type ManifestViewSpecVersion string
+
+// ManifestViewTargetsToleranceType defines model for ManifestView.Targets.Tolerance.Type.
+type ManifestViewTargetsToleranceType string
+
 // MemberList defines model for MemberList.
 type MemberList struct {
 	// Members In joining order.
@@ -1336,41 +1623,123 @@ type NewAgent struct {
 // Outcome defines model for Outcome.
 type Outcome string
 
-// PublishedRunBody A run's body as submitted (also stored byte for byte), with every field it has written out.
+// OutputListing The pin of an output listing uploaded with PUT /jobs/{id}/outputs (docs/protocol.md §6 "Output listing"): in a run or challenge body, in its record and in its log entry.
+type OutputListing struct {
+	// Bytes The listing's length in bytes.
+	Bytes int64 `json:"bytes"`
+
+	// Count The listing's entries (lines).
+	Count int `json:"count"`
+
+	// Sha256 SHA-256 as 64 lowercase hex characters
+	Sha256 SHA256 `json:"sha256"`
+}
+
+// OutputListingLines Canonical JSON lines, one per output: {"name":N,"sha256":H} in RFC 8785 form and a newline, sorted by the names' UTF-8 bytes, each name once; at most 33,554,432 bytes and 100,100 lines.
+type OutputListingLines = string
+
+// PublishedRun The answer to POST /runs, the run as GET /runs/{id} returns it plus `well_logged`.
+type PublishedRun struct {
+	// Body A run's body as submitted (also stored byte for byte), with every field it has written out: RunFields' properties, listed here in full (not as an allOf) so that every generator reads the required ones as required.
+	Body PublishedRunBody `json:"body"`
+
+	// ChallengeDeadline When the challenge window closes (reproduced/not_reproduced only).
+	ChallengeDeadline *time.Time `json:"challenge_deadline,omitempty"`
+	ClaimId           string     `json:"claim_id"`
+
+	// Comparisons As recomputed by the server (empty for spec_issue and input_mismatch).
+	Comparisons []Comparison `json:"comparisons"`
+
+	// DisputeId The dispute (the claim id), once a challenge disagreed with the run.
+	DisputeId *string `json:"dispute_id,omitempty"`
+	Id        string  `json:"id"`
+
+	// LogCoverage The server's check of a run's attached logs against what the run reports (docs/protocol.md §6 "Log coverage"); complete logs on an upheld run raise standing (docs/mechanism.md §6).
+	LogCoverage *LogCoverage `json:"log_coverage,omitempty"`
+
+	// LogsSha256 The SHA-256 the run's logs must have, when the run pinned one.
+	LogsSha256 *SHA256 `json:"logs_sha256,omitempty"`
+
+	// LogsUploadedAt When the logs were attached.
+	LogsUploadedAt *time.Time `json:"logs_uploaded_at,omitempty"`
+	Outcome        Outcome    `json:"outcome"`
+
+	// Overturned True when the claim settled with another outcome than the run's own (a dispute sided with the challenger).
+	Overturned bool `json:"overturned"`
+
+	// OverturnedBy When overturned: the first disagreeing challenge, whose outcome the claim settled with.
+	OverturnedBy *string   `json:"overturned_by,omitempty"`
+	PublishedAt  time.Time `json:"published_at"`
+	RunnerId     string    `json:"runner_id"`
+
+	// SettledOutcome The claim's final outcome, once settled.
+	SettledOutcome *Outcome `json:"settled_outcome,omitempty"`
+
+	// SignedBy The keyid of the envelope in body.envelope, which the server verified against the runner's registered key; absent when the run is unsigned.
+	SignedBy *string    `json:"signed_by,omitempty"`
+	Status   ClaimState `json:"status"`
+
+	// WellLogged How the run counts as well logged in standing (runs_well_logged): logs uploaded with PUT /jobs/{id}/logs, whose SHA-256 the body pinned as logs_sha256.
+	WellLogged string `json:"well_logged"`
+}
+
+// PublishedRunBody A run's body as submitted (also stored byte for byte), with every field it has written out: RunFields' properties, listed here in full (not as an allOf) so that every generator reads the required ones as required.
 type PublishedRunBody struct {
-	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
+	// Comparisons The rerun values as submitted.
 	Comparisons *[]RunComparison `json:"comparisons"`
 
-	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
-	Envelope    *Envelope      `json:"envelope,omitempty"`
+	// Envelope The run's signature as posted; absent when unsigned.
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Environment What the run executed in (image, seed, runtime, code).
 	Environment RunEnvironment `json:"environment"`
 
-	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
-	InputHashes *map[string]SHA256 `json:"input_hashes"`
+	// InputHashes Input name → SHA-256, as submitted.
+	InputHashes *HashMap `json:"input_hashes"`
 
 	// JobId The claim id.
 	JobId string `json:"job_id"`
 
-	// LogsSha256 Optional: the SHA-256 of the exact logs.jsonl bytes uploaded with PUT /jobs/{id}/logs after publishing. It fixes the logs (only those bytes, once); a run without it can have no logs attached.
+	// LogsSha256 The SHA-256 the logs must have, as submitted.
 	LogsSha256 *SHA256 `json:"logs_sha256,omitempty"`
 
-	// LogsUri Optional absolute https URL of the full logs on a public host, without credentials, at most 2000 characters (e.g. the absolute URL of GET /jobs/{id}/logs); stored as given, never fetched. A server run with --allow-private-urls also takes plain http and loopback or private hosts (never link-local or metadata addresses); otherwise those are 422 at $.logs_uri.
+	// LogsUri The logs' URL, as submitted.
 	LogsUri *string `json:"logs_uri,omitempty"`
-
-	// Notes Plain text; required for spec_issue and input_mismatch; at most 20,000 bytes; rejected if it looks like a key.
 	Notes   *string `json:"notes,omitempty"`
 	Outcome Outcome `json:"outcome"`
 
-	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
-	OutputHashes *map[string]SHA256 `json:"output_hashes"`
+	// OutputHashes Output file → SHA-256, as submitted.
+	OutputHashes *HashMap `json:"output_hashes"`
 
-	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
+	// OutputListing The output listing's pin, as submitted (GET /runs/{id}/outputs serves the listing); absent when the run sent none.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
+
+	// Uncompared What a spec_issue run printed, as submitted.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
 }
 
+// RevealBody A vote (as VoteBody) with the salt it was committed with.
+type RevealBody struct {
+	// DisputeId Optional: must equal the path's id.
+	DisputeId *string `json:"dispute_id,omitempty"`
+
+	// Envelope Optional signature of the vote as VoteBody's (this body without `salt` and `envelope`).
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Rationale As VoteBody's rationale.
+	Rationale string `json:"rationale"`
+
+	// Salt The salt committed with: 32-128 lowercase hex characters.
+	Salt string         `json:"salt"`
+	Vote RevealBodyVote `json:"vote"`
+}
+
+// RevealBodyVote defines model for RevealBody.Vote.
+type RevealBodyVote string
+
 // Run defines model for Run.
 type Run struct {
-	// Body A run's body as submitted (also stored byte for byte), with every field it has written out.
+	// Body A run's body as submitted (also stored byte for byte), with every field it has written out: RunFields' properties, listed here in full (not as an allOf) so that every generator reads the required ones as required.
 	Body PublishedRunBody `json:"body"`
 
 	// ChallengeDeadline When the challenge window closes (reproduced/not_reproduced only).
@@ -1410,17 +1779,19 @@ type Run struct {
 	Status   ClaimState `json:"status"`
 }
 
-// RunBody Body of POST /runs.
+// RunBody Body of POST /runs; the run fields, of which `job_id` and `outcome` are required.
 type RunBody struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
 
-	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
-	Envelope    *Envelope       `json:"envelope,omitempty"`
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is {log_origin, agent_id, body: this body without `envelope`} (predicate type https://dotlab.online/attestation/run/v2 for a run, …/challenge/v2 for a challenge: bound to this server's log origin and the caller's agent id), or, v1, this body without `envelope` itself (…/run/v1, …/challenge/v1: bound to no log, still accepted, and reported unbound by dotlab verify); subjects results.json and logs.jsonl by the SHA-256 the body pins; signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body, names another log or agent, or was posted already); absent, the record is accepted unsigned. docs/verification.md §7.
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Environment What the run executed in (image, seed, runtime, code).
 	Environment *RunEnvironment `json:"environment,omitempty"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
-	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
+	InputHashes *HashMap `json:"input_hashes,omitempty"`
 
 	// JobId The claim id.
 	JobId string `json:"job_id"`
@@ -1436,13 +1807,16 @@ type RunBody struct {
 	Outcome Outcome `json:"outcome"`
 
 	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
-	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
+	OutputHashes *HashMap `json:"output_hashes,omitempty"`
+
+	// OutputListing Optional extension: the pin of the output listing uploaded beforehand with PUT /jobs/{id}/outputs, which holds every output's hash; output_hashes then keeps only results.json, stream:stdout and stream:stderr (each the listing's). 422 at $.output_listing when it is not your upload on this claim, or a record pins that already.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
 
 	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
 }
 
-// RunComparison defines model for RunComparison.
+// RunComparison One rerun value as submitted.
 type RunComparison struct {
 	// Match Optional (dotsci draft); checked against the server's computation.
 	Match *bool `json:"match,omitempty"`
@@ -1451,7 +1825,7 @@ type RunComparison struct {
 	Name string `json:"name"`
 
 	// Published Optional (dotsci draft); checked against the manifest.
-	Published *float64 `json:"published,omitempty"`
+	Published *Decimal `json:"published,omitempty"`
 
 	// Rerun An exact decimal, sent as a JSON number and written back as the same
 	// decimal text (never rounded through float64); at most 1000
@@ -1461,14 +1835,19 @@ type RunComparison struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Rerun Decimal `json:"rerun"`
 
 	// Tolerance Optional (dotsci draft); checked against the manifest.
-	Tolerance *float64 `json:"tolerance,omitempty"`
+	Tolerance *Decimal `json:"tolerance,omitempty"`
 }
 
-// RunEnvironment defines model for RunEnvironment.
+// RunEnvironment What the run executed in (image, seed, runtime, code).
 type RunEnvironment struct {
 	// CodeArchiveSha256 The SHA-256 of the code archive the run executed (archive code); when present on reproduced/not_reproduced it must equal the manifest's code.archive.sha256. Optional.
 	CodeArchiveSha256 *string `json:"code_archive_sha256,omitempty"`
@@ -1494,12 +1873,14 @@ type RunFields struct {
 	// Comparisons One rerun value per target (ignored for spec_issue and input_mismatch).
 	Comparisons *[]RunComparison `json:"comparisons,omitempty"`
 
-	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is this body without `envelope` (predicate type https://dotlab.online/attestation/run/v1 for a run, …/challenge/v1 for a challenge; subjects results.json and logs.jsonl by the SHA-256 the body pins), signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body); absent, the record is accepted unsigned. docs/verification.md §7.
-	Envelope    *Envelope       `json:"envelope,omitempty"`
+	// Envelope Optional signature of this body: a DSSE envelope of an in-toto Statement v1 whose predicate is {log_origin, agent_id, body: this body without `envelope`} (predicate type https://dotlab.online/attestation/run/v2 for a run, …/challenge/v2 for a challenge: bound to this server's log origin and the caller's agent id), or, v1, this body without `envelope` itself (…/run/v1, …/challenge/v1: bound to no log, still accepted, and reported unbound by dotlab verify); subjects results.json and logs.jsonl by the SHA-256 the body pins; signed with the Ed25519 key the agent registered. Verified before the record is accepted (422 invalid at $.envelope when it is not the caller's signature of this very body, names another log or agent, or was posted already); absent, the record is accepted unsigned. docs/verification.md §7.
+	Envelope *Envelope `json:"envelope,omitempty"`
+
+	// Environment What the run executed in (image, seed, runtime, code).
 	Environment *RunEnvironment `json:"environment,omitempty"`
 
 	// InputHashes Dataset name → SHA-256 of the input as hashed, "helper:<name>" → SHA-256 for each helper file, and "download:<name>" → SHA-256 for each pinned download (spec v0.2). reproduced/not_reproduced must give every dataset, helper and download with the manifest's hash.
-	InputHashes *map[string]SHA256 `json:"input_hashes,omitempty"`
+	InputHashes *HashMap `json:"input_hashes,omitempty"`
 
 	// JobId The claim id.
 	JobId *string `json:"job_id,omitempty"`
@@ -1515,7 +1896,10 @@ type RunFields struct {
 	Outcome *Outcome `json:"outcome,omitempty"`
 
 	// OutputHashes Output file → SHA-256. DotLab's runner also records the captured streams under the reserved keys stream:stdout and stream:stderr (no output file takes them); evidence, not checked.
-	OutputHashes *map[string]SHA256 `json:"output_hashes,omitempty"`
+	OutputHashes *HashMap `json:"output_hashes,omitempty"`
+
+	// OutputListing Optional extension: the pin of the output listing uploaded beforehand with PUT /jobs/{id}/outputs, which holds every output's hash; output_hashes then keeps only results.json, stream:stdout and stream:stderr (each the listing's). 422 at $.output_listing when it is not your upload on this claim, or a record pins that already.
+	OutputListing *OutputListing `json:"output_listing,omitempty"`
 
 	// Uncompared Optional, spec_issue only: what a run that executed but did not finish as required (non-zero exit, timeout, killed) still printed, one value per target its source could read. Evidence, never compared (docs/protocol.md §6 "What was printed"); 422 on any other outcome.
 	Uncompared *[]UncomparedValue `json:"uncompared,omitempty"`
@@ -1535,7 +1919,10 @@ type RunListing struct {
 	Outcome     Outcome   `json:"outcome"`
 	Overturned  bool      `json:"overturned"`
 	PublishedAt time.Time `json:"published_at"`
-	Requires    []string  `json:"requires"`
+
+	// Reason When you_may_challenge is false: why (a role held on the claim, a challenge of its own, the window).
+	Reason   *string  `json:"reason,omitempty"`
+	Requires []string `json:"requires"`
 
 	// RunUrl The full run, values included, /api/v1/runs/{run_id}.
 	RunUrl string `json:"run_url"`
@@ -1544,6 +1931,9 @@ type RunListing struct {
 	SettledOutcome *Outcome   `json:"settled_outcome,omitempty"`
 	Status         ClaimState `json:"status"`
 	Title          string     `json:"title"`
+
+	// YouMayChallenge Only for a caller that sent a valid API key: whether it may challenge this run now.
+	YouMayChallenge *bool `json:"you_may_challenge,omitempty"`
 }
 
 // RunPage defines model for RunPage.
@@ -1580,9 +1970,41 @@ type RuntimeInfo struct {
 // SHA256 SHA-256 as 64 lowercase hex characters
 type SHA256 = string
 
+// Seal A sealed dispute's current round (docs/mechanism.md §4a).
+type Seal struct {
+	CommitDeadline time.Time `json:"commit_deadline"`
+	Phase          SealPhase `json:"phase"`
+
+	// RevealDeadline Set in the reveal phase.
+	RevealDeadline *time.Time `json:"reveal_deadline,omitempty"`
+	Round          int        `json:"round"`
+
+	// Votes The round's seats: the votes so far, sealed.
+	Votes []SealedVote `json:"votes"`
+}
+
+// SealPhase defines model for Seal.Phase.
+type SealPhase string
+
+// SealedVote One committee seat of a sealed round, before the dispute is decided.
+type SealedVote struct {
+	// Abstained The seat missed a deadline: an abstention, which costs standing.
+	Abstained *bool `json:"abstained,omitempty"`
+
+	// Commitment The salted commitment (64 lowercase hex); absent before the seat commits.
+	Commitment *string `json:"commitment,omitempty"`
+
+	// CommittedAt null while the seat has not committed.
+	CommittedAt *time.Time `json:"committed_at"`
+
+	// Revealed The server holds the vote (revealed, or posted as a plain vote and sealed by the server); it is still not shown.
+	Revealed   bool   `json:"revealed"`
+	ReviewerId string `json:"reviewer_id"`
+}
+
 // Status defines model for Status.
 type Status struct {
-	// Features Feature name → whether it is live: agents, claims, jobs, runs, challenges, disputes, labs and events are true; bounties, stakes and markets false.
+	// Features Feature name → whether it is live: agents, claims, jobs, runs, challenges, disputes, labs and events are true; bounties, stakes and markets false; log and bound_signatures (v2 signed statements naming the log origin and agent id, docs/verification.md §7) true when the server keeps a transparency log.
 	//
 	// Examples: {"agents":true,"bounties":false,"challenges":true,"claims":true,"disputes":true,"events":true,"jobs":true,"labs":true,"markets":false,"runs":true,"stakes":false}
 	Features map[string]bool `json:"features"`
@@ -1599,7 +2021,13 @@ type Status struct {
 	ProtocolVersion string    `json:"protocol_version"`
 	Time            time.Time `json:"time"`
 	Version         string    `json:"version"`
+
+	// Votes The review mode: `open` shows the votes so far (the default); `sealed` (`dotlab serve --sealed-votes`) seals them until the dispute is decided (docs/mechanism.md §4a).
+	Votes StatusVotes `json:"votes"`
 }
+
+// StatusVotes The review mode: `open` shows the votes so far (the default); `sealed` (`dotlab serve --sealed-votes`) seals them until the dispute is decided (docs/mechanism.md §4a).
+type StatusVotes string
 
 // StatusLog The transparency log (docs/verification.md).
 type StatusLog struct {
@@ -1638,7 +2066,7 @@ type Summary struct {
 	Total int `json:"total"`
 }
 
-// UncomparedValue defines model for UncomparedValue.
+// UncomparedValue One value a spec_issue run printed.
 type UncomparedValue struct {
 	// Name A target name of the manifest; at most one entry per target.
 	Name string `json:"name"`
@@ -1654,7 +2082,12 @@ type UncomparedValue struct {
 	// scientific notation when plain notation would need more than 30
 	// digits before or after the point (e.g. `1e-300`). In a manifest, a
 	// number must also keep its value under RFC 8785 (at most a double's
-	// precision, within its range).
+	// precision, within its range). A generator that knows
+	// `format: decimal` keeps it exact (ogen: decimal.Decimal); the
+	// `x-go-type` gives oapi-codegen `json.Number` (the text as sent);
+	// one that does not reads a double (openapi-typescript: `number`),
+	// exact for every value a client sends but not always for the
+	// server's `difference`, `allowed` and `delta`.
 	Value Decimal `json:"value"`
 }
 
@@ -1667,6 +2100,9 @@ type Vote struct {
 	Envelope   *Envelope `json:"envelope,omitempty"`
 	Rationale  string    `json:"rationale"`
 	ReviewerId string    `json:"reviewer_id"`
+
+	// Salt A sealed vote's salt, shown once the dispute is decided, so anyone can check the logged commitment (docs/mechanism.md §4a); absent for open votes.
+	Salt *string `json:"salt,omitempty"`
 
 	// SignedBy The envelope's keyid, verified against the reviewer's registered key; absent when unsigned.
 	SignedBy *string  `json:"signed_by,omitempty"`
@@ -1681,7 +2117,7 @@ type VoteBody struct {
 	// DisputeId Optional: the dispute voted on; must equal the path's id (422 at $.dispute_id). A signed vote gives it, so the signature binds the dispute.
 	DisputeId *string `json:"dispute_id,omitempty"`
 
-	// Envelope Optional signature of this body without `envelope`: predicate type https://dotlab.online/attestation/vote/v1, subject rationale.txt by the SHA-256 of the rationale's UTF-8 bytes. docs/verification.md §7.
+	// Envelope Optional signature of this body without `envelope`: predicate type https://dotlab.online/attestation/vote/v2 (predicate {log_origin, agent_id, body}, bound to this server's log origin and the caller's agent id) or …/vote/v1 (the body itself, bound to no log), subject rationale.txt by the SHA-256 of the rationale's UTF-8 bytes. docs/verification.md §7.
 	Envelope *Envelope `json:"envelope,omitempty"`
 
 	// Rationale 20-2000 characters after trimming, tied to specific comparisons; it must name at least one target of the claim as a whole word (any letter case), else 422 listing the targets. Rejected if it looks like a key. A signed rationale must not start or end with white space (it is stored trimmed).
@@ -1955,6 +2391,12 @@ type CreateChallengeJSONRequestBody = ChallengeBody
 // CreateClaimJSONRequestBody defines body for CreateClaim for application/json ContentType.
 type CreateClaimJSONRequestBody = ClaimSubmission
 
+// CommitVoteJSONRequestBody defines body for CommitVote for application/json ContentType.
+type CommitVoteJSONRequestBody = CommitBody
+
+// RevealVoteJSONRequestBody defines body for RevealVote for application/json ContentType.
+type RevealVoteJSONRequestBody = RevealBody
+
 // CastVoteJSONRequestBody defines body for CastVote for application/json ContentType.
 type CastVoteJSONRequestBody = VoteBody
 
@@ -2169,6 +2611,11 @@ type ClientInterface interface {
 	// Corresponds with POST /challenges (the `CreateChallenge` operationId).
 	CreateChallenge(ctx context.Context, body CreateChallengeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetChallengeOutputs The output listing a challenge pinned (public)
+	//
+	// Corresponds with GET /challenges/{id}/outputs (the `GetChallengeOutputs` operationId).
+	GetChallengeOutputs(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListClaims One page of claims in id order (without their manifests)
 	//
 	// Each claim leaves out `manifest` (it can be 256 KiB); follow
@@ -2247,6 +2694,72 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /disputes/{id} (the `GetDispute` operationId).
 	GetDispute(ctx context.Context, id DisputeId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CommitVoteWithBody Sealed votes: commit to your vote on a dispute assigned to you
+	//
+	// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+	// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+	// `404 no_such_route`. A reviewer seated on the dispute's current
+	// round commits, in its commit phase, to the lowercase hex SHA-256 of
+	// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+	// (the rationale trimmed; the salt 32-128 lowercase hex characters
+	// you keep), then reveals it with POST /disputes/{id}/reveal once
+	// every seat has committed or the commit deadline passed. A plain
+	// POST /disputes/{id}/vote in the commit phase is sealed by the
+	// server instead, under a salt of its own.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+	CommitVoteWithBody(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CommitVote Sealed votes: commit to your vote on a dispute assigned to you
+	//
+	// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+	// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+	// `404 no_such_route`. A reviewer seated on the dispute's current
+	// round commits, in its commit phase, to the lowercase hex SHA-256 of
+	// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+	// (the rationale trimmed; the salt 32-128 lowercase hex characters
+	// you keep), then reveals it with POST /disputes/{id}/reveal once
+	// every seat has committed or the commit deadline passed. A plain
+	// POST /disputes/{id}/vote in the commit phase is sealed by the
+	// server instead, under a salt of its own.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+	CommitVote(ctx context.Context, id DisputeId, body CommitVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevealVoteWithBody Sealed votes: reveal the vote you committed to
+	//
+	// Only on a server with sealed votes (else `404 no_such_route`). In the
+	// round's reveal phase, the vote, rationale and salt must hash to your
+	// commitment (else `422` at `$.salt`); the rationale is checked as a
+	// vote's is, and an `envelope` signs it as a signed vote does. The
+	// revealed votes stay hidden until every commitment is revealed or
+	// the reveal deadline passes; then they decide by the majority rule,
+	// and a commitment left unrevealed is an abstention.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+	RevealVoteWithBody(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevealVote Sealed votes: reveal the vote you committed to
+	//
+	// Only on a server with sealed votes (else `404 no_such_route`). In the
+	// round's reveal phase, the vote, rationale and salt must hash to your
+	// commitment (else `422` at `$.salt`); the rationale is checked as a
+	// vote's is, and an `envelope` signs it as a signed vote does. The
+	// revealed votes stay hidden until every commitment is revealed or
+	// the reveal deadline passes; then they decide by the majority rule,
+	// and a commitment left unrevealed is an abstention.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+	RevealVote(ctx context.Context, id DisputeId, body RevealVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CastVoteWithBody Vote on a dispute assigned to you by GET /disputes/next
 	//
@@ -2348,6 +2861,28 @@ type ClientInterface interface {
 	// Corresponds with PUT /jobs/{id}/logs (the `PutJobLogs` operationId).
 	PutJobLogsWithBody(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PutJobOutputsWithBody Upload an output listing before the record that pins it (the claim's runner, or a challenger)
+	//
+	// Optional extension (docs/protocol.md §6 "Output listing"): for a
+	// run or challenge whose inline `output_hashes` would pass the 65,535
+	// bytes a log entry holds. The body is the canonical listing of every
+	// output, at most 33,554,432 bytes and 100,100 lines (not the 1 MiB
+	// body limit): one line per output, `{"name":N,"sha256":H}` in RFC 8785
+	// form and "\n", sorted by the names' UTF-8 bytes, each name once
+	// (non-empty UTF-8, at most 8192 bytes). Uploaded by the claim's runner
+	// before publishing, or by an agent that may challenge the run now,
+	// before challenging; it replaces the caller's earlier upload until a
+	// record pins it, then it is fixed (the same bytes answer the same pin,
+	// others 409). Who and the claim's state are checked before the
+	// listing is parsed. The answer is the pin to put in the record's
+	// `output_listing`; the record then keeps inline only results.json and
+	// the streams.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /jobs/{id}/outputs (the `PutJobOutputs` operationId).
+	PutJobOutputsWithBody(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// StreamLabEvents Live room events (server-sent events), resumable
 	//
 	// First the backlog after the cursor (messages after M, then state
@@ -2374,7 +2909,9 @@ type ClientInterface interface {
 	// `running`. `collaborator`: any agent with no role on the claim,
 	// except the agent the claim is offered to; it becomes the agent's
 	// role. Joining again returns the membership. A runner whose job was
-	// abandoned keeps the runner role but cannot join again.
+	// abandoned keeps the runner role but cannot join again. The claim's
+	// submitter asking for `collaborator` joins as `submitter` (one role
+	// per claim), and the answer's `note` says so.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2387,7 +2924,9 @@ type ClientInterface interface {
 	// `running`. `collaborator`: any agent with no role on the claim,
 	// except the agent the claim is offered to; it becomes the agent's
 	// role. Joining again returns the membership. A runner whose job was
-	// abandoned keeps the runner role but cannot join again.
+	// abandoned keeps the runner role but cannot join again. The claim's
+	// submitter asking for `collaborator` joins as `submitter` (one role
+	// per claim), and the answer's `note` says so.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2460,6 +2999,10 @@ type ClientInterface interface {
 
 	// ListRuns Official runs in claim order, optionally by claim state
 	//
+	// The same list for every caller; the route is public. A caller that
+	// sends its API key anyway (`Authorization: Bearer <api_key>`, valid)
+	// gets each run marked `you_may_challenge`, and `reason` says why not.
+	//
 	// Corresponds with GET /runs (the `ListRuns` operationId).
 	ListRuns(ctx context.Context, params *ListRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2478,7 +3021,9 @@ type ClientInterface interface {
 	// absolute https URL on a public host, without credentials, of at most
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-	// keys are `422 invalid`.
+	// keys are `422 invalid`. A `422 invalid` lists every problem of the
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2500,7 +3045,9 @@ type ClientInterface interface {
 	// absolute https URL on a public host, without credentials, of at most
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-	// keys are `422 invalid`.
+	// keys are `422 invalid`. A `422 invalid` lists every problem of the
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2511,6 +3058,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /runs/{id} (the `GetRun` operationId).
 	GetRun(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetRunOutputs The output listing a run pinned (public)
+	//
+	// Corresponds with GET /runs/{id}/outputs (the `GetRunOutputs` operationId).
+	GetRunOutputs(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStatus Version and which features are live
 	//
@@ -2651,6 +3203,21 @@ func (c *Client) CreateChallengeWithBody(ctx context.Context, contentType string
 // Corresponds with POST /challenges (the `CreateChallenge` operationId).
 func (c *Client) CreateChallenge(ctx context.Context, body CreateChallengeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateChallengeRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetChallengeOutputs The output listing a challenge pinned (public)
+//
+// Corresponds with GET /challenges/{id}/outputs (the `GetChallengeOutputs` operationId).
+func (c *Client) GetChallengeOutputs(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetChallengeOutputsRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2820,6 +3387,112 @@ func (c *Client) NextDispute(ctx context.Context, reqEditors ...RequestEditorFn)
 // Corresponds with GET /disputes/{id} (the `GetDispute` operationId).
 func (c *Client) GetDispute(ctx context.Context, id DisputeId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDisputeRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CommitVoteWithBody Sealed votes: commit to your vote on a dispute assigned to you
+//
+// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+// `404 no_such_route`. A reviewer seated on the dispute's current
+// round commits, in its commit phase, to the lowercase hex SHA-256 of
+// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+// (the rationale trimmed; the salt 32-128 lowercase hex characters
+// you keep), then reveals it with POST /disputes/{id}/reveal once
+// every seat has committed or the commit deadline passed. A plain
+// POST /disputes/{id}/vote in the commit phase is sealed by the
+// server instead, under a salt of its own.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+func (c *Client) CommitVoteWithBody(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitVoteRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CommitVote Sealed votes: commit to your vote on a dispute assigned to you
+//
+// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+// `404 no_such_route`. A reviewer seated on the dispute's current
+// round commits, in its commit phase, to the lowercase hex SHA-256 of
+// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+// (the rationale trimmed; the salt 32-128 lowercase hex characters
+// you keep), then reveals it with POST /disputes/{id}/reveal once
+// every seat has committed or the commit deadline passed. A plain
+// POST /disputes/{id}/vote in the commit phase is sealed by the
+// server instead, under a salt of its own.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+func (c *Client) CommitVote(ctx context.Context, id DisputeId, body CommitVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitVoteRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevealVoteWithBody Sealed votes: reveal the vote you committed to
+//
+// Only on a server with sealed votes (else `404 no_such_route`). In the
+// round's reveal phase, the vote, rationale and salt must hash to your
+// commitment (else `422` at `$.salt`); the rationale is checked as a
+// vote's is, and an `envelope` signs it as a signed vote does. The
+// revealed votes stay hidden until every commitment is revealed or
+// the reveal deadline passes; then they decide by the majority rule,
+// and a commitment left unrevealed is an abstention.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+func (c *Client) RevealVoteWithBody(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevealVoteRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevealVote Sealed votes: reveal the vote you committed to
+//
+// Only on a server with sealed votes (else `404 no_such_route`). In the
+// round's reveal phase, the vote, rationale and salt must hash to your
+// commitment (else `422` at `$.salt`); the rationale is checked as a
+// vote's is, and an `envelope` signs it as a signed vote does. The
+// revealed votes stay hidden until every commitment is revealed or
+// the reveal deadline passes; then they decide by the majority rule,
+// and a commitment left unrevealed is an abstention.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+func (c *Client) RevealVote(ctx context.Context, id DisputeId, body RevealVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevealVoteRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3010,6 +3683,38 @@ func (c *Client) PutJobLogsWithBody(ctx context.Context, id JobId, contentType s
 	return c.Client.Do(req)
 }
 
+// PutJobOutputsWithBody Upload an output listing before the record that pins it (the claim's runner, or a challenger)
+//
+// Optional extension (docs/protocol.md §6 "Output listing"): for a
+// run or challenge whose inline `output_hashes` would pass the 65,535
+// bytes a log entry holds. The body is the canonical listing of every
+// output, at most 33,554,432 bytes and 100,100 lines (not the 1 MiB
+// body limit): one line per output, `{"name":N,"sha256":H}` in RFC 8785
+// form and "\n", sorted by the names' UTF-8 bytes, each name once
+// (non-empty UTF-8, at most 8192 bytes). Uploaded by the claim's runner
+// before publishing, or by an agent that may challenge the run now,
+// before challenging; it replaces the caller's earlier upload until a
+// record pins it, then it is fixed (the same bytes answer the same pin,
+// others 409). Who and the claim's state are checked before the
+// listing is parsed. The answer is the pin to put in the record's
+// `output_listing`; the record then keeps inline only results.json and
+// the streams.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /jobs/{id}/outputs (the `PutJobOutputs` operationId).
+func (c *Client) PutJobOutputsWithBody(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutJobOutputsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // StreamLabEvents Live room events (server-sent events), resumable
 //
 // First the backlog after the cursor (messages after M, then state
@@ -3046,7 +3751,9 @@ func (c *Client) StreamLabEvents(ctx context.Context, id ClaimId, params *Stream
 // `running`. `collaborator`: any agent with no role on the claim,
 // except the agent the claim is offered to; it becomes the agent's
 // role. Joining again returns the membership. A runner whose job was
-// abandoned keeps the runner role but cannot join again.
+// abandoned keeps the runner role but cannot join again. The claim's
+// submitter asking for `collaborator` joins as `submitter` (one role
+// per claim), and the answer's `note` says so.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3069,7 +3776,9 @@ func (c *Client) JoinLabWithBody(ctx context.Context, id ClaimId, contentType st
 // `running`. `collaborator`: any agent with no role on the claim,
 // except the agent the claim is offered to; it becomes the agent's
 // role. Joining again returns the membership. A runner whose job was
-// abandoned keeps the runner role but cannot join again.
+// abandoned keeps the runner role but cannot join again. The claim's
+// submitter asking for `collaborator` joins as `submitter` (one role
+// per claim), and the answer's `note` says so.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3232,6 +3941,10 @@ func (c *Client) GetLogEntry(ctx context.Context, pType GetLogEntryParamsType, i
 
 // ListRuns Official runs in claim order, optionally by claim state
 //
+// The same list for every caller; the route is public. A caller that
+// sends its API key anyway (`Authorization: Bearer <api_key>`, valid)
+// gets each run marked `you_may_challenge`, and `reason` says why not.
+//
 // Corresponds with GET /runs (the `ListRuns` operationId).
 func (c *Client) ListRuns(ctx context.Context, params *ListRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListRunsRequest(c.Server, params)
@@ -3260,7 +3973,9 @@ func (c *Client) ListRuns(ctx context.Context, params *ListRunsParams, reqEditor
 // absolute https URL on a public host, without credentials, of at most
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-// keys are `422 invalid`.
+// keys are `422 invalid`. A `422 invalid` lists every problem of the
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3292,7 +4007,9 @@ func (c *Client) PublishRunWithBody(ctx context.Context, contentType string, bod
 // absolute https URL on a public host, without credentials, of at most
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-// keys are `422 invalid`.
+// keys are `422 invalid`. A `422 invalid` lists every problem of the
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3314,6 +4031,21 @@ func (c *Client) PublishRun(ctx context.Context, body PublishRunJSONRequestBody,
 // Corresponds with GET /runs/{id} (the `GetRun` operationId).
 func (c *Client) GetRun(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetRunRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetRunOutputs The output listing a run pinned (public)
+//
+// Corresponds with GET /runs/{id}/outputs (the `GetRunOutputs` operationId).
+func (c *Client) GetRunOutputs(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRunOutputsRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3557,6 +4289,40 @@ func NewCreateChallengeRequestWithBody(server string, contentType string, body i
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetChallengeOutputsRequest constructs an http.Request for the GetChallengeOutputs method
+func NewGetChallengeOutputsRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/challenges/%s/outputs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -3903,6 +4669,100 @@ func NewGetDisputeRequest(server string, id DisputeId) (*http.Request, error) {
 	return req, nil
 }
 
+// NewCommitVoteRequest calls the generic CommitVote builder with application/json body
+func NewCommitVoteRequest(server string, id DisputeId, body CommitVoteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCommitVoteRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCommitVoteRequestWithBody constructs an http.Request for the CommitVote method, with any body, and a specified content type
+func NewCommitVoteRequestWithBody(server string, id DisputeId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/disputes/%s/commit", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevealVoteRequest calls the generic RevealVote builder with application/json body
+func NewRevealVoteRequest(server string, id DisputeId, body RevealVoteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRevealVoteRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRevealVoteRequestWithBody constructs an http.Request for the RevealVote method, with any body, and a specified content type
+func NewRevealVoteRequestWithBody(server string, id DisputeId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/disputes/%s/reveal", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewCastVoteRequest calls the generic CastVote builder with application/json body
 func NewCastVoteRequest(server string, id DisputeId, body CastVoteJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -4109,6 +4969,42 @@ func NewPutJobLogsRequestWithBody(server string, id JobId, contentType string, b
 	}
 
 	operationPath := fmt.Sprintf("/jobs/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPutJobOutputsRequestWithBody constructs an http.Request for the PutJobOutputs method, with any body, and a specified content type
+func NewPutJobOutputsRequestWithBody(server string, id JobId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/jobs/%s/outputs", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -4795,6 +5691,40 @@ func NewGetRunRequest(server string, id RunId) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetRunOutputsRequest constructs an http.Request for the GetRunOutputs method
+func NewGetRunOutputsRequest(server string, id RunId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/runs/%s/outputs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetStatusRequest constructs an http.Request for the GetStatus method
 func NewGetStatusRequest(server string) (*http.Request, error) {
 	var err error
@@ -4989,6 +5919,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /challenges (the `CreateChallenge` operationId).
 	CreateChallengeWithResponse(ctx context.Context, body CreateChallengeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateChallengeResponse, error)
 
+	// GetChallengeOutputsWithResponse The output listing a challenge pinned (public)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /challenges/{id}/outputs (the `GetChallengeOutputs` operationId).
+	GetChallengeOutputsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetChallengeOutputsResponse, error)
+
 	// ListClaimsWithResponse One page of claims in id order (without their manifests)
 	//
 	// Each claim leaves out `manifest` (it can be 256 KiB); follow
@@ -5081,6 +6018,72 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /disputes/{id} (the `GetDispute` operationId).
 	GetDisputeWithResponse(ctx context.Context, id DisputeId, reqEditors ...RequestEditorFn) (*GetDisputeResponse, error)
+
+	// CommitVoteWithBodyWithResponse Sealed votes: commit to your vote on a dispute assigned to you
+	//
+	// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+	// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+	// `404 no_such_route`. A reviewer seated on the dispute's current
+	// round commits, in its commit phase, to the lowercase hex SHA-256 of
+	// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+	// (the rationale trimmed; the salt 32-128 lowercase hex characters
+	// you keep), then reveals it with POST /disputes/{id}/reveal once
+	// every seat has committed or the commit deadline passed. A plain
+	// POST /disputes/{id}/vote in the commit phase is sealed by the
+	// server instead, under a salt of its own.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+	CommitVoteWithBodyWithResponse(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitVoteResponse, error)
+
+	// CommitVoteWithResponse Sealed votes: commit to your vote on a dispute assigned to you
+	//
+	// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+	// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+	// `404 no_such_route`. A reviewer seated on the dispute's current
+	// round commits, in its commit phase, to the lowercase hex SHA-256 of
+	// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+	// (the rationale trimmed; the salt 32-128 lowercase hex characters
+	// you keep), then reveals it with POST /disputes/{id}/reveal once
+	// every seat has committed or the commit deadline passed. A plain
+	// POST /disputes/{id}/vote in the commit phase is sealed by the
+	// server instead, under a salt of its own.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+	CommitVoteWithResponse(ctx context.Context, id DisputeId, body CommitVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitVoteResponse, error)
+
+	// RevealVoteWithBodyWithResponse Sealed votes: reveal the vote you committed to
+	//
+	// Only on a server with sealed votes (else `404 no_such_route`). In the
+	// round's reveal phase, the vote, rationale and salt must hash to your
+	// commitment (else `422` at `$.salt`); the rationale is checked as a
+	// vote's is, and an `envelope` signs it as a signed vote does. The
+	// revealed votes stay hidden until every commitment is revealed or
+	// the reveal deadline passes; then they decide by the majority rule,
+	// and a commitment left unrevealed is an abstention.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+	RevealVoteWithBodyWithResponse(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RevealVoteResponse, error)
+
+	// RevealVoteWithResponse Sealed votes: reveal the vote you committed to
+	//
+	// Only on a server with sealed votes (else `404 no_such_route`). In the
+	// round's reveal phase, the vote, rationale and salt must hash to your
+	// commitment (else `422` at `$.salt`); the rationale is checked as a
+	// vote's is, and an `envelope` signs it as a signed vote does. The
+	// revealed votes stay hidden until every commitment is revealed or
+	// the reveal deadline passes; then they decide by the majority rule,
+	// and a commitment left unrevealed is an abstention.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+	RevealVoteWithResponse(ctx context.Context, id DisputeId, body RevealVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*RevealVoteResponse, error)
 
 	// CastVoteWithBodyWithResponse Vote on a dispute assigned to you by GET /disputes/next
 	//
@@ -5188,6 +6191,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /jobs/{id}/logs (the `PutJobLogs` operationId).
 	PutJobLogsWithBodyWithResponse(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutJobLogsResponse, error)
 
+	// PutJobOutputsWithBodyWithResponse Upload an output listing before the record that pins it (the claim's runner, or a challenger)
+	//
+	// Optional extension (docs/protocol.md §6 "Output listing"): for a
+	// run or challenge whose inline `output_hashes` would pass the 65,535
+	// bytes a log entry holds. The body is the canonical listing of every
+	// output, at most 33,554,432 bytes and 100,100 lines (not the 1 MiB
+	// body limit): one line per output, `{"name":N,"sha256":H}` in RFC 8785
+	// form and "\n", sorted by the names' UTF-8 bytes, each name once
+	// (non-empty UTF-8, at most 8192 bytes). Uploaded by the claim's runner
+	// before publishing, or by an agent that may challenge the run now,
+	// before challenging; it replaces the caller's earlier upload until a
+	// record pins it, then it is fixed (the same bytes answer the same pin,
+	// others 409). Who and the claim's state are checked before the
+	// listing is parsed. The answer is the pin to put in the record's
+	// `output_listing`; the record then keeps inline only results.json and
+	// the streams.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /jobs/{id}/outputs (the `PutJobOutputs` operationId).
+	PutJobOutputsWithBodyWithResponse(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutJobOutputsResponse, error)
+
 	// StreamLabEventsWithResponse Live room events (server-sent events), resumable
 	//
 	// First the backlog after the cursor (messages after M, then state
@@ -5216,7 +6241,9 @@ type ClientWithResponsesInterface interface {
 	// `running`. `collaborator`: any agent with no role on the claim,
 	// except the agent the claim is offered to; it becomes the agent's
 	// role. Joining again returns the membership. A runner whose job was
-	// abandoned keeps the runner role but cannot join again.
+	// abandoned keeps the runner role but cannot join again. The claim's
+	// submitter asking for `collaborator` joins as `submitter` (one role
+	// per claim), and the answer's `note` says so.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5229,7 +6256,9 @@ type ClientWithResponsesInterface interface {
 	// `running`. `collaborator`: any agent with no role on the claim,
 	// except the agent the claim is offered to; it becomes the agent's
 	// role. Joining again returns the membership. A runner whose job was
-	// abandoned keeps the runner role but cannot join again.
+	// abandoned keeps the runner role but cannot join again. The claim's
+	// submitter asking for `collaborator` joins as `submitter` (one role
+	// per claim), and the answer's `note` says so.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5314,6 +6343,10 @@ type ClientWithResponsesInterface interface {
 
 	// ListRunsWithResponse Official runs in claim order, optionally by claim state
 	//
+	// The same list for every caller; the route is public. A caller that
+	// sends its API key anyway (`Authorization: Bearer <api_key>`, valid)
+	// gets each run marked `you_may_challenge`, and `reason` says why not.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /runs (the `ListRuns` operationId).
@@ -5334,7 +6367,9 @@ type ClientWithResponsesInterface interface {
 	// absolute https URL on a public host, without credentials, of at most
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-	// keys are `422 invalid`.
+	// keys are `422 invalid`. A `422 invalid` lists every problem of the
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5356,7 +6391,9 @@ type ClientWithResponsesInterface interface {
 	// absolute https URL on a public host, without credentials, of at most
 	// 2000 characters (plain http and private hosts only on a server run
 	// with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-	// keys are `422 invalid`.
+	// keys are `422 invalid`. A `422 invalid` lists every problem of the
+	// body in one answer: those found without the database, and, for the
+	// claim's runner, those against the manifest.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5369,6 +6406,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /runs/{id} (the `GetRun` operationId).
 	GetRunWithResponse(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*GetRunResponse, error)
+
+	// GetRunOutputsWithResponse The output listing a run pinned (public)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /runs/{id}/outputs (the `GetRunOutputs` operationId).
+	GetRunOutputsWithResponse(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*GetRunOutputsResponse, error)
 
 	// GetStatusWithResponse Version and which features are live
 	//
@@ -5861,6 +6905,82 @@ func (r CreateChallengeResponse) ContentType() string {
 	return ""
 }
 
+// GetChallengeOutputsResponse405Headers the declared response headers of an HTTP 405 response for GetChallengeOutputs
+type GetChallengeOutputsResponse405Headers struct {
+	Allow *string
+}
+
+// GetChallengeOutputsResponse429Headers the declared response headers of an HTTP 429 response for GetChallengeOutputs
+type GetChallengeOutputsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetChallengeOutputsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetChallengeOutputsResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetChallengeOutputsResponse429Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetChallengeOutputsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetChallengeOutputsResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetChallengeOutputsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetChallengeOutputsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetChallengeOutputsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetChallengeOutputsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetChallengeOutputsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetChallengeOutputsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListClaimsResponse405Headers the declared response headers of an HTTP 405 response for ListClaims
 type ListClaimsResponse405Headers struct {
 	Allow *string
@@ -6325,7 +7445,7 @@ type GetClaimManifestResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Manifest
+	JSON200 *ManifestView
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON405 the response for an HTTP 405 `application/json` response
@@ -6341,7 +7461,7 @@ type GetClaimManifestResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetClaimManifestResponse) GetJSON200() *Manifest {
+func (r GetClaimManifestResponse) GetJSON200() *ManifestView {
 	return r.JSON200
 }
 
@@ -6554,6 +7674,242 @@ func (r GetDisputeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetDisputeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CommitVoteResponse405Headers the declared response headers of an HTTP 405 response for CommitVote
+type CommitVoteResponse405Headers struct {
+	Allow *string
+}
+
+// CommitVoteResponse429Headers the declared response headers of an HTTP 429 response for CommitVote
+type CommitVoteResponse429Headers struct {
+	RetryAfter *int
+}
+
+type CommitVoteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Dispute
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *CommitVoteResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CommitVoteResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CommitVoteResponse) GetJSON200() *Dispute {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CommitVoteResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CommitVoteResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CommitVoteResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r CommitVoteResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CommitVoteResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CommitVoteResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CommitVoteResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CommitVoteResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CommitVoteResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CommitVoteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CommitVoteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CommitVoteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CommitVoteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevealVoteResponse405Headers the declared response headers of an HTTP 405 response for RevealVote
+type RevealVoteResponse405Headers struct {
+	Allow *string
+}
+
+// RevealVoteResponse429Headers the declared response headers of an HTTP 429 response for RevealVote
+type RevealVoteResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RevealVoteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Dispute
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *RevealVoteResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevealVoteResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevealVoteResponse) GetJSON200() *Dispute {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevealVoteResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevealVoteResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevealVoteResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r RevealVoteResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RevealVoteResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r RevealVoteResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RevealVoteResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RevealVoteResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RevealVoteResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RevealVoteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevealVoteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevealVoteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevealVoteResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7157,6 +8513,124 @@ func (r PutJobLogsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutJobLogsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutJobOutputsResponse405Headers the declared response headers of an HTTP 405 response for PutJobOutputs
+type PutJobOutputsResponse405Headers struct {
+	Allow *string
+}
+
+// PutJobOutputsResponse429Headers the declared response headers of an HTTP 429 response for PutJobOutputs
+type PutJobOutputsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PutJobOutputsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OutputListing
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *PutJobOutputsResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutJobOutputsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutJobOutputsResponse) GetJSON200() *OutputListing {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutJobOutputsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutJobOutputsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutJobOutputsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r PutJobOutputsResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PutJobOutputsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutJobOutputsResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PutJobOutputsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutJobOutputsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutJobOutputsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PutJobOutputsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutJobOutputsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutJobOutputsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutJobOutputsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8096,7 +9570,7 @@ type PublishRunResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
-	JSON201 *Run
+	JSON201 *PublishedRun
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
@@ -8122,7 +9596,7 @@ type PublishRunResponse struct {
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r PublishRunResponse) GetJSON201() *Run {
+func (r PublishRunResponse) GetJSON201() *PublishedRun {
 	return r.JSON201
 }
 
@@ -8272,6 +9746,82 @@ func (r GetRunResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetRunResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetRunOutputsResponse405Headers the declared response headers of an HTTP 405 response for GetRunOutputs
+type GetRunOutputsResponse405Headers struct {
+	Allow *string
+}
+
+// GetRunOutputsResponse429Headers the declared response headers of an HTTP 429 response for GetRunOutputs
+type GetRunOutputsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetRunOutputsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetRunOutputsResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetRunOutputsResponse429Headers
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetRunOutputsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetRunOutputsResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetRunOutputsResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetRunOutputsResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRunOutputsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRunOutputsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRunOutputsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRunOutputsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8548,6 +10098,19 @@ func (c *ClientWithResponses) CreateChallengeWithResponse(ctx context.Context, b
 	return ParseCreateChallengeResponse(rsp)
 }
 
+// GetChallengeOutputsWithResponse The output listing a challenge pinned (public)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /challenges/{id}/outputs (the `GetChallengeOutputs` operationId).
+func (c *ClientWithResponses) GetChallengeOutputsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetChallengeOutputsResponse, error) {
+	rsp, err := c.GetChallengeOutputs(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetChallengeOutputsResponse(rsp)
+}
+
 // ListClaimsWithResponse One page of claims in id order (without their manifests)
 //
 // Each claim leaves out `manifest` (it can be 256 KiB); follow
@@ -8693,6 +10256,96 @@ func (c *ClientWithResponses) GetDisputeWithResponse(ctx context.Context, id Dis
 		return nil, err
 	}
 	return ParseGetDisputeResponse(rsp)
+}
+
+// CommitVoteWithBodyWithResponse Sealed votes: commit to your vote on a dispute assigned to you
+//
+// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+// `404 no_such_route`. A reviewer seated on the dispute's current
+// round commits, in its commit phase, to the lowercase hex SHA-256 of
+// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+// (the rationale trimmed; the salt 32-128 lowercase hex characters
+// you keep), then reveals it with POST /disputes/{id}/reveal once
+// every seat has committed or the commit deadline passed. A plain
+// POST /disputes/{id}/vote in the commit phase is sealed by the
+// server instead, under a salt of its own.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+func (c *ClientWithResponses) CommitVoteWithBodyWithResponse(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitVoteResponse, error) {
+	rsp, err := c.CommitVoteWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCommitVoteResponse(rsp)
+}
+
+// CommitVoteWithResponse Sealed votes: commit to your vote on a dispute assigned to you
+//
+// Only on a server with sealed votes (`GET /status` `votes: sealed`,
+// `dotlab serve --sealed-votes`; docs/mechanism.md §4a); elsewhere
+// `404 no_such_route`. A reviewer seated on the dispute's current
+// round commits, in its commit phase, to the lowercase hex SHA-256 of
+// `dotlab-vote-commitment/v1\n<claim id>\n<reviewer id>\n<vote>\n<salt>\n<rationale>`
+// (the rationale trimmed; the salt 32-128 lowercase hex characters
+// you keep), then reveals it with POST /disputes/{id}/reveal once
+// every seat has committed or the commit deadline passed. A plain
+// POST /disputes/{id}/vote in the commit phase is sealed by the
+// server instead, under a salt of its own.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /disputes/{id}/commit (the `CommitVote` operationId).
+func (c *ClientWithResponses) CommitVoteWithResponse(ctx context.Context, id DisputeId, body CommitVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitVoteResponse, error) {
+	rsp, err := c.CommitVote(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCommitVoteResponse(rsp)
+}
+
+// RevealVoteWithBodyWithResponse Sealed votes: reveal the vote you committed to
+//
+// Only on a server with sealed votes (else `404 no_such_route`). In the
+// round's reveal phase, the vote, rationale and salt must hash to your
+// commitment (else `422` at `$.salt`); the rationale is checked as a
+// vote's is, and an `envelope` signs it as a signed vote does. The
+// revealed votes stay hidden until every commitment is revealed or
+// the reveal deadline passes; then they decide by the majority rule,
+// and a commitment left unrevealed is an abstention.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+func (c *ClientWithResponses) RevealVoteWithBodyWithResponse(ctx context.Context, id DisputeId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RevealVoteResponse, error) {
+	rsp, err := c.RevealVoteWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevealVoteResponse(rsp)
+}
+
+// RevealVoteWithResponse Sealed votes: reveal the vote you committed to
+//
+// Only on a server with sealed votes (else `404 no_such_route`). In the
+// round's reveal phase, the vote, rationale and salt must hash to your
+// commitment (else `422` at `$.salt`); the rationale is checked as a
+// vote's is, and an `envelope` signs it as a signed vote does. The
+// revealed votes stay hidden until every commitment is revealed or
+// the reveal deadline passes; then they decide by the majority rule,
+// and a commitment left unrevealed is an abstention.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /disputes/{id}/reveal (the `RevealVote` operationId).
+func (c *ClientWithResponses) RevealVoteWithResponse(ctx context.Context, id DisputeId, body RevealVoteJSONRequestBody, reqEditors ...RequestEditorFn) (*RevealVoteResponse, error) {
+	rsp, err := c.RevealVote(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevealVoteResponse(rsp)
 }
 
 // CastVoteWithBodyWithResponse Vote on a dispute assigned to you by GET /disputes/next
@@ -8849,6 +10502,34 @@ func (c *ClientWithResponses) PutJobLogsWithBodyWithResponse(ctx context.Context
 	return ParsePutJobLogsResponse(rsp)
 }
 
+// PutJobOutputsWithBodyWithResponse Upload an output listing before the record that pins it (the claim's runner, or a challenger)
+//
+// Optional extension (docs/protocol.md §6 "Output listing"): for a
+// run or challenge whose inline `output_hashes` would pass the 65,535
+// bytes a log entry holds. The body is the canonical listing of every
+// output, at most 33,554,432 bytes and 100,100 lines (not the 1 MiB
+// body limit): one line per output, `{"name":N,"sha256":H}` in RFC 8785
+// form and "\n", sorted by the names' UTF-8 bytes, each name once
+// (non-empty UTF-8, at most 8192 bytes). Uploaded by the claim's runner
+// before publishing, or by an agent that may challenge the run now,
+// before challenging; it replaces the caller's earlier upload until a
+// record pins it, then it is fixed (the same bytes answer the same pin,
+// others 409). Who and the claim's state are checked before the
+// listing is parsed. The answer is the pin to put in the record's
+// `output_listing`; the record then keeps inline only results.json and
+// the streams.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /jobs/{id}/outputs (the `PutJobOutputs` operationId).
+func (c *ClientWithResponses) PutJobOutputsWithBodyWithResponse(ctx context.Context, id JobId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutJobOutputsResponse, error) {
+	rsp, err := c.PutJobOutputsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutJobOutputsResponse(rsp)
+}
+
 // StreamLabEventsWithResponse Live room events (server-sent events), resumable
 //
 // First the backlog after the cursor (messages after M, then state
@@ -8883,7 +10564,9 @@ func (c *ClientWithResponses) StreamLabEventsWithResponse(ctx context.Context, i
 // `running`. `collaborator`: any agent with no role on the claim,
 // except the agent the claim is offered to; it becomes the agent's
 // role. Joining again returns the membership. A runner whose job was
-// abandoned keeps the runner role but cannot join again.
+// abandoned keeps the runner role but cannot join again. The claim's
+// submitter asking for `collaborator` joins as `submitter` (one role
+// per claim), and the answer's `note` says so.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8902,7 +10585,9 @@ func (c *ClientWithResponses) JoinLabWithBodyWithResponse(ctx context.Context, i
 // `running`. `collaborator`: any agent with no role on the claim,
 // except the agent the claim is offered to; it becomes the agent's
 // role. Joining again returns the membership. A runner whose job was
-// abandoned keeps the runner role but cannot join again.
+// abandoned keeps the runner role but cannot join again. The claim's
+// submitter asking for `collaborator` joins as `submitter` (one role
+// per claim), and the answer's `note` says so.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9041,6 +10726,10 @@ func (c *ClientWithResponses) GetLogEntryWithResponse(ctx context.Context, pType
 
 // ListRunsWithResponse Official runs in claim order, optionally by claim state
 //
+// The same list for every caller; the route is public. A caller that
+// sends its API key anyway (`Authorization: Bearer <api_key>`, valid)
+// gets each run marked `you_may_challenge`, and `reason` says why not.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /runs (the `ListRuns` operationId).
@@ -9067,7 +10756,9 @@ func (c *ClientWithResponses) ListRunsWithResponse(ctx context.Context, params *
 // absolute https URL on a public host, without credentials, of at most
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-// keys are `422 invalid`.
+// keys are `422 invalid`. A `422 invalid` lists every problem of the
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9095,7 +10786,9 @@ func (c *ClientWithResponses) PublishRunWithBodyWithResponse(ctx context.Context
 // absolute https URL on a public host, without credentials, of at most
 // 2000 characters (plain http and private hosts only on a server run
 // with --allow-private-urls; RunBody `logs_uri`). Notes that look like
-// keys are `422 invalid`.
+// keys are `422 invalid`. A `422 invalid` lists every problem of the
+// body in one answer: those found without the database, and, for the
+// claim's runner, those against the manifest.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9119,6 +10812,19 @@ func (c *ClientWithResponses) GetRunWithResponse(ctx context.Context, id RunId, 
 		return nil, err
 	}
 	return ParseGetRunResponse(rsp)
+}
+
+// GetRunOutputsWithResponse The output listing a run pinned (public)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /runs/{id}/outputs (the `GetRunOutputs` operationId).
+func (c *ClientWithResponses) GetRunOutputsWithResponse(ctx context.Context, id RunId, reqEditors ...RequestEditorFn) (*GetRunOutputsResponse, error) {
+	rsp, err := c.GetRunOutputs(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRunOutputsResponse(rsp)
 }
 
 // GetStatusWithResponse Version and which features are live
@@ -9593,6 +11299,76 @@ func ParseCreateChallengeResponse(rsp *http.Response) (*CreateChallengeResponse,
 	return response, nil
 }
 
+// ParseGetChallengeOutputsResponse parses an HTTP response from a GetChallengeOutputsWithResponse call
+func ParseGetChallengeOutputsResponse(rsp *http.Response) (*GetChallengeOutputsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetChallengeOutputsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetChallengeOutputsResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetChallengeOutputsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListClaimsResponse parses an HTTP response from a ListClaimsWithResponse call
 func ParseListClaimsResponse(rsp *http.Response) (*ListClaimsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10031,7 +11807,7 @@ func ParseGetClaimManifestResponse(rsp *http.Response) (*GetClaimManifestRespons
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Manifest
+		var dest ManifestView
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -10237,6 +12013,230 @@ func ParseGetDisputeResponse(rsp *http.Response) (*GetDisputeResponse, error) {
 		response.Headers405 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetDisputeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCommitVoteResponse parses an HTTP response from a CommitVoteWithResponse call
+func ParseCommitVoteResponse(rsp *http.Response) (*CommitVoteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CommitVoteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Dispute
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers CommitVoteResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers CommitVoteResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevealVoteResponse parses an HTTP response from a RevealVoteWithResponse call
+func ParseRevealVoteResponse(rsp *http.Response) (*RevealVoteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevealVoteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Dispute
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers RevealVoteResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevealVoteResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -10807,6 +12807,118 @@ func ParsePutJobLogsResponse(rsp *http.Response) (*PutJobLogsResponse, error) {
 		response.Headers405 = &headers
 	case rsp.StatusCode == 429:
 		var headers PutJobLogsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutJobOutputsResponse parses an HTTP response from a PutJobOutputsWithResponse call
+func ParsePutJobOutputsResponse(rsp *http.Response) (*PutJobOutputsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutJobOutputsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OutputListing
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers PutJobOutputsResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutJobOutputsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -11692,7 +13804,7 @@ func ParsePublishRunResponse(rsp *http.Response) (*PublishRunResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
-		var dest Run
+		var dest PublishedRun
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -11856,6 +13968,76 @@ func ParseGetRunResponse(rsp *http.Response) (*GetRunResponse, error) {
 		response.Headers405 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetRunResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetRunOutputsResponse parses an HTTP response from a GetRunOutputsWithResponse call
+func ParseGetRunOutputsResponse(rsp *http.Response) (*GetRunOutputsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRunOutputsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetRunOutputsResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetRunOutputsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -7,9 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/testing/oapiclient"
 	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
 )
@@ -17,7 +20,13 @@ import (
 // tPaired is the ten-significant-digit target and rerun value: narrowed to
 // 32 bits it would read 4.0621233, which misses the relative tolerance
 // 1e-9, so the server would refuse the honest run as outcome_mismatch.
-const tPaired = 4.0621234567
+// Decimals are json.Number in the generated client (the Decimal schema's
+// x-go-type), so the text goes out and comes back as written.
+const tPaired oapiclient.Decimal = "4.0621234567"
+
+// tPairedDouble is the same target as the manifest declares it (format
+// double: a manifest's numbers fit a double).
+const tPairedDouble = 4.0621234567
 
 // lifecycleManifest is a claim with that target (and an absolute one),
 // made unique by title.
@@ -109,7 +118,7 @@ func (l *lifecycle) listClaim() {
 	r := l.submit("generated client lifecycle")
 	status(l.t, "list claim", r, r.Body, 201)
 	l.claim = r.JSON201.Id
-	if got := r.JSON201.Manifest.Targets[1].Value; got != tPaired {
+	if got := r.JSON201.Manifest.Targets[1].Value; got != tPairedDouble {
 		l.t.Fatalf("the listed target reads %v, want %v", got, tPaired)
 	}
 	dup := l.submit("generated client lifecycle")
@@ -203,11 +212,11 @@ const runLogs = `{"t":"2026-01-01T00:00:00Z","level":"info","step":"verify","msg
 	`{"t":"2026-01-01T00:00:01Z","level":"info","step":"outcome","msg":"reproduced"}` + "\n"
 
 // runBody is the runner's (or a challenger's) rerun with t_paired as given.
-func runBody(job string, tp float64, outcome oapiclient.Outcome, notes string) oapiclient.RunBody {
+func runBody(job string, tp oapiclient.Decimal, outcome oapiclient.Outcome, notes string) oapiclient.RunBody {
 	digest, seed := sqlstoretest.ImageDigest, int64(1908)
-	in := map[string]oapiclient.SHA256{"sleep": sqlstoretest.DataSHA256}
-	out := map[string]oapiclient.SHA256{"results.json": strings.Repeat("2", 64)}
-	cs := []oapiclient.RunComparison{{Name: "mean_diff", Rerun: 1.58}, {Name: "t_paired", Rerun: tp}}
+	in := oapiclient.HashMap{"sleep": sqlstoretest.DataSHA256}
+	out := oapiclient.HashMap{"results.json": strings.Repeat("2", 64)}
+	cs := []oapiclient.RunComparison{{Name: "mean_diff", Rerun: "1.58"}, {Name: "t_paired", Rerun: tp}}
 	b := oapiclient.RunBody{JobId: job, InputHashes: &in, OutputHashes: &out, Comparisons: &cs, Outcome: outcome,
 		Environment: &oapiclient.RunEnvironment{ImageDigest: &digest, Seed: &seed}}
 	if notes != "" {
@@ -222,7 +231,8 @@ func (l *lifecycle) publish() {
 	l.check(err)
 	status(l.t, "spec_issue without notes", bad, bad.Body, 422)
 	// What a generator that narrows decimals to 32 bits would send.
-	narrowed, err := runner.PublishRunWithResponse(l.ctx, runBody(l.claim, float64(float32(tPaired)), oapiclient.Reproduced, ""))
+	f32 := oapiclient.Decimal(strconv.FormatFloat(float64(float32(tPairedDouble)), 'g', -1, 32))
+	narrowed, err := runner.PublishRunWithResponse(l.ctx, runBody(l.claim, f32, oapiclient.Reproduced, ""))
 	l.check(err)
 	status(l.t, "t_paired narrowed to float32", narrowed, narrowed.Body, 422)
 	if narrowed.JSON422.Error != oapiclient.ErrorErrorOutcomeMismatch {
@@ -234,10 +244,14 @@ func (l *lifecycle) publish() {
 	sum := sha256.Sum256([]byte(runLogs))
 	pin := oapiclient.SHA256(hex.EncodeToString(sum[:]))
 	body.LogsSha256 = &pin
+	body.OutputListing = l.uploadListing("runner", *body.OutputHashes)
 	r, err := runner.PublishRunWithResponse(l.ctx, body)
 	l.check(err)
 	status(l.t, "publish", r, r.Body, 201)
 	l.run = r.JSON201.Id
+	outputs, err := l.anon.GetRunOutputsWithResponse(l.ctx, l.run)
+	l.check(err)
+	status(l.t, "run outputs", outputs, outputs.Body, 200)
 	// The logs the run pinned, uploaded once after publishing; other bytes are refused.
 	put, err := runner.PutJobLogsWithBodyWithResponse(l.ctx, l.claim, "application/x-ndjson", strings.NewReader(runLogs))
 	l.check(err)
@@ -255,7 +269,7 @@ func (l *lifecycle) publish() {
 		l.t.Fatalf("logs read back: %q", logs.Body)
 	}
 	cmp := r.JSON201.Comparisons[1]
-	if cmp.Name != "t_paired" || cmp.Rerun != tPaired || !cmp.Match || cmp.Difference != 0 {
+	if cmp.Name != "t_paired" || cmp.Rerun != tPaired || !cmp.Match || !exactly(cmp.Difference, "0") {
 		l.t.Fatalf("t_paired as the server compared it: %+v", cmp)
 	}
 	// The server kept the decimal text the client wrote, digit for digit.
@@ -273,6 +287,26 @@ func (l *lifecycle) publish() {
 		l.t.Fatalf("runs in the challenge window: %s", runs.Body)
 	}
 	l.readEvents()
+}
+
+// uploadListing uploads name's output listing of hashes (the optional
+// extension, docs/protocol.md §6 "Output listing"; any size may use it)
+// and returns the pin its record carries; a listing out of order is 422.
+func (l *lifecycle) uploadListing(name string, hashes map[string]oapiclient.SHA256) *oapiclient.OutputListing {
+	plain := map[string]string{}
+	for n, h := range hashes {
+		plain[n] = string(h)
+	}
+	listing, _, err := dotlab.EncodeOutputListing(plain)
+	l.check(err)
+	c := l.agents[name].c
+	bad, err := c.PutJobOutputsWithBodyWithResponse(l.ctx, l.claim, "application/x-ndjson", strings.NewReader(" "+string(listing)))
+	l.check(err)
+	status(l.t, name+" listing not canonical", bad, bad.Body, 422)
+	r, err := c.PutJobOutputsWithBodyWithResponse(l.ctx, l.claim, "application/x-ndjson", bytes.NewReader(listing))
+	l.check(err)
+	status(l.t, name+" listing", r, r.Body, 200)
+	return r.JSON200
 }
 
 // readEvents opens the room's live stream (the generated client's plain
@@ -296,12 +330,13 @@ func (l *lifecycle) readEvents() {
 }
 
 func (l *lifecycle) challenge() {
-	const theirs = 4.0621239
+	const theirs oapiclient.Decimal = "4.0621239"
 	notes := "t_paired: my rerun 4.0621239 vs the run's 4.0621234567, difference 0.0000004433, beyond the relative tolerance 1e-9"
 	rb := runBody(l.claim, theirs, oapiclient.NotReproduced, notes)
 	agrees, claim := false, l.claim
 	body := oapiclient.ChallengeBody{ClaimId: &claim, Agrees: agrees, InputHashes: rb.InputHashes, OutputHashes: rb.OutputHashes,
 		Environment: rb.Environment, Comparisons: rb.Comparisons, Outcome: rb.Outcome, Notes: rb.Notes}
+	body.OutputListing = l.uploadListing("challenger", *rb.OutputHashes)
 	own, err := l.agents["runner"].c.CreateChallengeWithResponse(l.ctx, body)
 	l.check(err)
 	status(l.t, "the runner challenges", own, own.Body, 403)
@@ -312,6 +347,13 @@ func (l *lifecycle) challenge() {
 	if d.Name != "t_paired" || d.Runner != tPaired || d.Challenger != theirs || d.Delta == nil || !d.RunnerMatch || d.ChallengerMatch {
 		l.t.Fatalf("t_paired difference: %+v", d)
 	}
+	// challenger − runner exactly (a double would read 4.432999…e-07).
+	if !exactly(*d.Delta, "0.0000004433") {
+		l.t.Fatalf("t_paired delta %s, want exactly 0.0000004433", *d.Delta)
+	}
+	outputs, err := l.anon.GetChallengeOutputsWithResponse(l.ctx, r.JSON201.Id)
+	l.check(err)
+	status(l.t, "challenge outputs", outputs, outputs.Body, 200)
 	list, err := l.anon.ListChallengesWithResponse(l.ctx, l.claim)
 	l.check(err)
 	status(l.t, "challenges", list, list.Body, 200)
@@ -325,6 +367,14 @@ func (l *lifecycle) vote() {
 		Rationale: "t_paired: my own rerun differs from the run's value"})
 	l.check(err)
 	status(l.t, "the challenger votes", stranger, stranger.Body, 403)
+	// This server runs open votes: the sealed steps are not there.
+	commit, err := l.agents["reviewer1"].c.CommitVoteWithResponse(l.ctx, l.claim, oapiclient.CommitBody{Commitment: strings.Repeat("a", 64)})
+	l.check(err)
+	status(l.t, "commit on an open-vote server", commit, commit.Body, 404)
+	reveal, err := l.agents["reviewer1"].c.RevealVoteWithResponse(l.ctx, l.claim, oapiclient.RevealBody{Vote: oapiclient.RevealBodyVoteRunner,
+		Rationale: "t_paired: the runner's value equals the published one", Salt: strings.Repeat("b", 32)})
+	l.check(err)
+	status(l.t, "reveal on an open-vote server", reveal, reveal.Body, 404)
 	for i, side := range []oapiclient.VoteBodyVote{oapiclient.VoteBodyVoteRunner, oapiclient.VoteBodyVoteRunner, oapiclient.VoteBodyVoteChallenger} {
 		rev := l.agents[fmt.Sprintf("reviewer%d", i+1)].c
 		d, err := rev.NextDisputeWithResponse(l.ctx)
@@ -414,4 +464,11 @@ func (l *lifecycle) readLog() {
 	bad, err := l.anon.GetLogConsistencyWithResponse(l.ctx, &oapiclient.GetLogConsistencyParams{From: size, To: size + 1000})
 	l.check(err)
 	status(l.t, "consistency beyond the tree", bad, bad.Body, 422)
+}
+
+// exactly reports whether the decimal d has exactly the value of want.
+func exactly(d oapiclient.Decimal, want string) bool {
+	a, ok1 := new(big.Rat).SetString(string(d))
+	b, ok2 := new(big.Rat).SetString(want)
+	return ok1 && ok2 && a.Cmp(b) == 0
 }

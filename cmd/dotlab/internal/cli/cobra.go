@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/termsafe"
+	"github.com/dotlab/dotlab/server"
+	"github.com/dotlab/dotlab/verify"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // UsageOnError makes a wrong argument count or an unknown flag on cmd or any
@@ -55,4 +59,32 @@ func ExecuteSafe(ctx context.Context, root *cobra.Command, stdout io.Writer) err
 		err = ferr
 	}
 	return err
+}
+
+// WitnessFlags registers --witness-key and --witnesses (dotlab verify and
+// the agent commands: docs/verification.md "Witnesses") into p.
+func WitnessFlags(f *pflag.FlagSet, p *verify.Cosigning) {
+	f.StringArrayVar(&p.Keys, "witness-key", nil, "a witness's cosignature/v1 verifier key (name+id+key; repeatable): require the log's checkpoints to carry cosignatures by these witnesses, never by keys the server names")
+	f.IntVar(&p.Need, "witnesses", 0, "how many of the --witness-key witnesses must have cosigned the entries checked (default: all of them)")
+}
+
+// WindowFlags registers `dotlab serve`'s protocol windows, review quorum
+// and sealed-vote flags on f, into w (docs/mechanism.md §2, §4a).
+func WindowFlags(f *pflag.FlagSet, w *dotlab.Windows) {
+	f.DurationVar(&w.Accept, "accept-window", w.Accept, "how long a job offer stays open")
+	f.DurationVar(&w.Publish, "publish-window", w.Publish, "how long an accepted job has to publish its run")
+	f.DurationVar(&w.Challenge, "challenge-window", w.Challenge, "how long a published run can be challenged")
+	f.IntVar(&w.Quorum, "review-quorum", w.Quorum, "votes that decide a dispute (odd)")
+	f.BoolVar(&w.Sealed, "sealed-votes", false, "seal dispute votes until decided: a committee of --review-quorum reviewers per round commits, then reveals (docs/mechanism.md §4a); off, the votes so far are shown")
+	f.DurationVar(&w.Commit, "commit-window", w.Commit, "sealed votes: how long a round's committee has to commit, from its first seat")
+	f.DurationVar(&w.Reveal, "reveal-window", w.Reveal, "sealed votes: how long committed reviewers have to reveal, from the commit phase's end")
+}
+
+// ConnFlags registers `dotlab serve`'s per-address connection limits on f,
+// into c (docs/threat-model.md "Idle connections").
+func ConnFlags(f *pflag.FlagSet, c *server.ConnLimits) {
+	f.IntVar(&c.PerAddr, "conn-per-addr", c.PerAddr, "TCP connections one client address may hold open (0 disables; trusted proxies are not counted)")
+	f.IntVar(&c.IdlePerAddr, "conn-idle-per-addr", c.IdlePerAddr, "of them idle at once: no request yet, or between keep-alive requests (0 disables)")
+	f.DurationVar(&c.HeaderTimeout, "header-timeout", c.HeaderTimeout, "close a connection that has not sent a request header within this long")
+	f.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "close a keep-alive connection idle this long")
 }
