@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
@@ -79,17 +81,18 @@ func (s *Server) logEntry(r *http.Request, e translog.Entry, size int64) (apiv1.
 }
 
 // handleLogEntry is GET /log/entries/{type}/{id}?tree_size=N: a record's
-// entry and inclusion proof.
+// entry and inclusion proof. An entry still pending (its record committed,
+// the sequencer not done) is waited for, at most pendingWait.
 func (s *Server) handleLogEntry(w http.ResponseWriter, r *http.Request) error {
 	typ := tlogfmt.EntryType(r.PathValue("type"))
 	if !typ.Valid() {
 		return dotlab.Errorf(dotlab.ENOTFOUND, "no entry type %q: the types are claim, offer, run, challenge, vote, settlement, message, envelope", typ)
 	}
-	size, err := s.treeSize(r)
+	e, err := s.lookupEntry(r, typ, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	e, err := s.log.Lookup(r.Context(), typ, r.PathValue("id"))
+	size, err := s.treeSize(r)
 	if err != nil {
 		return err
 	}
@@ -102,6 +105,26 @@ func (s *Server) handleLogEntry(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// pendingWait bounds how long a request waits for a pending entry.
+const pendingWait = 2 * time.Second
+
+// lookupEntry is the log's entry of record typ/id, waiting (pendingWait)
+// while it is pending; ENOTFOUND naming the state when it still is.
+func (s *Server) lookupEntry(r *http.Request, typ tlogfmt.EntryType, id string) (translog.Entry, error) {
+	e, err := s.log.Lookup(r.Context(), typ, id)
+	if err != nil || !e.Pending {
+		return e, err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), pendingWait)
+	defer cancel()
+	if err := s.log.Await(ctx); err == nil {
+		if e, err = s.log.Lookup(r.Context(), typ, id); err != nil || !e.Pending {
+			return e, err
+		}
+	}
+	return e, dotlab.Errorf(dotlab.ENOTFOUND, "%s %s is pending: written with its record, not yet in the log's tree; ask again in a few seconds", typ, id)
 }
 
 // handleLogClaim is GET /log/claims/{id}?tree_size=N&from=I&limit=L: one

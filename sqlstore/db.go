@@ -82,7 +82,8 @@ type DB struct {
 
 	findClaimStmt *sql.Stmt // prepared on the read pool
 
-	log *translog.Log // nil when Options.NoLog
+	log   *translog.Log // nil when Options.NoLog
+	logTx sync.Map      // *sql.Tx → true: the transaction appended to the log
 
 	uniqueNames bool // Options.UniqueNames
 
@@ -296,7 +297,9 @@ func (db *DB) Windows() dotlab.Windows { return db.windows }
 // the write lock at BEGIN (_txlock=immediate). The changes fn announced
 // (db.announce) are sent with pg_notify before the commit (PostgreSQL
 // delivers them on commit) and delivered to this process's subscribers
-// after it; a rolled-back transaction announces nothing (notify.go).
+// after it; a rolled-back transaction announces nothing (notify.go). A
+// transaction that logged waits after its commit for the log's sequencer
+// (awaitLog).
 func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -308,13 +311,16 @@ func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		err = db.notifyInTx(ctx, tx, changes)
 	}
 	if err != nil {
+		db.logTx.Delete(tx)
 		tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		db.logTx.Delete(tx)
 		return err
 	}
 	db.notes.deliver(changes...)
+	db.awaitLog(ctx, tx)
 	return nil
 }
 

@@ -17,9 +17,11 @@ import (
 // (docs/verification.md "Entries"): the entry is built from the record as
 // the read path returns it (read back inside the transaction where the
 // stored form differs from the written one), so that a verifier rebuilding
-// the entry from the API gets the same bytes. The log append comes last in
-// each transaction: on PostgreSQL it takes the log's row lock, which then
-// is held only until the commit.
+// the entry from the API gets the same bytes. The entry is written pending
+// (translog.Append: no lock shared with other writers); after the commit
+// the write waits, at most logAwait, for the log's sequencer to integrate
+// it (db.tx), so that what a client reads after a write's answer is in the
+// log's checkpoint, as before the sequencer.
 
 // Log is the store's transparency log, or nil when logging is off
 // (Options.NoLog).
@@ -42,8 +44,26 @@ func (db *DB) logEntry(ctx context.Context, tx *sql.Tx, e tlogfmt.Entry) error {
 	if db.log == nil {
 		return nil
 	}
-	_, err := db.log.Append(ctx, tx, e)
-	return err
+	if err := db.log.Append(ctx, tx, e); err != nil {
+		return err
+	}
+	db.logTx.Store(tx, true)
+	return nil
+}
+
+// logAwait bounds how long a write waits after its commit for its entries'
+// integration; the record is committed either way, and a later batch (of
+// any process) integrates what is left.
+const logAwait = 2 * time.Second
+
+// awaitLog waits for the integration of what tx logged, if it logged.
+func (db *DB) awaitLog(ctx context.Context, tx *sql.Tx) {
+	if _, logged := db.logTx.LoadAndDelete(tx); !logged {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, logAwait)
+	defer cancel()
+	db.log.Await(ctx)
 }
 
 // logClaim logs claim c's listing (the fields CreateClaim wrote).

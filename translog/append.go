@@ -6,45 +6,36 @@ import (
 	"fmt"
 
 	"github.com/dotlab/dotlab/tlogfmt"
-	"golang.org/x/mod/sumdb/tlog"
 )
 
-// Append logs e in the caller's transaction tx and returns its index. The
-// entry becomes part of the tree when tx commits and vanishes with it on
-// rollback, so a record and its entry exist together or not at all.
+// Append writes e as a pending entry in the caller's transaction tx: it
+// commits with tx and vanishes with it on rollback, so a record and its
+// entry exist together or not at all. The entry gets its index when the
+// sequencer integrates it (sequencer.go), in a later transaction of its
+// own; Await waits for that.
 //
-// Append updates the one log_head row first: on PostgreSQL the row lock
-// orders appends from every process until tx ends, so call it last in a
-// transaction to hold the lock briefly. It fails when e does not encode
-// (tlogfmt.Entry.Encode) or when the same type and id were logged already
-// (no entry twice).
-func (l *Log) Append(ctx context.Context, tx *sql.Tx, e tlogfmt.Entry) (int64, error) {
+// Append touches no row another writer touches (log_pending's id is a
+// sequence), so record transactions of every process commit side by side.
+// It fails when e does not encode (tlogfmt.Entry.Encode) or when the same
+// type and id were logged already (no entry twice).
+func (l *Log) Append(ctx context.Context, tx *sql.Tx, e tlogfmt.Entry) error {
 	data, err := e.Encode()
 	if err != nil {
-		return 0, err
+		return err
 	}
-	typ, claimID, recordID := e.Type, e.ClaimID, e.ID
-	var size int64
-	if err := tx.StmtContext(ctx, l.bumpHead).QueryRowContext(ctx).Scan(&size); err != nil {
-		return 0, fmt.Errorf("log head: %w", err)
+	var logged bool
+	err = tx.StmtContext(ctx, l.insertPending).QueryRowContext(ctx, string(e.Type), e.ClaimID, e.ID, data).Scan(&logged)
+	if err == nil && logged {
+		err = fmt.Errorf("already in the log")
 	}
-	n := size - 1
-	hashes, err := tlog.StoredHashes(n, data, hashReader{ctx, tx})
 	if err != nil {
-		return 0, fmt.Errorf("log entry %d: %w", n, err)
+		return fmt.Errorf("log entry %s %s (a record is logged once): %w", e.Type, e.ID, err)
 	}
-	packed := make([]byte, 0, len(hashes)*tlog.HashSize)
-	for _, h := range hashes {
-		packed = append(packed, h[:]...)
-	}
-	if _, err := tx.StmtContext(ctx, l.insertEntry).ExecContext(ctx, n, string(typ), claimID, recordID, data, packed); err != nil {
-		return 0, fmt.Errorf("log entry %s %s (a record is logged once): %w", typ, recordID, err)
-	}
-	return n, nil
+	return nil
 }
 
-// The two statements of every append, prepared once on the write pool.
-const (
-	bumpHeadSQL    = `UPDATE log_head SET size = size + 1 WHERE id = 1 RETURNING size`
-	insertEntrySQL = `INSERT INTO log_entries (idx, type, claim_id, record_id, body, hashes) VALUES ($1, $2, $3, $4, $5, $6)`
-)
+// insertPendingSQL writes a pending entry and says whether the record is
+// already sequenced (then Append fails and the caller rolls back). A
+// duplicate of a pending entry fails on log_pending's UNIQUE.
+const insertPendingSQL = `INSERT INTO log_pending (type, claim_id, record_id, body) VALUES ($1, $2, $3, $4)
+RETURNING EXISTS (SELECT 1 FROM log_entries e WHERE e.type = log_pending.type AND e.record_id = log_pending.record_id)`

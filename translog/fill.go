@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dotlab/dotlab/tlogfmt"
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -34,7 +35,7 @@ func (l *Log) Fill(ctx context.Context, n int64, entry func(i int64) (tlogfmt.En
 		}
 		return out, nil
 	})
-	ins, err := tx.PrepareContext(ctx, insertEntrySQL)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO log_entries (idx, type, claim_id, record_id, body, hashes) VALUES ($1, $2, $3, $4, $5, $6)`)
 	if err != nil {
 		return err
 	}
@@ -61,7 +62,16 @@ func (l *Log) Fill(ctx context.Context, n int64, entry func(i int64) (tlogfmt.En
 			return err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE log_head SET size = $1 WHERE id = 1`, n); err != nil {
+	root, err := tlog.TreeHash(n, mem)
+	if err != nil {
+		return err
+	}
+	cp := tlogfmt.Checkpoint{Origin: l.Origin(), Size: n, Root: root}
+	signed, err := note.Sign(&note.Note{Text: cp.Text()}, l.signer)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, setHeadSQL, n, string(signed)); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -80,7 +80,8 @@ func appendN(t testing.TB, d testDB, l *translog.Log, first, n int) {
 }
 
 // appendBatches appends n test entries numbered from first, per entries in
-// each transaction.
+// each transaction, each transaction's entries integrated (Await) before
+// the next begins.
 func appendBatches(t testing.TB, d testDB, l *translog.Log, first, n, per int) {
 	t.Helper()
 	ctx := context.Background()
@@ -90,12 +91,15 @@ func appendBatches(t testing.TB, d testDB, l *translog.Log, first, n, per int) {
 			t.Fatal(err)
 		}
 		for j := i; j < min(i+per, first+n); j++ {
-			if _, err := l.Append(ctx, tx, testEntry(j)); err != nil {
+			if err := l.Append(ctx, tx, testEntry(j)); err != nil {
 				tx.Rollback()
 				t.Fatal(err)
 			}
 		}
 		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Await(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -21,11 +21,15 @@ func (l *Log) Size(ctx context.Context) (int64, error) {
 
 // Checkpoint returns the checkpoint of the current tree and its signed
 // note (c2sp.org/tlog-checkpoint as c2sp.org/signed-note, one Ed25519
-// signature by the log's key). Ed25519 is deterministic, so every server
+// signature by the log's key): the one the sequencer stored with the
+// head, or, for a head written without one (Fill, a log older than the
+// sequencer), one signed now. Ed25519 is deterministic, so every server
 // process signs the same note for the same size.
 func (l *Log) Checkpoint(ctx context.Context) (tlogfmt.Checkpoint, []byte, error) {
-	size, err := l.Size(ctx)
-	if err != nil {
+	var size int64
+	var cpSize sql.NullInt64
+	var stored sql.NullString
+	if err := l.r.QueryRowContext(ctx, `SELECT size, checkpoint_size, checkpoint FROM log_head WHERE id = 1`).Scan(&size, &cpSize, &stored); err != nil {
 		return tlogfmt.Checkpoint{}, nil, err
 	}
 	l.mu.Lock()
@@ -33,6 +37,12 @@ func (l *Log) Checkpoint(ctx context.Context) (tlogfmt.Checkpoint, []byte, error
 	l.mu.Unlock()
 	if latest.note != nil && latest.cp.Size == size {
 		return latest.cp, latest.note, nil
+	}
+	if stored.Valid && cpSize.Int64 == size {
+		if sc, err := l.openCheckpoint([]byte(stored.String)); err == nil && sc.cp.Size == size {
+			l.remember(sc)
+			return sc.cp, sc.note, nil
+		}
 	}
 	root, err := tlog.TreeHash(size, hashReader{ctx, l.r})
 	if err != nil {
@@ -43,30 +53,49 @@ func (l *Log) Checkpoint(ctx context.Context) (tlogfmt.Checkpoint, []byte, error
 	if err != nil {
 		return tlogfmt.Checkpoint{}, nil, err
 	}
-	l.mu.Lock()
-	if l.latest.cp.Size <= size {
-		l.latest = signedCheckpoint{cp, signed}
-	}
-	l.mu.Unlock()
+	l.remember(signedCheckpoint{cp, signed})
 	return cp, signed, nil
+}
+
+// openCheckpoint verifies a stored checkpoint note with the log's key and
+// parses it.
+func (l *Log) openCheckpoint(signed []byte) (signedCheckpoint, error) {
+	n, err := note.Open(signed, note.VerifierList(l.verifier))
+	if err != nil {
+		return signedCheckpoint{}, err
+	}
+	cp, err := tlogfmt.ParseCheckpoint(n.Text)
+	return signedCheckpoint{cp, signed}, err
 }
 
 // Entry is one logged entry with its index.
 type Entry struct {
-	Index int64
+	Index int64 // -1 while Pending
 	Type  tlogfmt.EntryType
 	ID    string
 	Data  []byte // the entry as logged (tlogfmt canonical JSON)
+	// Pending: written with its record, not yet integrated by the
+	// sequencer (no index, in no checkpoint yet; Await).
+	Pending bool
 }
 
-// Lookup returns the entry of the record with type typ and id, or
-// ENOTFOUND.
+// Lookup returns the entry of the record with type typ and id: integrated,
+// or Pending (Index -1) when its record committed and the sequencer has
+// not integrated it yet; ENOTFOUND when there is neither.
 func (l *Log) Lookup(ctx context.Context, typ tlogfmt.EntryType, id string) (Entry, error) {
 	e := Entry{Type: typ, ID: id}
 	err := l.r.QueryRowContext(ctx, `SELECT idx, body FROM log_entries WHERE type = $1 AND record_id = $2`, string(typ), id).Scan(&e.Index, &e.Data)
+	if !errors.Is(err, sql.ErrNoRows) {
+		return e, err
+	}
+	// The batch moving it commits both tables at once: one statement reads
+	// either side consistently.
+	err = l.r.QueryRowContext(ctx, `SELECT -1, body FROM log_pending WHERE type = $1 AND record_id = $2
+UNION ALL SELECT idx, body FROM log_entries WHERE type = $1 AND record_id = $2`, string(typ), id).Scan(&e.Index, &e.Data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, dotlab.Errorf(dotlab.ENOTFOUND, "no log entry for %s %s", typ, id)
 	}
+	e.Pending = e.Index < 0
 	return e, err
 }
 

@@ -9,12 +9,16 @@
 //
 // The tree arithmetic (stored hashes, tiles, proofs) is
 // golang.org/x/mod/sumdb/tlog's and the note signing
-// golang.org/x/mod/sumdb/note's. Sequencing is the store's: Append takes the
-// caller's *sql.Tx, bumps the one log_head row (whose row lock orders
-// concurrent appends), then writes the entry and the new stored hashes.
+// golang.org/x/mod/sumdb/note's. Sequencing is the store's, in Tessera's
+// model: Append writes the entry pending in the caller's *sql.Tx (no row
+// shared between writers), and one sequencer at a time across every
+// process on the database integrates the committed pending entries in
+// batches, each in one transaction: indexes, entries with their stored
+// hashes, the head and its signed checkpoint (sequencer.go, integrate.go).
 package translog
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -25,6 +29,7 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dotlab/dotlab/internal/bytecache"
 	"github.com/dotlab/dotlab/tlogfmt"
@@ -49,22 +54,46 @@ type Options struct {
 	// log's key is made at the first start; empty then means
 	// "dotlab.log/<8 random characters>", empty later means "as stored".
 	Origin string
+	// Tick is how often the sequencer looks for entries left pending by
+	// another process (default DefaultTick); an append in this process
+	// wakes it at once (Await).
+	Tick time.Duration
+	// MaxBatch bounds the entries one batch integrates (default
+	// DefaultMaxBatch).
+	MaxBatch int
+	// Manual runs no sequencer goroutine: entries stay pending until Sync
+	// (or Await, which then integrates in the caller). For benchmarks that
+	// fill a backlog and for tests.
+	Manual bool
 }
 
 // Log is the transparency log on one database. It is safe for concurrent
 // use, also by several processes sharing a PostgreSQL database.
 type Log struct {
-	w, r     *sql.DB // w: migrations, the key; r: reads (may be w)
+	w, r     *sql.DB // w: migrations, the key, batches; r: reads (may be w)
+	dialect  string
 	signer   note.Signer
 	verifier note.Verifier
 	vkey     string
 
-	mu     sync.Mutex
-	latest signedCheckpoint // the last checkpoint signed by this process
+	mu       sync.Mutex
+	latest   signedCheckpoint // the last checkpoint signed by this process
+	lastEdge frontier         // the right edge of the tree this process's last batch made
 
 	tiles *bytecache.Cache[[]byte] // full tiles and bundles by path (immutable)
 
-	bumpHead, insertEntry *sql.Stmt // Append's statements, prepared on w
+	insertPending *sql.Stmt // Append's statement, prepared on w
+
+	seq      *sequencer
+	manual   bool
+	tick     time.Duration
+	maxBatch int
+
+	connMu sync.Mutex
+	conn   *sql.Conn // PostgreSQL: the batches' own connection (beginBatch)
+
+	statsMu sync.Mutex
+	stats   Stats
 }
 
 type signedCheckpoint struct {
@@ -87,30 +116,33 @@ func Open(ctx context.Context, w, r *sql.DB, dialect string, opt Options) (*Log,
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{w: w, r: r, vkey: vkey, tiles: bytecache.New[[]byte](maxCachedTileBytes)}
+	l := &Log{w: w, r: r, dialect: dialect, vkey: vkey, tiles: bytecache.New[[]byte](maxCachedTileBytes), seq: newSequencer(),
+		manual: opt.Manual, tick: cmp.Or(opt.Tick, DefaultTick), maxBatch: cmp.Or(opt.MaxBatch, DefaultMaxBatch)}
 	if l.signer, err = note.NewSigner(skey); err != nil {
 		return nil, fmt.Errorf("log key: %w", err)
 	}
 	if l.verifier, err = note.NewVerifier(vkey); err != nil {
 		return nil, fmt.Errorf("log verifier key: %w", err)
 	}
-	if l.bumpHead, err = w.PrepareContext(ctx, bumpHeadSQL); err != nil {
-		return nil, err
-	}
-	if l.insertEntry, err = w.PrepareContext(ctx, insertEntrySQL); err != nil {
-		l.bumpHead.Close()
-		return nil, err
-	}
 	if opt.Origin != "" && opt.Origin != l.signer.Name() {
-		l.Close()
 		return nil, fmt.Errorf("--log-origin %q: this database's log was made with origin %q, which cannot change (its checkpoints are signed under that name)", opt.Origin, l.signer.Name())
+	}
+	if l.insertPending, err = w.PrepareContext(ctx, insertPendingSQL); err != nil {
+		return nil, err
+	}
+	if !l.manual {
+		sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		l.seq.stop = stop
+		go l.run(sctx)
+		l.seq.poke() // entries a crash left pending
 	}
 	return l, nil
 }
 
 func migrate(ctx context.Context, db *sql.DB, dialect string) error {
 	gd := goose.DialectSQLite3
-	opts := []goose.ProviderOption{goose.WithTableName("translog_db_version")}
+	opts := []goose.ProviderOption{goose.WithTableName("translog_db_version"), goose.WithDisableGlobalRegistry(true),
+		goose.WithGoMigrations(pendingMigration(dialect))}
 	switch dialect {
 	case SQLite:
 	case Postgres:
@@ -164,10 +196,16 @@ func loadKey(ctx context.Context, db *sql.DB, origin string) (skey, vkey string,
 	return skey, vkey, read()
 }
 
-// Close releases the log's prepared statements (the pools stay open: they
-// are the caller's).
+// Close stops the sequencer (after its running batch) and releases the
+// log's prepared statement (the pools stay open: they are the caller's).
+// Entries still pending stay so, for the next sequencer.
 func (l *Log) Close() error {
-	return errors.Join(l.bumpHead.Close(), l.insertEntry.Close())
+	if l.seq.stop != nil {
+		l.seq.stop()
+		<-l.seq.done
+	}
+	l.releaseConn()
+	return l.insertPending.Close()
 }
 
 // Origin is the log's checkpoint origin (and its key name).

@@ -87,10 +87,11 @@ func TestForkCaught(t *testing.T) {
 	altered := testEntry(120)
 	altered.Record = tlogfmt.MessageRecord{AgentID: "ag_forger", Seq: 120}
 	tx, _ := b.w.Begin()
-	if _, err := lb.Append(ctx, tx, altered); err != nil {
+	if err := lb.Append(ctx, tx, altered); err != nil {
 		t.Fatal(err)
 	}
 	tx.Commit()
+	lb.Await(ctx)
 	appendN(t, b, lb, 121, 179)
 	prefix := serve(t, lb).URL + translog.Prefix
 	same, err := tlogcheck.Fetch(ctx, http.DefaultClient, prefix, vkey)

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
@@ -75,28 +76,16 @@ func (v Verifier) Run(ctx context.Context, id string) (*Report, error) {
 
 // check verifies claim id's records, limited to the keys in only when it
 // is not nil. Records are read before the checkpoint, so that every record
-// read is in the tree the checkpoint signs (a record commits with its
-// entry).
+// read is in the tree the checkpoint signs once its entry is integrated (a
+// record commits with its entry pending; the log's sequencer integrates it
+// within a second: readLog waits for that).
 func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfmt.Key]bool) (*Report, error) {
 	rs, err := fetchRecords(ctx, v.Client, id)
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Subject: subject}
-	seen, err := v.Witness.Check(ctx, v.Client)
-	if err != nil {
-		rep.fail("%v", err)
-		return rep, nil
-	}
-	rep.Checkpoint = seen.Checkpoint
-	rep.OK = append(rep.OK, seen.Notes...)
-	rep.ok("checkpoint %s size %d root %s: signature verified", seen.Checkpoint.Origin, seen.Checkpoint.Size, b64(seen.Checkpoint.Root[:]))
-	logged := map[tlogfmt.Key]loggedEntry{}
-	err = v.Client.EachLogClaimPage(ctx, id, seen.Checkpoint.Size, func(lc *apiv1.LogClaim) error {
-		return checkInclusion(rep, seen.Checkpoint, id, lc, logged)
-	})
-	if err != nil {
-		rep.fail("log entries of %s: %v", id, err)
+	rep, seen, logged, ok := v.readLog(ctx, id, subject, rs, only)
+	if !ok {
 		return rep, nil
 	}
 	if err := v.witnessed(ctx, rep, seen, logged, only); err != nil {
@@ -115,7 +104,7 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 		}
 	}
 	matchRecords(rep, rs, logged, only, later, func(k tlogfmt.Key) []byte {
-		e, err := v.Client.LogEntry(ctx, string(k.Type), k.ID, seen.Checkpoint.Size)
+		e, err := v.Client.LogEntry(ctx, string(k.Type), k.ID, rep.Checkpoint.Size)
 		if err != nil {
 			return nil
 		}
@@ -132,6 +121,60 @@ func (v Verifier) check(ctx context.Context, id, subject string, only map[tlogfm
 		v.checkLogs(ctx, rep, rs.run)
 	}
 	return rep, nil
+}
+
+// PendingWait bounds how long verification waits for records whose log
+// entries are still pending (written with the record, not yet integrated
+// by the log's sequencer, which takes well under a second).
+const PendingWait = 5 * time.Second
+
+// readLog checks the log's checkpoint and reads the entries of claim id in
+// its tree. While a record of rs has no entry there, it reads both again,
+// every pendingPoll, for at most PendingWait: the record's entry may be
+// pending. It returns the checkpoint seen with the entries; ok is false when the checkpoint or the entries could not be
+// read (said in the report).
+func (v Verifier) readLog(ctx context.Context, id, subject string, rs *records, only map[tlogfmt.Key]bool) (*Report, *Seen, map[tlogfmt.Key]loggedEntry, bool) {
+	deadline := time.Now().Add(PendingWait)
+	for {
+		rep := &Report{Subject: subject}
+		seen, err := v.Witness.Check(ctx, v.Client)
+		if err != nil {
+			rep.fail("%v", err)
+			return rep, nil, nil, false
+		}
+		rep.Checkpoint = seen.Checkpoint
+		rep.OK = append(rep.OK, seen.Notes...)
+		rep.ok("checkpoint %s size %d root %s: signature verified", seen.Checkpoint.Origin, seen.Checkpoint.Size, b64(seen.Checkpoint.Root[:]))
+		logged := map[tlogfmt.Key]loggedEntry{}
+		err = v.Client.EachLogClaimPage(ctx, id, seen.Checkpoint.Size, func(lc *apiv1.LogClaim) error {
+			return checkInclusion(rep, seen.Checkpoint, id, lc, logged)
+		})
+		if err != nil {
+			rep.fail("log entries of %s: %v", id, err)
+			return rep, nil, nil, false
+		}
+		if !notLogged(rs, logged, only) || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return rep, seen, logged, true
+		}
+		select {
+		case <-time.After(pendingPoll):
+		case <-ctx.Done():
+		}
+	}
+}
+
+const pendingPoll = 200 * time.Millisecond
+
+// notLogged reports whether a record of rs (within only) has no entry in
+// logged.
+func notLogged(rs *records, logged map[tlogfmt.Key]loggedEntry, only map[tlogfmt.Key]bool) bool {
+	for _, x := range rs.expectations() {
+		k := x.entry.Key()
+		if _, ok := logged[k]; !ok && (only == nil || only[k]) {
+			return true
+		}
+	}
+	return false
 }
 
 // witnessed requires the witnesses' cosignatures (Witness.Cosigning) to

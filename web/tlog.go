@@ -21,11 +21,13 @@ type logRef struct {
 	ProofURL string // /api/v1/log/entries/{type}/{id}?tree_size=Size
 	Verify   string // the command that checks it: dotlab verify ID
 	Missing  bool   // the server keeps a log, but this record has no entry
+	Pending  bool   // the entry is written, not yet integrated (no index yet)
 }
 
 // logRef returns the log entry of the record typ/id with the current
 // checkpoint; nil when the server keeps no log, Missing when it has no
-// entry for the record (a record older than the log).
+// entry for the record (a record older than the log), Pending while the
+// log's sequencer has not integrated it (a page does not wait for it).
 func (h *Handler) logRef(ctx context.Context, typ tlogfmt.EntryType, id, subject string) (*logRef, error) {
 	if h.log == nil {
 		return nil, nil
@@ -35,6 +37,9 @@ func (h *Handler) logRef(ctx context.Context, typ tlogfmt.EntryType, id, subject
 		return &logRef{Missing: true}, nil
 	} else if err != nil {
 		return nil, err
+	}
+	if e.Pending {
+		return &logRef{Pending: true, Verify: "dotlab verify " + subject}, nil
 	}
 	cp, _, err := h.log.Checkpoint(ctx)
 	if err != nil {

@@ -339,6 +339,7 @@ func apiWrites(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	stopWaits := st.waits(c.pgWaits)
 	w, err := runRealWrites(srv.url, keys, c.d, rate)
 	stopWaits(label)
+	printSequencer(ctx, store.db.Log())
 	stopSettle()
 	stopProfile()
 	if serr := srv.stop(); err == nil {
@@ -350,7 +351,9 @@ func apiWrites(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 // bareWithLog runs the bare insert loop on its own store with the
 // transparency-log entries the API writes (runBareWrites with a log).
 func bareWithLog(ctx context.Context, c config, st *stores) (result, error) {
-	l, err := openLoaded(ctx, st, "writes_bare_log", c.writeClaims, c.analyze)
+	// The store without its own log: the loop's log below is the only
+	// sequencer on this database.
+	l, err := openLoadedWith(ctx, st, "writes_bare_log", c.writeClaims, c.analyze, sqlstore.Options{NoLog: true})
 	if err != nil {
 		return result{}, err
 	}
@@ -369,7 +372,23 @@ func bareWithLog(ctx context.Context, c config, st *stores) (result, error) {
 	fmt.Println("  bare insert loop + log entries …")
 	stopWaits := st.waits(c.pgWaits)
 	defer stopWaits("bare insert loop + log entries")
-	return runBareWrites(l.raw, log, agents, l.ids, c.d)
+	r, err := runBareWrites(l.raw, log, agents, l.ids, c.d)
+	printSequencer(ctx, log)
+	return r, err
+}
+
+// printSequencer prints what the log's sequencer did during a row: the
+// batches, the rate while integrating (entries / time inside batches),
+// the waits for integration that timed out and what is still pending.
+func printSequencer(ctx context.Context, log *translog.Log) {
+	if log == nil {
+		return
+	}
+	s := log.Stats()
+	pending, _ := log.Pending(ctx)
+	fmt.Printf("    sequencer: %d entries in %d batches (%.1f a batch, at most %d), %.0f entries/s while integrating (%.1f%% of the time), %d awaits timed out, %d attempts skipped, %d errors, %d pending after the row\n",
+		s.Entries, s.Batches, float64(s.Entries)/max(1, float64(s.Batches)), s.MaxBatch, s.EntriesPerSecond(), 100*s.Busy.Seconds()/max(1e-9, s.Span.Seconds()),
+		s.Timeouts, s.Skipped, s.Errors, pending)
 }
 
 // checkErrors prints the rows' notes and fails the run when a row measured

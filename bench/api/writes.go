@@ -207,9 +207,9 @@ func (rw *realWrites) result() result {
 // rows. Latencies are per transaction.
 //
 // With log set, the accept and the run also append their transparency-log
-// entries last in their transactions, as sqlstore does (translog.Append:
-// the log head's row, the stored hashes, the entry): the same rows as the
-// API writes with its log.
+// entries in their transactions and wait after the commit for the log's
+// sequencer to integrate them, as sqlstore does (translog.Append, Await):
+// the same rows as the API writes with its log.
 func runBareWrites(raw *benchdata.Raw, log *translog.Log, agents []string, ids []string, d time.Duration) (result, error) {
 	body, comps, err := benchdata.RunBody(idMark)
 	if err != nil {
@@ -305,10 +305,12 @@ func (bw *bareWrites) cycle(ctx context.Context, i int, agent, claim string) err
 	if err := bareTx(ctx, bw.raw, func(tx *sql.Tx) error { return bw.accept(ctx, tx, agent, claim, now) }); err != nil {
 		return err
 	}
+	bw.awaitLog(ctx)
 	t2 := time.Now()
 	if err := bareTx(ctx, bw.raw, func(tx *sql.Tx) error { return bw.publish(ctx, tx, agent, claim, runBody, now) }); err != nil {
 		return err
 	}
+	bw.awaitLog(ctx)
 	t3 := time.Now()
 	bw.lat[i] = append(bw.lat[i], t1.Sub(t0), t2.Sub(t1), t3.Sub(t2))
 	return nil
@@ -353,8 +355,19 @@ func (bw *bareWrites) logEntry(ctx context.Context, tx *sql.Tx, e tlogfmt.Entry)
 	if bw.log == nil {
 		return nil
 	}
-	_, err := bw.log.Append(ctx, tx, e)
-	return err
+	return bw.log.Append(ctx, tx, e)
+}
+
+// awaitLog waits after a commit, as sqlstore does, for the log's sequencer
+// to integrate the entries just written (nothing when the loop writes no
+// log).
+func (bw *bareWrites) awaitLog(ctx context.Context) {
+	if bw.log == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	bw.log.Await(ctx)
 }
 
 // publish records agent's reproduced run of claim: the claim update, the

@@ -83,7 +83,8 @@ func startCluster(t *testing.T, db string, n int, args ...string) ([]*cluster.Se
 	// lab message quotas are off with the rate limits the tests turn off.
 	args = append([]string{"--trusted-proxy", "127.0.0.1", "--msg-agent", "-1", "--msg-room", "-1"}, args...)
 	for i := range n {
-		s, err := cluster.NewServer(fmt.Sprintf("s%d", i+1), bin, db, dir, args...)
+		name := fmt.Sprintf("s%d", i+1)
+		s, err := cluster.NewServer(name, bin, withAppName(db, name), dir, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,6 +100,20 @@ func startCluster(t *testing.T, db string, n int, args ...string) ([]*cluster.Se
 	}
 	t.Cleanup(h.Stop)
 	return servers, h
+}
+
+// withAppName gives a PostgreSQL URL application_name dotlab-NAME, so
+// that pg_stat_activity tells which server a backend serves (SQLite URLs
+// as they are).
+func withAppName(db, name string) string {
+	if !strings.HasPrefix(db, "postgres") {
+		return db
+	}
+	sep := "?"
+	if strings.Contains(db, "?") {
+		sep = "&"
+	}
+	return db + sep + "application_name=dotlab-" + name
 }
 
 // cli runs the dotlab binary with DOTLAB_CONFIG_DIR=cfg and returns its
