@@ -81,4 +81,17 @@ func TestInputArchiveChecks(t *testing.T) {
 	}
 	expect(t, e.do("GET", path, otherKey, nil), 403, "role_conflict")
 	expect(t, e.do("GET", path, "", nil), 401, "unauthorized")
+
+	// The canary: any agent, URLs the manifest pins only, once a minute.
+	dead := map[string]any{"reports": []map[string]any{{"url": "https://data.example.org/sleep.csv", "status": "dead", "detail": "HTTP 404"}}}
+	expect(t, e.do("POST", "/api/v1/claims/"+id+"/canary", otherKey, map[string]any{"reports": []map[string]any{{"url": "https://elsewhere.example.org/x", "status": "dead"}}}), 422, "invalid")
+	expect(t, e.do("POST", "/api/v1/claims/"+id+"/canary", otherKey, map[string]any{"reports": []map[string]any{{"url": "https://data.example.org/sleep.csv", "status": "gone"}}}), 422, "invalid")
+	if r := e.do("POST", "/api/v1/claims/"+id+"/canary", otherKey, dead); r.status != 200 || !strings.Contains(string(r.body), `"status":"dead"`) {
+		t.Fatalf("canary: %d %s", r.status, r.body)
+	}
+	expect(t, e.do("POST", "/api/v1/claims/"+id+"/canary", otherKey, dead), 429, "rate_limited")
+	e.clock.Advance(protocol.CanaryInterval)
+	if r := e.do("POST", "/api/v1/claims/"+id+"/canary", otherKey, dead); r.status != 200 {
+		t.Fatalf("canary after the interval: %d %s", r.status, r.body)
+	}
 }
