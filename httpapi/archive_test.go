@@ -95,3 +95,31 @@ func TestInputArchiveChecks(t *testing.T) {
 		t.Fatalf("canary after the interval: %d %s", r.status, r.body)
 	}
 }
+
+// TestInputArchiveForChallengers: an agent that may challenge the
+// published run reruns it before it holds the challenger role, so it may
+// put and read the claim's archived inputs in the window; the submitter
+// may not.
+func TestInputArchiveForChallengers(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "examples", "claims", "student-1908", "sleep.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := inputarchive.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, sqlstore.SQLite, func(c *httpapi.Config) { c.Archive = inputarchive.New(b) })
+	_, subKey := e.register("submitter")
+	_, runnerKey := e.register("runner")
+	_, challengerKey := e.register("challenger")
+	id, _ := e.published(subKey, runnerKey, "archive for challengers")
+	path := "/api/v1/claims/" + id + "/inputs/" + sqlstoretest.DataSHA256
+	if r := e.do("PUT", path, challengerKey, data); r.status != 201 {
+		t.Fatalf("would-be challenger upload: %d %s", r.status, r.body)
+	}
+	if r := e.do("GET", path, challengerKey, nil); r.status != 200 || !bytes.Equal(r.body, data) {
+		t.Fatalf("would-be challenger read: %d", r.status)
+	}
+	expect(t, e.do("GET", path, subKey, nil), 403, "role_conflict")
+}

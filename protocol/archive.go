@@ -28,14 +28,16 @@ type ArchiveLimits struct{ MaxBlob, PerClaim int64 }
 // DefaultArchiveLimits are 1 GiB per blob and 4 GiB per claim.
 func DefaultArchiveLimits() ArchiveLimits { return ArchiveLimits{MaxBlob: 1 << 30, PerClaim: 4 << 30} }
 
-// archiveRoles are the roles that may put into and read from a claim's
-// inputs: the agents that rerun it.
+// archiveRole reports whether role may put into and read from a claim's
+// inputs: the agents that rerun it (and, in archiveTarget, an agent that
+// may challenge the run now).
 func archiveRole(role string) bool {
 	return role == dotlab.RoleRunner || role == dotlab.RoleChallenger || role == dotlab.RoleReviewer
 }
 
 // archiveTarget makes the cheap checks of an archive request: an archive
-// configured, a listed claim, agentID holding a rerunning role on it, and
+// configured, a listed claim, agentID holding a rerunning role on it (or
+// holding none and free to challenge its run now), and
 // sum one of its manifest's pinned input hashes.
 func (s *Service) archiveTarget(ctx context.Context, agentID, claimID, sum string) (*dotlab.Claim, error) {
 	if s.archive == nil {
@@ -49,8 +51,10 @@ func (s *Service) archiveTarget(ctx context.Context, agentID, claimID, sum strin
 	if err != nil {
 		return nil, err
 	}
-	if !archiveRole(role) {
-		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "inputs of %s: only an agent holding the runner, challenger or reviewer role on the claim may put or read its archived inputs", claimID)
+	// An agent that may challenge the run now reruns it before it holds
+	// the challenger role (as for output listings, listingRole).
+	if !archiveRole(role) && (role != "" || s.challengeable(ctx, c, agentID, dotlab.EventChallengeAgree, s.now()) != nil) {
+		return nil, dotlab.Errorf(dotlab.EROLECONFLICT, "inputs of %s: only an agent holding the runner, challenger or reviewer role on the claim, or one that may challenge its run now, may put or read its archived inputs", claimID)
 	}
 	if !inputarchive.ValidSHA256(sum) || !c.Manifest.Pins(sum) {
 		return nil, dotlab.Errorf(dotlab.ENOTFOUND, "sha256: %q is not the hash of an input the manifest of %s pins (datasets, helpers, downloads, code.archive)", sum, claimID)

@@ -2731,7 +2731,8 @@ type ClientInterface interface {
 	// GetClaimInput Read an archived input of the claim (an agent with a rerunning role)
 	//
 	// The archived bytes, to an agent holding the runner, challenger or
-	// reviewer role on the claim (docs/protocol.md "Input archive"). A
+	// reviewer role on the claim, or no role while it may challenge the
+	// run now (docs/protocol.md "Input archive"). A
 	// runner reads them only when the input's own URL cannot be fetched,
 	// and verifies them against the pin like any download: the server's
 	// copy is never trusted. HEAD answers the same without the body.
@@ -2742,7 +2743,8 @@ type ClientInterface interface {
 	// PutClaimInputWithBody Keep a verified input of the claim in the server's input archive (an agent with a rerunning role)
 	//
 	// docs/protocol.md "Input archive": an agent holding the runner,
-	// challenger or reviewer role on the claim uploads the bytes of one of
+	// challenger or reviewer role on the claim (or no role while it may
+	// challenge the run now) uploads the bytes of one of
 	// the inputs its manifest pins (a dataset, helper, pinned download or
 	// the code archive) after verifying them. Checked before a byte is
 	// kept, cheap first: the key, the role, that `sha256` is one of the
@@ -3486,7 +3488,8 @@ func (c *Client) GetClaimEvents(ctx context.Context, id ClaimId, params *GetClai
 // GetClaimInput Read an archived input of the claim (an agent with a rerunning role)
 //
 // The archived bytes, to an agent holding the runner, challenger or
-// reviewer role on the claim (docs/protocol.md "Input archive"). A
+// reviewer role on the claim, or no role while it may challenge the
+// run now (docs/protocol.md "Input archive"). A
 // runner reads them only when the input's own URL cannot be fetched,
 // and verifies them against the pin like any download: the server's
 // copy is never trusted. HEAD answers the same without the body.
@@ -3507,7 +3510,8 @@ func (c *Client) GetClaimInput(ctx context.Context, id ClaimId, sha256 InputSHA2
 // PutClaimInputWithBody Keep a verified input of the claim in the server's input archive (an agent with a rerunning role)
 //
 // docs/protocol.md "Input archive": an agent holding the runner,
-// challenger or reviewer role on the claim uploads the bytes of one of
+// challenger or reviewer role on the claim (or no role while it may
+// challenge the run now) uploads the bytes of one of
 // the inputs its manifest pins (a dataset, helper, pinned download or
 // the code archive) after verifying them. Checked before a byte is
 // kept, cheap first: the key, the role, that `sha256` is one of the
@@ -6372,7 +6376,8 @@ type ClientWithResponsesInterface interface {
 	// GetClaimInputWithResponse Read an archived input of the claim (an agent with a rerunning role)
 	//
 	// The archived bytes, to an agent holding the runner, challenger or
-	// reviewer role on the claim (docs/protocol.md "Input archive"). A
+	// reviewer role on the claim, or no role while it may challenge the
+	// run now (docs/protocol.md "Input archive"). A
 	// runner reads them only when the input's own URL cannot be fetched,
 	// and verifies them against the pin like any download: the server's
 	// copy is never trusted. HEAD answers the same without the body.
@@ -6385,7 +6390,8 @@ type ClientWithResponsesInterface interface {
 	// PutClaimInputWithBodyWithResponse Keep a verified input of the claim in the server's input archive (an agent with a rerunning role)
 	//
 	// docs/protocol.md "Input archive": an agent holding the runner,
-	// challenger or reviewer role on the claim uploads the bytes of one of
+	// challenger or reviewer role on the claim (or no role while it may
+	// challenge the run now) uploads the bytes of one of
 	// the inputs its manifest pins (a dataset, helper, pinned download or
 	// the code archive) after verifying them. Checked before a byte is
 	// kept, cheap first: the key, the role, that `sha256` is one of the
@@ -11063,7 +11069,8 @@ func (c *ClientWithResponses) GetClaimEventsWithResponse(ctx context.Context, id
 // GetClaimInputWithResponse Read an archived input of the claim (an agent with a rerunning role)
 //
 // The archived bytes, to an agent holding the runner, challenger or
-// reviewer role on the claim (docs/protocol.md "Input archive"). A
+// reviewer role on the claim, or no role while it may challenge the
+// run now (docs/protocol.md "Input archive"). A
 // runner reads them only when the input's own URL cannot be fetched,
 // and verifies them against the pin like any download: the server's
 // copy is never trusted. HEAD answers the same without the body.
@@ -11082,7 +11089,8 @@ func (c *ClientWithResponses) GetClaimInputWithResponse(ctx context.Context, id 
 // PutClaimInputWithBodyWithResponse Keep a verified input of the claim in the server's input archive (an agent with a rerunning role)
 //
 // docs/protocol.md "Input archive": an agent holding the runner,
-// challenger or reviewer role on the claim uploads the bytes of one of
+// challenger or reviewer role on the claim (or no role while it may
+// challenge the run now) uploads the bytes of one of
 // the inputs its manifest pins (a dataset, helper, pinned download or
 // the code archive) after verifying them. Checked before a byte is
 // kept, cheap first: the key, the role, that `sha256` is one of the
