@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/dotlab/dotlab/apiv1"
 )
@@ -13,7 +14,19 @@ import (
 // {sha256}. Who, role, pin, size and quota are checked before a byte is
 // read (protocol PutInput); 201 when stored, 200 when already held.
 func (s *Server) handlePutInput(w http.ResponseWriter, r *http.Request) error {
-	in, err := s.store.PutInput(r.Context(), agentFrom(r).ID, r.PathValue("id"), r.PathValue("sha256"), r.ContentLength, r.Body)
+	id, sum := r.PathValue("id"), r.PathValue("sha256")
+	if err := s.store.CheckPutInput(r.Context(), agentFrom(r).ID, id, sum, r.ContentLength); err != nil {
+		return err
+	}
+	// The server reads a request within a minute (server.ConnLimits); a
+	// blob is given that plus a second per MiB announced (unknown: an
+	// hour), at most two hours.
+	budget := time.Hour
+	if r.ContentLength >= 0 {
+		budget = min(2*time.Hour, time.Minute+time.Duration(r.ContentLength>>20)*time.Second)
+	}
+	http.NewResponseController(w).SetReadDeadline(s.clock.Now().Add(budget))
+	in, err := s.store.PutInput(r.Context(), agentFrom(r).ID, id, sum, r.ContentLength, r.Body)
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ type service interface {
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 	PutOutputListing(ctx context.Context, agentID, claimID string, data []byte) (*dotlab.OutputListing, error)
 	OutputListing(ctx context.Context, recordID string) ([]byte, error)
+	CheckPutInput(ctx context.Context, agentID, claimID, sha256 string, size int64) error
 	PutInput(ctx context.Context, agentID, claimID, sha256 string, size int64, body io.Reader) (*dotlab.ArchivedInput, error)
 	Input(ctx context.Context, agentID, claimID, sha256 string) (io.ReadCloser, int64, error)
 	ReportCanary(ctx context.Context, agentID, claimID string, reports []dotlab.CanaryReport) ([]dotlab.CanaryReport, error)

@@ -74,19 +74,9 @@ func (s *Service) archiveTarget(ctx context.Context, agentID, claimID, sum strin
 // claim's quota); EINVALID (the bytes hash to something else: nothing
 // kept).
 func (s *Service) PutInput(ctx context.Context, agentID, claimID, sum string, size int64, body io.Reader) (*dotlab.ArchivedInput, error) {
-	c, err := s.archiveTarget(ctx, agentID, claimID, sum)
-	if err != nil {
-		return nil, err
-	}
-	if held, ok, err := s.archive.Size(ctx, sum); err != nil || ok {
-		return &dotlab.ArchivedInput{SHA256: sum, Bytes: held}, err
-	}
-	room, err := s.archiveRoom(ctx, c, sum)
-	if err != nil {
-		return nil, err
-	}
-	if size > room {
-		return nil, archiveTooLarge(claimID, size, s.archiveLimits, room)
+	held, room, err := s.putTarget(ctx, agentID, claimID, sum, size)
+	if err != nil || held != nil {
+		return held, err
 	}
 	n, err := s.archive.Put(ctx, sum, body, room)
 	switch {
@@ -98,6 +88,34 @@ func (s *Service) PutInput(ctx context.Context, agentID, claimID, sum string, si
 		return nil, fmt.Errorf("input archive: %w", err)
 	}
 	return &dotlab.ArchivedInput{SHA256: sum, Bytes: n, Stored: true}, nil
+}
+
+// CheckPutInput makes PutInput's checks without the body, so that the
+// HTTP edge can refuse an upload (or give it the time a large body needs)
+// before reading a byte: nil when the blob may be put or is held already.
+func (s *Service) CheckPutInput(ctx context.Context, agentID, claimID, sum string, size int64) error {
+	_, _, err := s.putTarget(ctx, agentID, claimID, sum, size)
+	return err
+}
+
+// putTarget makes PutInput's cheap checks: the blob when the archive holds
+// it already, else the bytes it may have.
+func (s *Service) putTarget(ctx context.Context, agentID, claimID, sum string, size int64) (*dotlab.ArchivedInput, int64, error) {
+	c, err := s.archiveTarget(ctx, agentID, claimID, sum)
+	if err != nil {
+		return nil, 0, err
+	}
+	if held, ok, err := s.archive.Size(ctx, sum); err != nil || ok {
+		return &dotlab.ArchivedInput{SHA256: sum, Bytes: held}, 0, err
+	}
+	room, err := s.archiveRoom(ctx, c, sum)
+	if err != nil {
+		return nil, 0, err
+	}
+	if size > room {
+		return nil, 0, archiveTooLarge(claimID, size, s.archiveLimits, room)
+	}
+	return nil, room, nil
 }
 
 // archiveRoom is how many bytes the blob sum may have: the blob limit, or
