@@ -218,23 +218,7 @@ func TestAdvConcurrentListingUploadsBounded(t *testing.T) {
 	if st, _, _, _ := advMeasure(t, base+"/api/v1", stranger, advCase{"one", "PUT", "/jobs/" + id + "/outputs", listing}); st != 200 {
 		t.Fatalf("the stranger's listing on %s: %d, want 200 (it may challenge)", id, st)
 	}
-	runtime.GC()
-	var m0 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	peak := m0.HeapInuse
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-				var m runtime.MemStats
-				runtime.ReadMemStats(&m)
-				peak = max(peak, m.HeapInuse)
-			}
-		}
-	}()
+	stop := sampleHeap()
 	var wg sync.WaitGroup
 	for k := 0; k < 8; k++ {
 		wg.Add(1)
@@ -249,8 +233,7 @@ func TestAdvConcurrentListingUploadsBounded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(done)
-	grew := float64(peak-m0.HeapInuse) / (1 << 20)
+	grew := stop()
 	load, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("8 concurrent 32 MiB listings: heap in use grew by %.0f MiB at peak (load %s)", grew, strings.Fields(string(load))[0])
 	if grew > 192 {
@@ -385,23 +368,7 @@ func TestAdvListingReadsBounded(t *testing.T) {
 	}
 	db.Close()
 	base := servertest.Start(t, server.Config{DB: "sqlite:" + path, Windows: windows, SettleEvery: time.Hour, Version: "reads", Clock: clock})
-	runtime.GC()
-	var m0 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	peak := m0.HeapInuse
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(2 * time.Millisecond):
-				var m runtime.MemStats
-				runtime.ReadMemStats(&m)
-				peak = max(peak, m.HeapInuse)
-			}
-		}
-	}()
+	stop := sampleHeap()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	got := 0
@@ -421,14 +388,42 @@ func TestAdvListingReadsBounded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(done)
+	grew := stop()
 	if got != 8*len(data) {
 		t.Fatalf("read %d bytes, want 8 × %d", got, len(data))
 	}
-	grew := float64(peak-m0.HeapInuse) / (1 << 20)
 	load, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("8 concurrent anonymous reads of a %.1f MiB listing: heap in use grew by %.0f MiB at peak (load %s)", float64(len(data))/(1<<20), grew, strings.Fields(string(load))[0])
 	if grew > 128 {
 		t.Errorf("8 anonymous reads of one listing grew the heap by %.0f MiB: serve one copy or stream it", grew)
+	}
+}
+
+// sampleHeap samples this process's heap in use every 2 ms from now; the
+// returned function stops it and gives how far the heap grew at its peak
+// above where it stood after a collection at the start, in MiB.
+func sampleHeap() func() float64 {
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	peak := m0.HeapInuse
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapInuse)
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		<-stopped
+		return float64(peak-m0.HeapInuse) / (1 << 20)
 	}
 }

@@ -26,16 +26,7 @@ import (
 // the claim's page, the lab room's page, the reviewers' profiles) until
 // the third decides it; then they all show. GET /status names the mode.
 func TestSealedVotesInvisibleUntilDecided(t *testing.T) {
-	clock := sqlstoretest.NewClock()
-	windows := dotlab.Windows{Accept: time.Hour, Publish: time.Hour, Challenge: time.Hour, Quorum: 3, Sealed: true, Commit: time.Hour, Reveal: time.Hour}
-	path := filepath.Join(t.TempDir(), "sealed.db")
-	db, err := sqlstore.Open(context.Background(), "sqlite:"+path, sqlstore.Options{Clock: clock, Windows: windows})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, keys := sealedDispute(t, db)
-	db.Close()
-	base := servertest.Start(t, server.Config{DB: "sqlite:" + path, Windows: windows, SettleEvery: 10 * time.Millisecond, Version: "sealed", Clock: clock})
+	base, path, id, keys := startSealed(t)
 	var st apiv1.Status
 	doAt(t, base+"/api/v1", "GET", "/status", "", "").want(t, 200, "").decode(t, &st)
 	if st.Votes != "sealed" {
@@ -165,16 +156,7 @@ func sealedDispute(t *testing.T, db *sqlstore.DB) (string, []string) {
 // be refused); three commitments, then reveals, decide the dispute; the
 // salts kept on disk are gone once revealed.
 func TestSealedAgentCommitReveal(t *testing.T) {
-	clock := sqlstoretest.NewClock()
-	windows := dotlab.Windows{Accept: time.Hour, Publish: time.Hour, Challenge: time.Hour, Quorum: 3, Sealed: true, Commit: time.Hour, Reveal: time.Hour}
-	path := filepath.Join(t.TempDir(), "sealed.db")
-	db, err := sqlstore.Open(context.Background(), "sqlite:"+path, sqlstore.Options{Clock: clock, Windows: windows})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, keys := sealedDispute(t, db)
-	db.Close()
-	base := servertest.Start(t, server.Config{DB: "sqlite:" + path, Windows: windows, SettleEvery: 10 * time.Millisecond, Version: "sealed", Clock: clock})
+	base, _, id, keys := startSealed(t)
 	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
 	ctx := context.Background()
 	var agents []*agent.Agent
@@ -214,4 +196,22 @@ func TestSealedAgentCommitReveal(t *testing.T) {
 	if kept, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(kept) != 0 {
 		t.Fatalf("salts kept after revealing: %v", kept)
 	}
+}
+
+// startSealed serves a fresh SQLite database at path with sealed votes
+// (hour-long windows) holding one disputed claim id (sealedDispute) and
+// three would-be reviewers' API keys.
+func startSealed(t *testing.T) (base, path, id string, keys []string) {
+	t.Helper()
+	clock := sqlstoretest.NewClock()
+	windows := dotlab.Windows{Accept: time.Hour, Publish: time.Hour, Challenge: time.Hour, Quorum: 3, Sealed: true, Commit: time.Hour, Reveal: time.Hour}
+	path = filepath.Join(t.TempDir(), "sealed.db")
+	db, err := sqlstore.Open(context.Background(), "sqlite:"+path, sqlstore.Options{Clock: clock, Windows: windows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, keys = sealedDispute(t, db)
+	db.Close()
+	base = servertest.Start(t, server.Config{DB: "sqlite:" + path, Windows: windows, SettleEvery: 10 * time.Millisecond, Version: "sealed", Clock: clock})
+	return base, path, id, keys
 }
