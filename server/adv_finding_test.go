@@ -236,7 +236,10 @@ func TestAdvConcurrentListingUploadsBounded(t *testing.T) {
 	grew := stop()
 	load, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("8 concurrent 32 MiB listings: heap in use grew by %.0f MiB at peak (load %s)", grew, strings.Fields(string(load))[0])
-	if grew > 192 {
+	// One upload is read at a time (httpapi/outputs.go): its 32 MiB buffer
+	// and its parse, about 100-220 MiB whatever the number sent at once
+	// (8 at once grew the heap by 835-862 MiB before the bound).
+	if grew > 320 {
 		t.Errorf("8 concurrent listing uploads by one agent grew the heap by %.0f MiB: bound the listings read at once", grew)
 	}
 }
