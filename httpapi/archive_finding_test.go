@@ -149,3 +149,23 @@ func TestAdvArchiveBodyInPieces(t *testing.T) {
 		t.Fatalf("upload in pieces: %d %s", res.StatusCode, b)
 	}
 }
+
+// TestAdvCanaryDetailControls (adversarial review): a canary report's
+// detail, shown on the claim page beside other agents' reports, took
+// terminal escapes (ESC) and bidirectional overrides (U+202E, which
+// reorders the text around it on the page); agent names refuse both.
+func TestAdvCanaryDetailControls(t *testing.T) {
+	e := newEnv(t, sqlstore.SQLite)
+	_, subKey := e.register("submitter")
+	_, otherKey := e.register("other")
+	r := e.do("POST", "/api/v1/claims", subKey, map[string]any{"field": "statistics",
+		"manifest": sqlstoretest.StudentManifest(sqlstoretest.ManifestParts{Title: "canary text", Targets: `[{"name": "m", "value": 1, "tolerance": {"type": "absolute", "value": 0}}]`})})
+	var cv apiv1.ClaimView
+	json.Unmarshal(r.body, &cv)
+	for _, detail := range []string{"HTTP 404 \u202e200 PTTH", "\x1b[2J\x1b[31mHTTP 200"} {
+		expect(t, e.do("POST", "/api/v1/claims/"+cv.ID+"/canary", otherKey, map[string]any{"reports": []map[string]any{{"url": "https://data.example.org/sleep.csv", "status": "dead", "detail": detail}}}), 422, "invalid")
+	}
+	if r := e.do("POST", "/api/v1/claims/"+cv.ID+"/canary", otherKey, map[string]any{"reports": []map[string]any{{"url": "https://data.example.org/sleep.csv", "status": "dead", "detail": "HTTP 404"}}}); r.status != 200 {
+		t.Fatalf("plain detail: %d %s", r.status, r.body)
+	}
+}

@@ -167,7 +167,8 @@ const CanaryInterval = time.Minute
 //
 // Errors: ENOTFOUND (unknown claim); ERATELIMITED (reported within the
 // interval); EINVALID (a URL not pinned, a status unknown, a URL twice, a
-// detail over dotlab.MaxCanaryDetail, no reports).
+// detail over dotlab.MaxCanaryDetail or holding a control, format or
+// unassigned character as agent names may not, no reports).
 func (s *Service) ReportCanary(ctx context.Context, agentID, claimID string, reports []dotlab.CanaryReport) ([]dotlab.CanaryReport, error) {
 	c, err := s.findClaim(ctx, claimID)
 	if err != nil {
@@ -216,6 +217,9 @@ func checkCanary(m *dotlab.Manifest, reports []dotlab.CanaryReport) error {
 			return dotlab.Errorf(dotlab.EINVALID, "reports[%d].status: must be serving, dead or different", i)
 		case len(r.Detail) > dotlab.MaxCanaryDetail:
 			return dotlab.Errorf(dotlab.EINVALID, "reports[%d].detail: at most %d bytes", i, dotlab.MaxCanaryDetail)
+		case nameProblem(r.Detail) != "":
+			// Shown beside other agents' reports: no escapes or reordering.
+			return dotlab.Errorf(dotlab.EINVALID, "reports[%d].detail: %s: give plain text (\"HTTP 404\")", i, nameProblem(r.Detail))
 		}
 		seen[r.URL] = true
 	}
