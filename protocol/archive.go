@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -74,10 +75,15 @@ func (s *Service) archiveTarget(ctx context.Context, agentID, claimID, sum strin
 // claim's quota); EINVALID (the bytes hash to something else: nothing
 // kept).
 func (s *Service) PutInput(ctx context.Context, agentID, claimID, sum string, size int64, body io.Reader) (*dotlab.ArchivedInput, error) {
-	held, room, err := s.putTarget(ctx, agentID, claimID, sum, size)
+	held, c, err := s.putTarget(ctx, agentID, claimID, sum, size)
 	if err != nil || held != nil {
 		return held, err
 	}
+	room, release, err := s.reserveRoom(ctx, c, sum, size)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	n, err := s.archive.Put(ctx, sum, body, room)
 	switch {
 	case errors.Is(err, inputarchive.ErrTooLarge):
@@ -99,29 +105,74 @@ func (s *Service) CheckPutInput(ctx context.Context, agentID, claimID, sum strin
 }
 
 // putTarget makes PutInput's cheap checks: the blob when the archive holds
-// it already, else the bytes it may have.
-func (s *Service) putTarget(ctx context.Context, agentID, claimID, sum string, size int64) (*dotlab.ArchivedInput, int64, error) {
+// it already, else the claim (the bytes the blob may have checked
+// against size).
+func (s *Service) putTarget(ctx context.Context, agentID, claimID, sum string, size int64) (*dotlab.ArchivedInput, *dotlab.Claim, error) {
 	c, err := s.archiveTarget(ctx, agentID, claimID, sum)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if held, ok, err := s.archive.Size(ctx, sum); err != nil || ok {
-		return &dotlab.ArchivedInput{SHA256: sum, Bytes: held}, 0, err
+		return &dotlab.ArchivedInput{SHA256: sum, Bytes: held}, nil, err
 	}
+	s.uploads.mu.Lock()
+	defer s.uploads.mu.Unlock()
 	room, err := s.archiveRoom(ctx, c, sum)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if size > room {
-		return nil, 0, archiveTooLarge(claimID, size, s.archiveLimits, room)
+		return nil, nil, archiveTooLarge(claimID, size, s.archiveLimits, room)
 	}
-	return nil, room, nil
+	return nil, c, nil
+}
+
+// archiveUploads are the bytes reserved by the uploads in flight, by
+// claim id, so that uploads of different inputs of one claim at once
+// cannot together pass its quota (each is checked against the blobs
+// committed and the others' reservations). One server process: servers
+// sharing an archive directory each keep their own.
+type archiveUploads struct {
+	mu       sync.Mutex
+	reserved map[string]int64
+}
+
+// reserveRoom reserves, for an upload of sum (announced size bytes, -1:
+// unknown), what it may take of c's quota: size, or all the room when
+// unknown. It returns the room and the release to call when the upload
+// ends; ETOOLARGE when size is over the room.
+func (s *Service) reserveRoom(ctx context.Context, c *dotlab.Claim, sum string, size int64) (int64, func(), error) {
+	u := &s.uploads
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	room, err := s.archiveRoom(ctx, c, sum)
+	if err != nil {
+		return 0, nil, err
+	}
+	if size > room {
+		return 0, nil, archiveTooLarge(c.ID, size, s.archiveLimits, room)
+	}
+	if size >= 0 {
+		room = size
+	}
+	if u.reserved == nil {
+		u.reserved = map[string]int64{}
+	}
+	u.reserved[c.ID] += room
+	return room, func() {
+		u.mu.Lock()
+		if u.reserved[c.ID] -= room; u.reserved[c.ID] == 0 {
+			delete(u.reserved, c.ID)
+		}
+		u.mu.Unlock()
+	}, nil
 }
 
 // archiveRoom is how many bytes the blob sum may have: the blob limit, or
-// less when the claim's other archived inputs leave less of its quota.
+// less when the claim's other archived inputs and the uploads in flight
+// leave less of its quota. The caller holds s.uploads.mu.
 func (s *Service) archiveRoom(ctx context.Context, c *dotlab.Claim, sum string) (int64, error) {
-	used := int64(0)
+	used := s.uploads.reserved[c.ID]
 	seen := map[string]bool{sum: true}
 	for _, p := range c.Manifest.PinnedInputs() {
 		if seen[p.SHA256] {
