@@ -44,4 +44,3 @@ func TestAdvHungSequencerStallsLog(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
