@@ -1,11 +1,14 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -166,5 +169,49 @@ func TestAdvCanaryDetailControls(t *testing.T) {
 	}
 	if r := e.do("POST", "/api/v1/claims/"+cv.ID+"/canary", otherKey, map[string]any{"reports": []map[string]any{{"url": "https://data.example.org/sleep.csv", "status": "dead", "detail": "HTTP 404"}}}); r.status != 200 {
 		t.Fatalf("plain detail: %d %s", r.status, r.body)
+	}
+}
+
+// TestAdvArchiveBodyCutShort (adversarial review): a body that ends
+// before its Content-Length (the client cut it) was answered 500
+// "internal … report it" and logged as a server error; it is the
+// client's: 422, nothing kept.
+func TestAdvArchiveBodyCutShort(t *testing.T) {
+	data := []byte("cut short\n")
+	sum := sha256.Sum256(data)
+	pin := hex.EncodeToString(sum[:])
+	dir := t.TempDir()
+	bucket, err := inputarchive.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, sqlstore.SQLite, func(c *httpapi.Config) { c.Archive = inputarchive.New(bucket) })
+	_, subKey := e.register("submitter")
+	_, runnerKey := e.register("runner")
+	r := e.do("POST", "/api/v1/claims", subKey, map[string]any{"field": "statistics",
+		"manifest": sqlstoretest.StudentManifest(sqlstoretest.ManifestParts{Title: "cut", DataSHA256: pin, Targets: `[{"name": "m", "value": 1, "tolerance": {"type": "absolute", "value": 0}}]`})})
+	var cv apiv1.ClaimView
+	json.Unmarshal(r.body, &cv)
+	e.do("GET", "/api/v1/jobs/next", runnerKey, nil)
+	if r := e.do("POST", "/api/v1/jobs/"+cv.ID+"/accept", runnerKey, nil); r.status != 200 {
+		t.Fatalf("accept: %d %s", r.status, r.body)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "PUT /api/v1/claims/%s/inputs/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n%s", cv.ID, pin, runnerKey, data)
+	conn.(*net.TCPConn).CloseWrite()
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 422 || !strings.Contains(string(b), "ended after 10 bytes of 100") {
+		t.Fatalf("cut body: %d %s", res.StatusCode, b)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*", "*")); len(left) != 0 {
+		t.Fatalf("a cut upload left %v", left)
 	}
 }

@@ -72,8 +72,8 @@ func (s *Service) archiveTarget(ctx context.Context, agentID, claimID, sum strin
 //
 // Errors: ENOTFOUND (no archive, unknown claim, sum not pinned);
 // EROLECONFLICT (no rerunning role); ETOOLARGE (over the blob limit or the
-// claim's quota); EINVALID (the bytes hash to something else: nothing
-// kept).
+// claim's quota); EINVALID (the bytes hash to something else, or the body
+// ended short or too slowly: nothing kept).
 func (s *Service) PutInput(ctx context.Context, agentID, claimID, sum string, size int64, body io.Reader) (*dotlab.ArchivedInput, error) {
 	held, c, err := s.putTarget(ctx, agentID, claimID, sum, size)
 	if err != nil || held != nil {
@@ -84,8 +84,13 @@ func (s *Service) PutInput(ctx context.Context, agentID, claimID, sum string, si
 		return nil, err
 	}
 	defer release()
-	n, err := s.archive.Put(ctx, sum, body, room)
+	br := &bodyReader{r: body}
+	n, err := s.archive.Put(ctx, sum, br, room)
 	switch {
+	case err != nil && br.err != nil:
+		// The client's fault (a body cut short of its Content-Length, or too
+		// slow for the read deadline), not the server's.
+		return nil, dotlab.Errorf(dotlab.EINVALID, "body: the upload ended after %d bytes of %d announced, or was too slow (about a second a MiB, plus a minute); nothing was kept: send it again", n, size)
 	case errors.Is(err, inputarchive.ErrTooLarge):
 		return nil, archiveTooLarge(claimID, n, s.archiveLimits, room)
 	case errors.Is(err, inputarchive.ErrMismatch):
@@ -94,6 +99,21 @@ func (s *Service) PutInput(ctx context.Context, agentID, claimID, sum string, si
 		return nil, fmt.Errorf("input archive: %w", err)
 	}
 	return &dotlab.ArchivedInput{SHA256: sum, Bytes: n, Stored: true}, nil
+}
+
+// bodyReader remembers the error of reading an upload's body (io.EOF
+// aside), to tell the client's failures from the archive's.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
 }
 
 // CheckPutInput makes PutInput's checks without the body, so that the
