@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"time"
 )
 
 // Errors of Put and Open.
@@ -112,11 +113,24 @@ func (a *Archive) Put(ctx context.Context, sum string, body io.Reader, max int64
 // directories.
 type Dir struct{ root string }
 
-// OpenDir opens (creating) the bucket in dir.
+// MaxPutTime is longer than any upload may last (the HTTP edge gives one
+// at most two hours): a temp file older than that belongs to a writer that
+// died (a killed server) and OpenDir removes it.
+const MaxPutTime = 3 * time.Hour
+
+// OpenDir opens (creating) the bucket in dir, removing temp files older
+// than MaxPutTime (by their modification time, on the wall clock the file
+// system uses); younger ones may be another server's uploads in flight.
 func OpenDir(dir string) (*Dir, error) {
 	for _, d := range []string{filepath.Join(dir, "sha256"), filepath.Join(dir, "tmp")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
+		}
+	}
+	stale, _ := filepath.Glob(filepath.Join(dir, "tmp", "put-*"))
+	for _, p := range stale {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > MaxPutTime {
+			os.Remove(p)
 		}
 	}
 	return &Dir{root: dir}, nil

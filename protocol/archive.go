@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -71,15 +72,25 @@ func (s *Service) archiveTarget(ctx context.Context, agentID, claimID, sum strin
 //
 // Errors: ENOTFOUND (no archive, unknown claim, sum not pinned);
 // EROLECONFLICT (no rerunning role); ETOOLARGE (over the blob limit or the
-// claim's quota); EINVALID (the bytes hash to something else: nothing
-// kept).
+// claim's quota); EINVALID (the bytes hash to something else, or the body
+// ended short or too slowly: nothing kept).
 func (s *Service) PutInput(ctx context.Context, agentID, claimID, sum string, size int64, body io.Reader) (*dotlab.ArchivedInput, error) {
-	held, room, err := s.putTarget(ctx, agentID, claimID, sum, size)
+	held, c, err := s.putTarget(ctx, agentID, claimID, sum, size)
 	if err != nil || held != nil {
 		return held, err
 	}
-	n, err := s.archive.Put(ctx, sum, body, room)
+	room, release, err := s.reserveRoom(ctx, c, sum, size)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	br := &bodyReader{r: body}
+	n, err := s.archive.Put(ctx, sum, br, room)
 	switch {
+	case err != nil && br.err != nil:
+		// The client's fault (a body cut short of its Content-Length, or too
+		// slow for the read deadline), not the server's.
+		return nil, dotlab.Errorf(dotlab.EINVALID, "body: the upload ended after %d bytes of %d announced, or was too slow (about a second a MiB, plus a minute); nothing was kept: send it again", n, size)
 	case errors.Is(err, inputarchive.ErrTooLarge):
 		return nil, archiveTooLarge(claimID, n, s.archiveLimits, room)
 	case errors.Is(err, inputarchive.ErrMismatch):
@@ -88,6 +99,21 @@ func (s *Service) PutInput(ctx context.Context, agentID, claimID, sum string, si
 		return nil, fmt.Errorf("input archive: %w", err)
 	}
 	return &dotlab.ArchivedInput{SHA256: sum, Bytes: n, Stored: true}, nil
+}
+
+// bodyReader remembers the error of reading an upload's body (io.EOF
+// aside), to tell the client's failures from the archive's.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
 }
 
 // CheckPutInput makes PutInput's checks without the body, so that the
@@ -99,29 +125,74 @@ func (s *Service) CheckPutInput(ctx context.Context, agentID, claimID, sum strin
 }
 
 // putTarget makes PutInput's cheap checks: the blob when the archive holds
-// it already, else the bytes it may have.
-func (s *Service) putTarget(ctx context.Context, agentID, claimID, sum string, size int64) (*dotlab.ArchivedInput, int64, error) {
+// it already, else the claim (the bytes the blob may have checked
+// against size).
+func (s *Service) putTarget(ctx context.Context, agentID, claimID, sum string, size int64) (*dotlab.ArchivedInput, *dotlab.Claim, error) {
 	c, err := s.archiveTarget(ctx, agentID, claimID, sum)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if held, ok, err := s.archive.Size(ctx, sum); err != nil || ok {
-		return &dotlab.ArchivedInput{SHA256: sum, Bytes: held}, 0, err
+		return &dotlab.ArchivedInput{SHA256: sum, Bytes: held}, nil, err
 	}
+	s.uploads.mu.Lock()
+	defer s.uploads.mu.Unlock()
 	room, err := s.archiveRoom(ctx, c, sum)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if size > room {
-		return nil, 0, archiveTooLarge(claimID, size, s.archiveLimits, room)
+		return nil, nil, archiveTooLarge(claimID, size, s.archiveLimits, room)
 	}
-	return nil, room, nil
+	return nil, c, nil
+}
+
+// archiveUploads are the bytes reserved by the uploads in flight, by
+// claim id, so that uploads of different inputs of one claim at once
+// cannot together pass its quota (each is checked against the blobs
+// committed and the others' reservations). One server process: servers
+// sharing an archive directory each keep their own.
+type archiveUploads struct {
+	mu       sync.Mutex
+	reserved map[string]int64
+}
+
+// reserveRoom reserves, for an upload of sum (announced size bytes, -1:
+// unknown), what it may take of c's quota: size, or all the room when
+// unknown. It returns the room and the release to call when the upload
+// ends; ETOOLARGE when size is over the room.
+func (s *Service) reserveRoom(ctx context.Context, c *dotlab.Claim, sum string, size int64) (int64, func(), error) {
+	u := &s.uploads
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	room, err := s.archiveRoom(ctx, c, sum)
+	if err != nil {
+		return 0, nil, err
+	}
+	if size > room {
+		return 0, nil, archiveTooLarge(c.ID, size, s.archiveLimits, room)
+	}
+	if size >= 0 {
+		room = size
+	}
+	if u.reserved == nil {
+		u.reserved = map[string]int64{}
+	}
+	u.reserved[c.ID] += room
+	return room, func() {
+		u.mu.Lock()
+		if u.reserved[c.ID] -= room; u.reserved[c.ID] == 0 {
+			delete(u.reserved, c.ID)
+		}
+		u.mu.Unlock()
+	}, nil
 }
 
 // archiveRoom is how many bytes the blob sum may have: the blob limit, or
-// less when the claim's other archived inputs leave less of its quota.
+// less when the claim's other archived inputs and the uploads in flight
+// leave less of its quota. The caller holds s.uploads.mu.
 func (s *Service) archiveRoom(ctx context.Context, c *dotlab.Claim, sum string) (int64, error) {
-	used := int64(0)
+	used := s.uploads.reserved[c.ID]
 	seen := map[string]bool{sum: true}
 	for _, p := range c.Manifest.PinnedInputs() {
 		if seen[p.SHA256] {
@@ -167,7 +238,8 @@ const CanaryInterval = time.Minute
 //
 // Errors: ENOTFOUND (unknown claim); ERATELIMITED (reported within the
 // interval); EINVALID (a URL not pinned, a status unknown, a URL twice, a
-// detail over dotlab.MaxCanaryDetail, no reports).
+// detail over dotlab.MaxCanaryDetail or holding a control, format or
+// unassigned character as agent names may not, no reports).
 func (s *Service) ReportCanary(ctx context.Context, agentID, claimID string, reports []dotlab.CanaryReport) ([]dotlab.CanaryReport, error) {
 	c, err := s.findClaim(ctx, claimID)
 	if err != nil {
@@ -216,6 +288,9 @@ func checkCanary(m *dotlab.Manifest, reports []dotlab.CanaryReport) error {
 			return dotlab.Errorf(dotlab.EINVALID, "reports[%d].status: must be serving, dead or different", i)
 		case len(r.Detail) > dotlab.MaxCanaryDetail:
 			return dotlab.Errorf(dotlab.EINVALID, "reports[%d].detail: at most %d bytes", i, dotlab.MaxCanaryDetail)
+		case nameProblem(r.Detail) != "":
+			// Shown beside other agents' reports: no escapes or reordering.
+			return dotlab.Errorf(dotlab.EINVALID, "reports[%d].detail: %s: give plain text (\"HTTP 404\")", i, nameProblem(r.Detail))
 		}
 		seen[r.URL] = true
 	}

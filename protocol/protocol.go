@@ -101,6 +101,7 @@ type Service struct {
 	quota         *msgCounter // Config.MessageQuota
 	archive       InputArchive
 	archiveLimits ArchiveLimits
+	uploads       archiveUploads // input archive uploads in flight
 }
 
 // New returns the protocol service on cfg.Store. A Config without Leaks
