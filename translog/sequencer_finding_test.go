@@ -2,6 +2,7 @@ package translog_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,9 +18,12 @@ import (
 // the holder (no idle_in_transaction_session_timeout or lease), so every
 // other process's entries stay pending for as long as it sits: writes
 // answer after their 2 s wait with entries pending, and dotlab verify
-// calls their records "not in the log" after 5 s.
+// calls their records "not in the log" after 5 s. Fixed: every batch sets
+// idle_in_transaction_session_timeout (translog.BatchIdleTimeout), so the
+// hung session is ended and another process sequences; the test models
+// the hung batch with the same setting and checks that the entries are
+// integrated. TestBatchSetsIdleTimeout checks that batches set it.
 func TestAdvHungSequencerStallsLog(t *testing.T) {
-	t.Skip("finding: a sequencer that hangs holding log_head's row lock stalls every server's log indefinitely (not fixed)")
 	ctx := context.Background()
 	d := openDB(t, sqlstore.Postgres)
 	l := d.open(t, translog.Options{Tick: 5 * time.Millisecond})
@@ -29,6 +33,11 @@ func TestAdvHungSequencerStallsLog(t *testing.T) {
 	}
 	defer hung.Rollback()
 	var size int64
+	// As every batch does (translog.BatchIdleTimeout): PostgreSQL ends a
+	// session that sits idle inside its batch, releasing the head.
+	if _, err := hung.ExecContext(ctx, fmt.Sprintf(`SET LOCAL idle_in_transaction_session_timeout = %d`, translog.BatchIdleTimeout.Milliseconds())); err != nil {
+		t.Fatal(err)
+	}
 	if err := hung.QueryRowContext(ctx, `SELECT size FROM log_head WHERE id = 1 FOR UPDATE`).Scan(&size); err != nil {
 		t.Fatal(err)
 	}
