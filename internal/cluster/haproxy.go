@@ -22,8 +22,10 @@ import (
 const HAProxyBin = "/usr/sbin/haproxy"
 
 // HAProxy is one haproxy process in front of Servers: round robin, an HTTP
-// health check on GET /readyz every 500 ms (down after 2 failures,
-// up after 2 successes), a failed connection retried on another server
+// health check on GET /readyz every 500 ms, each given 2.5 s (readyz's own
+// database checks take up to server.ReadyTimeout, 2 s: a loaded server is
+// slow, not down; one that refuses connections fails at once), down after
+// 3 failures, up after 2 successes, a failed connection retried on another server
 // (`retries 3`, `option redispatch`: only connection failures, so a
 // request a server received is never sent twice). Every request is logged
 // to its stdout (LogPath) as one line:
@@ -71,7 +73,8 @@ backend dotlab
     option httpchk
     http-check send meth GET uri /readyz
     http-check expect status 200
-    default-server inter 500ms fastinter 200ms downinter 500ms fall 2 rise 2
+    timeout check 2500ms
+    default-server inter 500ms fastinter 200ms downinter 500ms fall 3 rise 2
 {{range .Servers}}    server {{.Name}} {{.Addr}} check
 {{end}}`))
 
