@@ -301,3 +301,70 @@ func TestListenerReconnects(t *testing.T) {
 		t.Fatal("a change after the reconnect was not delivered")
 	}
 }
+
+// TestOutboxLeftByDeadProcess: announcements a process committed into the
+// outbox and never relayed (it died between its commit and its relay) reach
+// another process's subscriber by that process's periodic relay, within
+// twice RelayEvery (and 2 s at most on a loaded machine); nothing is left
+// in the outbox. A live process's own write reaches the other process too.
+func TestOutboxLeftByDeadProcess(t *testing.T) {
+	ctx := context.Background()
+	u := sqlstoretest.URL(t, sqlstore.Postgres)
+	dead, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	live, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	rec := record(live)
+	waitListening(t, live)
+	raw, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	dead.StopRelay()
+	sub := mustAgent(t, dead, "submitter")
+	var ids []string
+	for i := range 5 {
+		c, err := sqlstoretest.Protocol(dead).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "left in the outbox "+string(rune('a'+i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	var left int
+	if err := raw.QueryRow(`SELECT count(*) FROM notify_outbox`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, id := range ids {
+		if !rec.wait(id, false, 2*time.Second) {
+			t.Fatalf("claim %s, left in the outbox (%d rows right after the commits), not delivered in 2 s", id, left)
+		}
+	}
+	took := time.Since(start)
+	t.Logf("%d outbox rows left by the dead process delivered in %s", left, took)
+	if !testing.Short() && took > 2*sqlstore.RelayEvery+500*time.Millisecond {
+		t.Errorf("delivered in %s, want within about 2 x %s", took, sqlstore.RelayEvery)
+	}
+	var after int
+	if err := raw.QueryRow(`SELECT count(*) FROM notify_outbox`).Scan(&after); err != nil || after != 0 {
+		t.Fatalf("outbox after the relay: %d rows (%v), want 0", after, err)
+	}
+	// A live writer relays its own right after its commit, to the other
+	// process's listener.
+	other := record(dead)
+	waitListening(t, dead)
+	c, err := sqlstoretest.Protocol(live).CreateClaim(ctx, mustAgent(t, live, "second").ID, sqlstoretest.NewClaim(t, "relayed at once"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !other.wait(c.ID, false, 2*time.Second) {
+		t.Fatal("the live process's write not delivered to the other process")
+	}
+}

@@ -72,6 +72,7 @@ type config struct {
 	skipWrites  bool
 	skipReads   bool
 	writeRate   float64
+	notifyInTx  bool // -notify-in-tx
 	balancer    bool
 	dotlab      string
 	pool        int
@@ -100,6 +101,7 @@ func main() {
 	flag.BoolVar(&c.lbLog, "lb-log", false, "-balancer: keep HAProxy's request log on (one line a request to a file, as the cluster tests have it)")
 	flag.BoolVar(&c.pgWaits, "pg-waits", false, "sample pg_stat_activity during each write row and print where the backends' time goes (PostgreSQL)")
 	flag.Float64Var(&c.writeRate, "write-rate", 0, "pace the API write row at this many cycles/s in all (0: back to back, as fast as it goes); for latency below saturation, no ratio")
+	flag.BoolVar(&c.notifyInTx, "notify-in-tx", false, "PostgreSQL: the API write row announces with pg_notify inside each write transaction (the path before the outbox, sqlstore.Options.NotifyInTx)")
 	flag.Parse()
 	c.engine = sqlstore.Dialect(db)
 	c.d = c.d.Round(time.Second)
@@ -279,9 +281,16 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 		return nil, nil, err
 	}
 
-	realW, err := apiWrites(ctx, c, st, leaks, "writes_api", sqlstore.Options{}, profilePath(c.profile, "writes.pprof"), c.writeRate)
+	realW, err := apiWrites(ctx, c, st, leaks, "writes_api", sqlstore.Options{NotifyInTx: c.notifyInTx}, profilePath(c.profile, "writes.pprof"), c.writeRate)
 	if err != nil {
 		return nil, nil, err
+	}
+	var inTxW result
+	inTx := c.engine == sqlstore.Postgres && c.writeRate == 0 && !c.notifyInTx
+	if inTx { // the same minutes: the outbox against pg_notify in every write transaction
+		if inTxW, err = apiWrites(ctx, c, st, leaks, "writes_api_notify_in_tx", sqlstore.Options{NotifyInTx: true}, "", 0); err != nil {
+			return nil, nil, err
+		}
 	}
 	var noLogW result
 	if c.writeRate == 0 {
@@ -298,6 +307,9 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	}
 	r := ratio(realW.rate(), bareW.rate())
 	ok := r >= writeTarget
+	if inTx {
+		rows = append(rows, row{name: "next+accept+runs, pg_notify in each write tx (no outbox)", r: inTxW, unit: "cycles/s", ratio: ratio(inTxW.rate(), bareW.rate()), target: "vs bare loop"})
+	}
 	return append(rows, row{name: fmt.Sprintf("next+accept+runs (%s)", c.engine), r: realW, unit: "cycles/s",
 		ratio: r, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &ok},
 		row{name: "  the same, vs the bare loop + log entries", r: realW, unit: "cycles/s", ratio: ratio(realW.rate(), bareLogW.rate()), target: "(no target)"},
@@ -329,6 +341,9 @@ func apiWrites(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	label := "real API"
 	if opt.NoLog {
 		label += ", logging off"
+	}
+	if opt.NotifyInTx {
+		label += ", pg_notify in the write tx"
 	}
 	fmt.Printf("  %s …\n", label)
 	stopProfile, err := startProfile(profile)
