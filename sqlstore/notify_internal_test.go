@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/dotlab/dotlab"
@@ -53,35 +51,5 @@ func TestPayloads(t *testing.T) {
 		if ch := parsePayload(s); !ch.Resync() {
 			t.Errorf("%q parsed as %+v, want a resync", s, ch)
 		}
-	}
-}
-
-// TestCombinePayloads: the relay's combined notifications keep order, drop
-// duplicates, stay under PostgreSQL's 8000-byte limit and parse back.
-func TestCombinePayloads(t *testing.T) {
-	var in, want []string
-	for i := range 2000 {
-		p := payload(dotlab.Change{ClaimID: "DL-" + strconv.Itoa(100000+i)})
-		in = append(in, p, p)
-		want = append(want, p)
-	}
-	out := combine(in)
-	if len(out) < 2 {
-		t.Fatalf("%d notifications for %d bytes, want several", len(out), 2000*10)
-	}
-	var got []string
-	for _, n := range out {
-		if len(n) > maxPayload || len(n) >= 8000 {
-			t.Fatalf("notification of %d bytes", len(n))
-		}
-		for _, ch := range parsePayloads(n) {
-			if ch.Resync() {
-				t.Fatalf("a payload parsed as a resync in %q", n[:40])
-			}
-			got = append(got, payload(ch))
-		}
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("combined and parsed back: %d payloads, want %d in order", len(got), len(want))
 	}
 }

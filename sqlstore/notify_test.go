@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -366,5 +367,75 @@ func TestOutboxLeftByDeadProcess(t *testing.T) {
 	}
 	if !other.wait(c.ID, false, 2*time.Second) {
 		t.Fatal("the live process's write not delivered to the other process")
+	}
+}
+
+// TestOutboxRelaysLargeBatches: 1,200 outbox rows, the longest payloads a
+// claim id allows among them, are relayed in batches whose combined
+// notifications stay under PostgreSQL's 8000-byte limit (pg_notify refuses
+// longer ones, and the rows would stay), every one delivered and the outbox
+// left empty.
+func TestOutboxRelaysLargeBatches(t *testing.T) {
+	ctx := context.Background()
+	u := sqlstoretest.URL(t, sqlstore.Postgres)
+	db, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mu sync.Mutex
+	got := map[dotlab.Change]bool{}
+	db.Subscribe(func(ch dotlab.Change) {
+		mu.Lock()
+		got[ch] = true
+		mu.Unlock()
+	})
+	waitListening(t, db)
+	raw, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	want := map[dotlab.Change]bool{}
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1200 {
+		ch := dotlab.Change{ClaimID: fmt.Sprintf("DL-%018d", 100000000000000000+i), Room: true, MessageSeq: 9223372036854775807 - int64(i)}
+		p := fmt.Sprintf("r:%s:%d", ch.ClaimID, ch.MessageSeq)
+		if i%2 == 0 {
+			ch = dotlab.Change{ClaimID: fmt.Sprintf("DL-%04d", i)}
+			p = "c:" + ch.ClaimID
+		}
+		want[ch] = true
+		if _, err := tx.Exec(`INSERT INTO notify_outbox (payload) VALUES ($1)`, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := 0
+		for ch := range want {
+			if got[ch] {
+				n++
+			}
+		}
+		mu.Unlock()
+		if n == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d outbox rows delivered in 5 s", n, len(want))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var left int
+	if err := raw.QueryRow(`SELECT count(*) FROM notify_outbox`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("outbox after the relay: %d rows (%v), want 0", left, err)
 	}
 }

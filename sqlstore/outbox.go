@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -18,8 +16,8 @@ import (
 // announcements into notify_outbox (its id a sequence: no row shared
 // between writers), and after the commit the committing process relays: a
 // short transaction takes up to relayBatch rows FOR UPDATE SKIP LOCKED in
-// id order, pg_notify's them as combined payloads, deletes them and
-// commits, so the notify lock is held once per batch instead of once per
+// id order, pg_notify's them as combined payloads and deletes them, in one
+// statement, so the notify lock is held once per batch instead of once per
 // write. One relay runs at a time per process (a poke while it runs makes
 // it run once more), and every relayEvery each process relays whatever is
 // left, so rows a process left behind (killed between its commit and its
@@ -64,6 +62,7 @@ type outbox struct {
 	poke    chan struct{} // capacity 1: a relay asked for
 	stop    context.CancelFunc
 	done    chan struct{}
+	conn    *sql.Conn // the relay's own connection (run's goroutine only)
 }
 
 // startOutbox starts the process's relay (PostgreSQL; nil on SQLite).
@@ -108,79 +107,46 @@ func (o *outbox) run(ctx context.Context) {
 	}
 }
 
-// relay announces and deletes up to relayBatch outbox rows in one
-// transaction, returning how many it took.
-func (o *outbox) relay(ctx context.Context) (int, error) {
-	tx, err := o.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `DELETE FROM notify_outbox WHERE id IN
-    (SELECT id FROM notify_outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-RETURNING id, payload`, relayBatch)
-	if err != nil {
-		return 0, err
-	}
-	type row struct {
-		id      int64
-		payload string
-	}
-	var taken []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.id, &r.payload); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		taken = append(taken, r)
-	}
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	if len(taken) == 0 {
-		return 0, nil
-	}
-	slices.SortFunc(taken, func(a, b row) int { return int(a.id - b.id) })
-	payloads := make([]string, len(taken))
-	for i, r := range taken {
-		payloads[i] = r.payload
-	}
-	for _, p := range combine(payloads) {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, o.channel, p); err != nil {
-			return 0, err
-		}
-	}
-	return len(taken), tx.Commit()
-}
+// relaySQL announces and deletes up to $2 outbox rows in one statement (its
+// own transaction: one round trip): the rows are taken FOR UPDATE SKIP
+// LOCKED in id order, so concurrent relays of other processes take others,
+// and sent as newline-joined payloads of $3 rows each on channel $1. It
+// returns how many rows it took.
+const relaySQL = `WITH taken AS (
+    DELETE FROM notify_outbox WHERE id IN
+        (SELECT id FROM notify_outbox ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+    RETURNING id, payload),
+chunks AS (
+    SELECT (row_number() OVER (ORDER BY id) - 1) / $3 AS chunk, id, payload FROM taken)
+SELECT coalesce(sum(n), 0)::bigint FROM (
+    SELECT count(*) AS n, pg_notify($1, string_agg(payload, E'\n' ORDER BY id))::text AS sent
+    FROM chunks GROUP BY chunk) AS notified
+WHERE sent IS NOT NULL`
 
-// combine joins payloads, duplicates dropped and order kept, into
-// newline-separated notifications of at most maxPayload bytes each.
-func combine(payloads []string) []string {
-	seen := make(map[string]bool, len(payloads))
-	var out []string
-	var b strings.Builder
-	for _, p := range payloads {
-		if len(p) > maxPayload {
-			p = "resync" // never written by this store; re-read everything
+// relayChunk is how many payloads one notification carries: a payload is
+// at most 43 bytes ("r:" + a claim id of at most 21 + ":" + an int64), so
+// 160 of them with their newlines stay under maxPayload.
+const relayChunk = 160
+
+// relay announces and deletes up to relayBatch outbox rows, returning how
+// many it took. It runs on a connection of its own (taken from the pool
+// once, again after an error), so a relay never queues behind the writes
+// for a pool connection.
+func (o *outbox) relay(ctx context.Context) (int, error) {
+	if o.conn == nil {
+		c, err := o.db.Conn(ctx)
+		if err != nil {
+			return 0, err
 		}
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		if b.Len() > 0 && b.Len()+1+len(p) > maxPayload {
-			out = append(out, b.String())
-			b.Reset()
-		}
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(p)
+		o.conn = c
 	}
-	if b.Len() > 0 {
-		out = append(out, b.String())
+	var n int64
+	if err := o.conn.QueryRowContext(ctx, relaySQL, o.channel, relayBatch, relayChunk).Scan(&n); err != nil {
+		o.conn.Close()
+		o.conn = nil
+		return 0, err
 	}
-	return out
+	return int(n), nil
 }
 
 // close stops the relay and waits for it.
@@ -190,4 +156,7 @@ func (o *outbox) close() {
 	}
 	o.stop()
 	<-o.done
+	if o.conn != nil {
+		o.conn.Close()
+	}
 }
