@@ -35,6 +35,7 @@ func outboxPairs(ctx context.Context, c config, st *stores, leaks *leakcheck.Che
 			rows = append(rows, row{name: label, r: w, unit: "cycles/s"})
 		}
 	}
-	return append(rows, row{name: fmt.Sprintf("pairs: outbox mean %.0f / in-tx mean %.0f cycles/s", sum[0]/float64(2*n), sum[1]/float64(2*n)),
-		unit: "cycles/s", ratio: ratio(sum[0], sum[1]), target: "outbox / in-tx"}), nil
+	fmt.Printf("  pairs: outbox mean %.0f / pg_notify in each write tx mean %.0f cycles/s (%.2fx)\n",
+		sum[0]/float64(2*n), sum[1]/float64(2*n), ratio(sum[0], sum[1]))
+	return rows, nil
 }
