@@ -26,6 +26,9 @@ import (
 const (
 	relayEvery = 200 * time.Millisecond
 	relayBatch = 512
+	// relayTimeout bounds one relay statement (a stuck connection is then
+	// dropped and the rows are taken by the next relay).
+	relayTimeout = 10 * time.Second
 	// maxPayload bounds one combined notification (PostgreSQL refuses
 	// payloads of 8000 bytes and more).
 	maxPayload = 7900
@@ -99,7 +102,9 @@ func (o *outbox) run(ctx context.Context) {
 		// A full batch may leave more; an error is retried at the next
 		// poke or tick (the rows stay in the outbox).
 		for {
-			n, err := o.relay(ctx)
+			rctx, cancel := context.WithTimeout(ctx, relayTimeout)
+			n, err := o.relay(rctx)
+			cancel()
 			if err != nil || n < relayBatch {
 				break
 			}
