@@ -1,5 +1,7 @@
 package sqlstore
 
+import "github.com/pressly/goose/v3"
+
 // StopRelay stops this store's outbox relay (PostgreSQL), as if its process
 // had died right after committing: its announcements stay in the outbox
 // for another process's periodic relay. Tests only.
@@ -10,3 +12,7 @@ func (db *DB) StopRelay() {
 
 // RelayEvery is the outbox's periodic relay interval.
 const RelayEvery = relayEvery
+
+// OutboxMigration is migration 00013 (a Go migration) for a test's own
+// goose provider over the migrations directory.
+func OutboxMigration(d Dialect) *goose.Migration { return outboxMigration(d) }
