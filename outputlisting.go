@@ -88,6 +88,11 @@ func ParseOutputListing(data []byte) (map[string]string, error) {
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		return nil, Errorf(EINVALID, "output listing: must end with a newline (every line, the last included)")
 	}
+	// The count is a cheap check (one pass): refuse before any line is
+	// decoded.
+	if n := bytes.Count(data, []byte{'\n'}); n > MaxOutputListingEntries {
+		return nil, Errorf(ETOOLARGE, "output listing: %d entries; at most %d", n, MaxOutputListingEntries)
+	}
 	out := map[string]string{}
 	prev, line := "", 0
 	var canon bytes.Buffer

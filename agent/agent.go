@@ -191,7 +191,7 @@ func (a *Agent) work(ctx context.Context, id string, m *dotlab.Manifest) error {
 	}
 	a.post(ctx, id, "note", fmt.Sprintf("Accepted. Verifying %d input hash(es), then image %s, code, and the run.", len(m.Datasets), m.Environment.ImageDigest()))
 	dir := a.workDir("run", id)
-	rec, err := a.Engine.Rerun(ctx, m, dir)
+	rec, err := a.Engine.Rerun(runner.WithInputArchive(ctx, a.Client.InputArchive(id)), m, dir)
 	if err != nil {
 		a.post(ctx, id, "blocker", "No outcome could be made (a failure on the runner's side, not the claim's); retrying later may help.")
 		return fmt.Errorf("%s: rerun: %w", id, err)
@@ -363,7 +363,7 @@ func (a *Agent) challenge(ctx context.Context, claimID, runID string) error {
 	}
 	a.logf("%s: rerunning independently to challenge %s", claimID, runID)
 	dir := a.workDir("challenge", claimID)
-	rec, err := a.Engine.Rerun(ctx, m, dir)
+	rec, err := a.Engine.Rerun(runner.WithInputArchive(ctx, a.Client.InputArchive(claimID)), m, dir)
 	if err != nil {
 		return fmt.Errorf("%s: rerun: %w", claimID, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/internal/termsafe"
+	"github.com/dotlab/dotlab/runner"
 )
 
 // Decision is a reviewer's vote with its rationale.
@@ -120,7 +121,7 @@ func (a *Agent) DecideByRerun(ctx context.Context, d *dotlab.Dispute) (Decision,
 	if err != nil {
 		return Decision{}, err
 	}
-	rec, err := a.Engine.Rerun(ctx, m, a.workDir("review", d.ID))
+	rec, err := a.Engine.Rerun(runner.WithInputArchive(ctx, a.Client.InputArchive(d.ID)), m, a.workDir("review", d.ID))
 	if err != nil {
 		return Decision{}, fmt.Errorf("%s: rerun: %w", d.ID, err)
 	}

@@ -54,6 +54,20 @@ func (a *Agent) CommitVote(ctx context.Context, disputeID, vote, rationale strin
 	if err := a.whoami(ctx); err != nil {
 		return nil, err
 	}
+	// The server cannot read a commitment, so it cannot refuse a vote its
+	// reveal would fail: check here what the reveal will be checked for.
+	if err := (dotlab.VoteBody{Vote: vote, Rationale: rationale}).Validate(); err != nil {
+		return nil, err
+	}
+	d, err := a.Client.Dispute(ctx, disputeID)
+	if err != nil {
+		return nil, err
+	}
+	if d.Claim != nil && d.Claim.Manifest != nil {
+		if err := dotlab.CheckRationaleTargets(rationale, d.Claim.Manifest.TargetNames()); err != nil {
+			return nil, err
+		}
+	}
 	salt := make([]byte, 32)
 	if _, err := rand.Read(salt); err != nil {
 		return nil, err
@@ -67,7 +81,7 @@ func (a *Agent) CommitVote(ctx context.Context, disputeID, vote, rationale strin
 	if err := writeSealed(path, sv); err != nil {
 		return nil, err
 	}
-	d, err := a.Client.CommitVote(ctx, disputeID, dotlab.CommitBody{Commitment: sv.Commitment, DisputeID: disputeID})
+	d, err = a.Client.CommitVote(ctx, disputeID, dotlab.CommitBody{Commitment: sv.Commitment, DisputeID: disputeID})
 	var refused *dotlab.Error
 	if errors.As(err, &refused) {
 		os.Remove(path) // the server took no commitment: nothing to reveal
@@ -170,7 +184,7 @@ func writeSealed(path string, sv sealedVote) error {
 func (a *Agent) RevealAndReport(ctx context.Context, w io.Writer) error {
 	ds, err := a.RevealVotes(ctx)
 	for _, d := range ds {
-		fmt.Fprintf(w, "revealed your vote on %s (claim %s %s)\n", d.ID, d.Claim.State, d.Claim.Outcome)
+		fmt.Fprintf(w, "revealed your vote on %s (claim %s)\n", d.ID, strings.TrimSpace(string(d.Claim.State)+" "+string(d.Claim.Outcome)))
 	}
 	if err == nil && len(ds) == 0 {
 		fmt.Fprintln(w, "no committed vote is ready to reveal (rounds still committing, or none kept)")

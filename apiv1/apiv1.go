@@ -175,3 +175,24 @@ type MessagePage struct {
 	Messages []dotlab.LabMessage `json:"messages"`
 	Next     string              `json:"next,omitempty"`
 }
+
+// CanaryBody is the body of POST /claims/{id}/canary: one report per
+// pinned URL checked (URL, status, detail; agent and time are the
+// server's).
+type CanaryBody struct {
+	Reports []dotlab.CanaryReport `json:"reports"`
+}
+
+// CanaryList is GET /claims/{id}/canary and POST's answer: the latest
+// report on each pinned URL any agent reported on, by URL.
+type CanaryList struct {
+	Reports []dotlab.CanaryReport `json:"reports"`
+}
+
+// InputURL is the API path of claim claimID's archived input sha256.
+func InputURL(claimID, sha256 string) string {
+	return "/api/v1/claims/" + claimID + "/inputs/" + sha256
+}
+
+// CanaryURL is the API path of claim claimID's canary reports.
+func CanaryURL(claimID string) string { return "/api/v1/claims/" + claimID + "/canary" }

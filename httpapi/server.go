@@ -58,8 +58,14 @@ type service interface {
 	PutJobLogs(ctx context.Context, agentID, claimID string, logs []byte) (*dotlab.Run, error)
 	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
+	MayPutOutputListing(ctx context.Context, agentID, claimID string) error
 	PutOutputListing(ctx context.Context, agentID, claimID string, data []byte) (*dotlab.OutputListing, error)
 	OutputListing(ctx context.Context, recordID string) ([]byte, error)
+	CheckPutInput(ctx context.Context, agentID, claimID, sha256 string, size int64) error
+	PutInput(ctx context.Context, agentID, claimID, sha256 string, size int64, body io.Reader) (*dotlab.ArchivedInput, error)
+	Input(ctx context.Context, agentID, claimID, sha256 string) (io.ReadCloser, int64, error)
+	ReportCanary(ctx context.Context, agentID, claimID string, reports []dotlab.CanaryReport) ([]dotlab.CanaryReport, error)
+	LatestCanaryReports(ctx context.Context, claimID string) ([]dotlab.CanaryReport, error)
 	Windows() dotlab.Windows
 }
 
@@ -128,6 +134,11 @@ type Config struct {
 	// Log is the transparency log whose API and tiles the server serves
 	// (logRoutes); nil serves neither.
 	Log *translog.Log
+	// Archive is the input archive (`dotlab serve --archive-dir`; nil:
+	// none, its routes answer 404) and ArchiveLimits its bounds (zero:
+	// protocol.DefaultArchiveLimits).
+	Archive       protocol.InputArchive
+	ArchiveLimits protocol.ArchiveLimits
 }
 
 // Pages are the public pages (web.Handler): they serve every path outside
@@ -185,6 +196,7 @@ type Server struct {
 	trusted     []netip.Prefix // Config.TrustedProxies
 
 	manifests *bytecache.Cache[[]byte] // manifest JSON by canonical hash
+	listings  listingBounds            // output listings read and served at once
 	routeList []Route                  // the API routes, as registered (Routes)
 	log       *translog.Log
 }
@@ -205,9 +217,10 @@ func New(cfg Config) (*Server, error) {
 		origin = cfg.Log.Origin()
 	}
 	svc := protocol.New(protocol.Config{Store: cfg.Store, Leaks: cfg.Leaks, AllowPrivateURLs: cfg.AllowPrivateURLs,
-		LogOrigin: origin, MessageQuota: cfg.MessageQuota})
+		LogOrigin: origin, MessageQuota: cfg.MessageQuota, Archive: cfg.Archive, ArchiveLimits: cfg.ArchiveLimits})
 	s := &Server{store: svc, validator: cfg.Validator, clock: cfg.Clock, logger: cfg.Logger, version: cfg.Version,
-		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes), log: cfg.Log}
+		maxBody: cfg.MaxBodyBytes, leaks: cfg.Leaks, pages: cfg.Pages, private: cfg.AllowPrivateURLs, done: make(chan struct{}), manifests: bytecache.New[[]byte](maxManifestJSONBytes), log: cfg.Log,
+		listings: newListingBounds()}
 	if s.validator == nil {
 		v, err := manifest.NewValidator()
 		if err != nil {
@@ -367,6 +380,10 @@ func (s *Server) routes() {
 	api("GET /api/v1/claims/{id}", s.handleClaim)
 	api("GET /api/v1/claims/{id}/manifest", s.handleClaimManifest)
 	api("GET /api/v1/claims/{id}/events", s.handleClaimEvents)
+	key("PUT /api/v1/claims/{id}/inputs/{sha256}", s.handlePutInput)
+	key("GET /api/v1/claims/{id}/inputs/{sha256}", s.handleInput)
+	key("POST /api/v1/claims/{id}/canary", s.handleReportCanary)
+	api("GET /api/v1/claims/{id}/canary", s.handleCanary)
 	key("GET /api/v1/jobs/next", s.handleNextJob)
 	key("POST /api/v1/jobs/{id}/accept", s.handleAcceptJob)
 	key("POST /api/v1/jobs/{id}/decline", s.handleDeclineJob)

@@ -70,6 +70,21 @@ func (s *Service) PutOutputListing(ctx context.Context, agentID, claimID string,
 	return &pin, nil
 }
 
+// MayPutOutputListing is PutOutputListing's cheap checks alone (the
+// claim, who and its state), for the HTTP edge to run before it reads a
+// listing of up to dotlab.MaxOutputListingBytes: an agent with no role on
+// claimID, or a claim that does not exist, costs no read of the body.
+// PutOutputListing checks them again. Errors: as PutOutputListing's
+// ENOTFOUND, ENOTOFFERED, EWINDOWCLOSED and EROLECONFLICT.
+func (s *Service) MayPutOutputListing(ctx context.Context, agentID, claimID string) error {
+	c, err := s.findClaim(ctx, claimID)
+	if err != nil {
+		return err
+	}
+	_, err = s.listingRole(ctx, c, agentID)
+	return err
+}
+
 // MaxUnpinnedOutputListings bounds the output listings one agent holds
 // that no record pins (one per claim it is about to post on), so that
 // uploads which never become records cannot fill the store.

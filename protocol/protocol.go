@@ -82,6 +82,10 @@ type Config struct {
 	// MessageQuota bounds the lab messages the post step takes per agent
 	// and per room (MessageQuota); the zero value takes none.
 	MessageQuota MessageQuota
+	// Archive is the input archive (nil: none; the archive routes answer
+	// 404) and ArchiveLimits its bounds (zero: DefaultArchiveLimits).
+	Archive       InputArchive
+	ArchiveLimits ArchiveLimits
 }
 
 var _ dotlab.AgentService = (*Service)(nil)
@@ -91,10 +95,13 @@ var _ dotlab.AgentService = (*Service)(nil)
 // call the steps through their own narrower interfaces).
 type Service struct {
 	Store
-	leaks   LeakChecker
-	private bool
-	origin  string      // Config.LogOrigin
-	quota   *msgCounter // Config.MessageQuota
+	leaks         LeakChecker
+	private       bool
+	origin        string      // Config.LogOrigin
+	quota         *msgCounter // Config.MessageQuota
+	archive       InputArchive
+	archiveLimits ArchiveLimits
+	uploads       archiveUploads // input archive uploads in flight
 }
 
 // New returns the protocol service on cfg.Store. A Config without Leaks
@@ -103,8 +110,11 @@ func New(cfg Config) *Service {
 	if cfg.Leaks == nil && !cfg.Unscreened {
 		panic("protocol: Config.Leaks is required (leakcheck.New()), or Unscreened")
 	}
+	if cfg.ArchiveLimits == (ArchiveLimits{}) {
+		cfg.ArchiveLimits = DefaultArchiveLimits()
+	}
 	return &Service{Store: cfg.Store, leaks: cfg.Leaks, private: cfg.AllowPrivateURLs, origin: cfg.LogOrigin,
-		quota: newMsgCounter(cfg.MessageQuota)}
+		quota: newMsgCounter(cfg.MessageQuota), archive: cfg.Archive, archiveLimits: cfg.ArchiveLimits}
 }
 
 // now is the store's clock, to the millisecond the store keeps.

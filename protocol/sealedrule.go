@@ -12,44 +12,43 @@ import (
 
 // sealedRule is the sealed round's rule (docs/mechanism.md §4a) at time
 // at, for a round of claimID read under the claim's row lock: nil while
-// nothing ends; else the next phase or round, the seats that abstain and,
-// once the revealed votes are in, the settlement by the default mode's
-// majority rule (quorumRule's) with the votes made public and logged.
+// nothing ends. The commit phase ends only when a full committee (the
+// quorum) has committed; at its deadline the seats that have not
+// committed abstain, freeing their seats for new reviewers, and the
+// deadline moves on by the commit window, so no dispute is decided by
+// fewer commitments than the quorum. The reveal phase ends when every
+// commitment is revealed or at its deadline (the unrevealed abstain); the
+// revealed votes then settle the claim by the default mode's majority
+// rule (quorumRule's), made public and logged, if they are at least a
+// majority of the committee; else a new round draws a new committee.
 func sealedRule(claimID string, w dotlab.Windows, at time.Time) func(store.SealedRound) *store.SealedDecision {
 	commitW, revealW := w.SealedWindows()
 	return func(r store.SealedRound) *store.SealedDecision {
 		d := &store.SealedDecision{Round: r.Round, Phase: r.Phase, CommitDeadline: r.CommitDeadline, RevealDeadline: r.RevealDeadline}
 		live := liveSeats(r.Seats)
-		changed := false
 		if r.Phase == dotlab.PhaseCommit {
-			committed := 0
-			for _, st := range live {
-				if st.Commitment != "" {
-					committed++
+			committed, uncommitted := splitSeats(live, func(st store.SealedSeat) bool { return st.Commitment != "" })
+			if len(committed) < w.Quorum {
+				if at.Before(r.CommitDeadline) {
+					return nil
 				}
+				abstain(d, uncommitted)
+				d.CommitDeadline = at.Add(commitW)
+				return d
 			}
-			full := len(live) >= w.Quorum && committed == len(live)
-			if !full && at.Before(r.CommitDeadline) {
-				return nil
-			}
-			var uncommitted []store.SealedSeat
-			live, uncommitted = splitSeats(live, func(st store.SealedSeat) bool { return st.Commitment != "" })
-			abstain(d, uncommitted)
-			if committed == 0 {
-				return nextRound(d, at, commitW)
-			}
-			d.Phase, d.RevealDeadline, changed = dotlab.PhaseReveal, at.Add(revealW), true
+			d.Phase, d.RevealDeadline = dotlab.PhaseReveal, at.Add(revealW)
+			live = committed
 		}
 		revealed, unrevealed := splitSeats(live, func(st store.SealedSeat) bool { return st.Vote != nil })
 		if len(unrevealed) > 0 && at.Before(d.RevealDeadline) {
-			if changed {
+			if d.Phase != r.Phase {
 				return d
 			}
 			return nil
 		}
 		abstain(d, unrevealed)
-		if len(revealed) == 0 {
-			return nextRound(d, at, commitW)
+		if len(revealed) < w.Quorum/2+1 {
+			return nextRound(d, at, commitW) // fewer than a majority of the committee revealed
 		}
 		decide(d, claimID, r, revealed, at)
 		return d
@@ -81,8 +80,8 @@ func abstain(d *store.SealedDecision, seats []store.SealedSeat) {
 	}
 }
 
-// nextRound starts a new round in d: no vote was committed or revealed,
-// so a new committee is drawn (the old seats keep their reviewer role).
+// nextRound starts a new round in d: no commitment was revealed, so a
+// new committee is drawn (the old seats keep their reviewer role).
 func nextRound(d *store.SealedDecision, at time.Time, commitW time.Duration) *store.SealedDecision {
 	d.Round++
 	d.Phase, d.CommitDeadline, d.RevealDeadline = dotlab.PhaseCommit, at.Add(commitW), time.Time{}

@@ -21,6 +21,7 @@ type facts struct {
 	issue      *specIssue               // the claim cannot be run as written
 	refused    []string                 // the requests the download responder refused (Record.Refused)
 	uncompared []dotlab.UncomparedValue // what a run that did not finish printed (kept on spec_issue only)
+	trail      inputTrail               // inputs verified from their hosts, and those read from the archive
 }
 
 func newFacts(m *dotlab.Manifest) *facts {

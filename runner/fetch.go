@@ -86,6 +86,10 @@ type Fetched struct {
 	Bytes    int64
 	CacheHit bool
 	Path     string
+	// FromArchive: the host could not be fetched and these bytes came
+	// from the server's input archive, verified against the pin
+	// (runner/archive.go).
+	FromArchive bool
 }
 
 // fetcher downloads into a Cache under a Policy.
@@ -94,13 +98,37 @@ type fetcher struct {
 	policy   Policy
 	client   *http.Client
 	progress func(name string, done, total int64)
+	// archive, when set, is where an input whose host is gone is read
+	// from (fromArchive); trail records what was verified and from where.
+	archive InputArchive
+	trail   *inputTrail
 }
 
 // fetch gets rawURL into the cache, hashing while it streams (one pass over
 // the bytes: the download is never read back). want is the expected sha256
 // hex. Transient
 // failures (network, 5xx, truncation) are retried up to 3 attempts.
+//
+// Only when the host cannot be fetched (hostGone) and an input archive is
+// set are the pinned bytes read from the archive instead, verified the
+// same way; bytes the host serves that differ from the pin are returned
+// as they are (input_mismatch), never replaced from the archive.
 func (f *fetcher) fetch(ctx context.Context, what, rawURL, want string) (Fetched, error) {
+	got, err := f.fetchURL(ctx, what, rawURL, want)
+	switch {
+	case err == nil:
+		if got.SHA256 == want && f.trail != nil {
+			f.trail.verified = append(f.trail.verified, verifiedInput{what: what, sha256: want, path: got.Path, bytes: got.Bytes})
+		}
+		return got, nil
+	case f.archive != nil && hostGone(err):
+		return f.fromArchive(ctx, what, rawURL, want, err)
+	}
+	return got, err
+}
+
+// fetchURL is fetch from rawURL alone.
+func (f *fetcher) fetchURL(ctx context.Context, what, rawURL, want string) (Fetched, error) {
 	u, err := f.policy.CheckURL(what, rawURL)
 	if err != nil {
 		return Fetched{}, err

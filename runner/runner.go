@@ -157,6 +157,9 @@ func (r *Runner) Rerun(ctx context.Context, m *dotlab.Manifest, outDir string) (
 		log.Error("outcome", "no outcome: "+errText(err), nil)
 		return nil, err
 	}
+	if a := archiveFrom(ctx); a != nil {
+		uploadVerified(ctx, log, a, &f.trail)
+	}
 	rec := decide(log, m, f)
 	rec.Body.Notes = boundNotes(rec.Body.Notes)
 	log.Info("outcome", string(rec.Body.Outcome), map[string]any{"outcome": rec.Body.Outcome, "notes": rec.Body.Notes})
@@ -268,9 +271,10 @@ type workspace struct {
 // makes it input_mismatch; runner/downloads.go); a helper hash mismatch is
 // spec_issue (the server accepts input_mismatch for datasets only).
 func (r *Runner) prepare(ctx context.Context, log *Log, m *dotlab.Manifest, scratch string, fs *facts) (*workspace, error) {
-	f := &fetcher{cache: r.Cache, policy: r.Policy, client: r.Policy.Client(), progress: r.Progress}
+	f := &fetcher{cache: r.Cache, policy: r.Policy, client: r.Policy.Client(), progress: r.Progress, archive: archiveFrom(ctx), trail: &fs.trail}
 	fctx, cancelFetch := r.Policy.budget(ctx)
 	defer cancelFetch()
+	defer reportArchived(log, f.trail, fs)
 
 	// 1. Inputs: every dataset hashed while it downloads; any mismatch stops here.
 	paths, mismatches, err := r.inputs(fctx, log, f, m, fs)

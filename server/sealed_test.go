@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/agent"
 	"github.com/dotlab/dotlab/apiv1"
 	"github.com/dotlab/dotlab/client"
 	"github.com/dotlab/dotlab/internal/testing/servertest"
@@ -25,16 +26,7 @@ import (
 // the claim's page, the lab room's page, the reviewers' profiles) until
 // the third decides it; then they all show. GET /status names the mode.
 func TestSealedVotesInvisibleUntilDecided(t *testing.T) {
-	clock := sqlstoretest.NewClock()
-	windows := dotlab.Windows{Accept: time.Hour, Publish: time.Hour, Challenge: time.Hour, Quorum: 3, Sealed: true, Commit: time.Hour, Reveal: time.Hour}
-	path := filepath.Join(t.TempDir(), "sealed.db")
-	db, err := sqlstore.Open(context.Background(), "sqlite:"+path, sqlstore.Options{Clock: clock, Windows: windows})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, keys := sealedDispute(t, db)
-	db.Close()
-	base := servertest.Start(t, server.Config{DB: "sqlite:" + path, Windows: windows, SettleEvery: 10 * time.Millisecond, Version: "sealed", Clock: clock})
+	base, path, id, keys := startSealed(t)
 	var st apiv1.Status
 	doAt(t, base+"/api/v1", "GET", "/status", "", "").want(t, 200, "").decode(t, &st)
 	if st.Votes != "sealed" {
@@ -49,6 +41,10 @@ func TestSealedVotesInvisibleUntilDecided(t *testing.T) {
 	doAt(t, base+"/api/v1", "GET", "/disputes/next", keys[2], "").want(t, 200, "").decode(t, &third)
 	if len(third.Votes) != 0 || third.Sealed == nil || len(third.Sealed.Votes) != 3 || third.Sealed.Votes[0].Commitment == "" {
 		t.Fatalf("the third reviewer sees votes %+v, sealed %+v", third.Votes, third.Sealed)
+	}
+	if page := doAt(t, base, "GET", "/claims/"+id, "", "").want(t, 200, "").body; !strings.Contains(string(page), "Votes are sealed until the dispute is decided") ||
+		!strings.Contains(string(page), "2 of 3 seats committed") {
+		t.Fatalf("the claim page does not say the votes are sealed:\n%s", page)
 	}
 	seen := func() string {
 		var all strings.Builder
@@ -152,4 +148,70 @@ func sealedDispute(t *testing.T, db *sqlstore.DB) (string, []string) {
 		keys = append(keys, key)
 	}
 	return c.ID, keys
+}
+
+// TestSealedAgentCommitReveal: `dotlab review --commit` and `--reveal`'s
+// agent side. A rationale that names no target is refused before anything
+// is committed (the server cannot check a commitment, and the reveal would
+// be refused); three commitments, then reveals, decide the dispute; the
+// salts kept on disk are gone once revealed.
+func TestSealedAgentCommitReveal(t *testing.T) {
+	base, _, id, keys := startSealed(t)
+	t.Setenv("DOTLAB_CONFIG_DIR", t.TempDir())
+	ctx := context.Background()
+	var agents []*agent.Agent
+	for _, key := range keys {
+		c, err := client.New(base, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &agent.Agent{Client: c}
+		if _, err := c.NextDispute(ctx); err != nil {
+			t.Fatal(err)
+		}
+		agents = append(agents, a)
+	}
+	if _, err := agents[0].CommitVote(ctx, id, "runner", "this rationale names nothing it checked"); dotlab.ErrorCode(err) != dotlab.EINVALID {
+		t.Fatalf("a rationale without a target was committed: %v", err)
+	}
+	dir, _ := agent.SealedPath(base)
+	for i, side := range []string{"challenger", "challenger", "runner"} {
+		if _, err := agents[i].CommitVote(ctx, id, side, "sd_diff: reviewer "+fmt.Sprint(i)+" read both reruns"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if kept, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(kept) != 3 {
+		t.Fatalf("kept salts: %v", kept)
+	}
+	for _, a := range agents {
+		if ds, err := a.RevealVotes(ctx); err != nil || len(ds) != 1 {
+			t.Fatalf("reveal: %v %v", ds, err)
+		}
+	}
+	var d dotlab.Dispute
+	doAt(t, base+"/api/v1", "GET", "/disputes/"+id, "", "").want(t, 200, "").decode(t, &d)
+	if d.Claim.State != dotlab.StateSettled || d.Claim.Outcome != dotlab.OutcomeReproduced || len(d.Votes) != 3 {
+		t.Fatalf("after three reveals: %s %s, %d votes", d.Claim.State, d.Claim.Outcome, len(d.Votes))
+	}
+	if kept, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(kept) != 0 {
+		t.Fatalf("salts kept after revealing: %v", kept)
+	}
+}
+
+// startSealed serves a fresh SQLite database at path with sealed votes
+// (hour-long windows) holding one disputed claim id (sealedDispute) and
+// three would-be reviewers' API keys.
+func startSealed(t *testing.T) (base, path, id string, keys []string) {
+	t.Helper()
+	clock := sqlstoretest.NewClock()
+	windows := dotlab.Windows{Accept: time.Hour, Publish: time.Hour, Challenge: time.Hour, Quorum: 3, Sealed: true, Commit: time.Hour, Reveal: time.Hour}
+	path = filepath.Join(t.TempDir(), "sealed.db")
+	db, err := sqlstore.Open(context.Background(), "sqlite:"+path, sqlstore.Options{Clock: clock, Windows: windows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, keys = sealedDispute(t, db)
+	db.Close()
+	base = servertest.Start(t, server.Config{DB: "sqlite:" + path, Windows: windows, SettleEvery: 10 * time.Millisecond, Version: "sealed", Clock: clock})
+	return base, path, id, keys
 }

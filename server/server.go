@@ -19,6 +19,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/httpapi"
+	"github.com/dotlab/dotlab/inputarchive"
 	"github.com/dotlab/dotlab/leakcheck"
 	"github.com/dotlab/dotlab/metrics"
 	"github.com/dotlab/dotlab/protocol"
@@ -64,6 +65,12 @@ type Config struct {
 	// LogOrigin is the transparency log's origin, fixed at the first start
 	// (sqlstore.Options.LogOrigin).
 	LogOrigin string
+	// ArchiveDir holds the input archive on disk (`--archive-dir`; ""
+	// keeps none: the archive routes answer 404), blobs by SHA-256
+	// (inputarchive.Dir; docs/deploy.md "Input archive"), and Archive its
+	// bounds per blob and per claim (zero: protocol.DefaultArchiveLimits).
+	ArchiveDir string
+	Archive    protocol.ArchiveLimits
 	// PublicURL is where readers reach the pages, scheme and host only
 	// ("https://dotlab.example.org"): the absolute links of the Atom feed,
 	// badges' markdown, JSON-LD and citations (web.Config.PublicURL).
@@ -98,7 +105,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Windows: dotlab.DefaultWindows, SettleEvery: time.Second,
 		AgentLimit: httpapi.DefaultAgentLimit(), AnonymousLimit: httpapi.DefaultAnonymousLimit(),
-		Conns: DefaultConnLimits(), StreamsPerAddr: httpapi.DefaultStreamsPerAddr, Messages: httpapi.DefaultMessageQuota()}
+		Conns: DefaultConnLimits(), StreamsPerAddr: httpapi.DefaultStreamsPerAddr, Messages: httpapi.DefaultMessageQuota(),
+		Archive: protocol.DefaultArchiveLimits()}
 }
 
 // Check reports the first setting the server cannot run with, naming the
@@ -120,6 +128,8 @@ func (c Config) Check() error {
 		return errors.New("the per-address connection limits must not be negative (0 disables the connection and idle-connection limits)")
 	case c.Conns.HeaderTimeout < 0 || c.Conns.IdleTimeout < 0:
 		return errors.New("the header and idle timeouts must not be negative (e.g. 10s, 2m)")
+	case c.ArchiveDir != "" && (c.Archive.MaxBlob <= 0 || c.Archive.PerClaim <= 0):
+		return errors.New("--archive-max-blob and --archive-per-claim must be positive byte counts (e.g. 1073741824)")
 	}
 	if _, err := witnesses(c.Witnesses); err != nil {
 		return err
@@ -187,6 +197,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer db.Close()
+	if err := db.CheckVoteMode(ctx); err != nil {
+		return err
+	}
 	api, err := handler(db, cfg)
 	if err != nil {
 		return err
@@ -255,8 +268,17 @@ func handler(db *sqlstore.DB, cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var archive protocol.InputArchive
+	if cfg.ArchiveDir != "" {
+		dir, err := inputarchive.OpenDir(cfg.ArchiveDir)
+		if err != nil {
+			return nil, fmt.Errorf("--archive-dir: %w", err)
+		}
+		archive = inputarchive.New(dir)
+	}
 	return httpapi.New(httpapi.Config{Store: db, Clock: cfg.Clock, Logger: cfg.Logger, Version: cfg.Version, Leaks: leaks, TrustedProxies: trusted, MaxStreamsPerAddr: streamsPerAddr(cfg.StreamsPerAddr), MessageQuota: cfg.Messages,
-		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages, Log: db.Log()})
+		AgentLimit: cfg.AgentLimit, AnonymousLimit: cfg.AnonymousLimit, AllowPrivateURLs: cfg.AllowPrivateURLs, Pages: pages, Log: db.Log(),
+		Archive: archive, ArchiveLimits: cfg.Archive})
 }
 
 // drain takes the server out of rotation, then shuts it down: /healthz

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dotlab/dotlab"
@@ -303,4 +304,39 @@ func (db *DB) applyDecision(ctx context.Context, tx *sql.Tx, claimID string, d *
 		return nil
 	}
 	return db.settle(ctx, tx, claimID, d.Settlement, at)
+}
+
+// CheckVoteMode refuses to run the store's vote mode (Windows.Sealed) on
+// a database holding disputes still open in the other mode
+// (docs/mechanism.md §4a: the mode is switched only with no dispute open):
+// sealed, a disputed claim with open votes; open, one with a sealed round.
+// The error names up to 10 of them.
+func (db *DB) CheckVoteMode(ctx context.Context) error {
+	query, mode, other := `SELECT DISTINCT c.id, c.number FROM claims c JOIN votes v ON v.claim_id = c.id
+		WHERE c.state = 'disputed' AND NOT EXISTS (SELECT 1 FROM sealed_rounds r WHERE r.claim_id = c.id) ORDER BY c.number LIMIT 10`, "--sealed-votes", "open votes"
+	if !db.windows.Sealed {
+		query, mode, other = `SELECT c.id, c.number FROM claims c JOIN sealed_rounds r ON r.claim_id = c.id
+			WHERE c.state = 'disputed' ORDER BY c.number LIMIT 10`, "open votes (no --sealed-votes)", "sealed votes"
+	}
+	rows, err := db.r.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		return fmt.Errorf("cannot start with %s: disputes %s are open with %s; restart in their mode until they are decided (docs/mechanism.md §4a)", mode, strings.Join(ids, ", "), other)
+	}
+	return nil
 }

@@ -206,9 +206,10 @@ func TestSealedCommitReveal(t *testing.T) {
 	})
 }
 
-// TestSealedCommitDeadline: a seat that has not committed by the commit
-// deadline abstains; a round where nobody committed gives way to a new
-// committee, and the old seats cannot vote.
+// TestSealedCommitDeadline: seats that have not committed by the commit
+// deadline abstain and free their seats; the round waits for a full
+// committee, so no dispute is decided by fewer commitments than the
+// quorum, and the old seats cannot vote.
 func TestSealedCommitDeadline(t *testing.T) {
 	forEachSealedWorld(t, func(t *testing.T, w *sealedWorld) {
 		ctx := context.Background()
@@ -219,19 +220,29 @@ func TestSealedCommitDeadline(t *testing.T) {
 		_, err := w.p.CastVote(ctx, w.reviewers[0], w.id, dotlab.VoteBody{Vote: "runner", Rationale: sealedRationale})
 		wantCode(t, err, dotlab.EWINDOWCLOSED)
 		d := w.draw(2)
-		if d.Sealed == nil || d.Sealed.Round != 2 || len(d.Sealed.Votes) != 1 {
-			t.Fatalf("new round: %+v", d.Sealed)
+		if d.Sealed == nil || d.Sealed.Round != 1 || len(d.Sealed.Votes) != 3 {
+			t.Fatalf("after the deadline: %+v", d.Sealed)
 		}
-		// One commitment, then the deadline: the committee of one reveals.
+		// One commitment, then the deadline again: one commitment of three
+		// decides nothing.
 		if _, err := w.p.CastVote(ctx, w.reviewers[2], w.id, dotlab.VoteBody{Vote: "challenger", Rationale: sealedRationale}); err != nil {
 			t.Fatal(err)
 		}
 		w.clock.Advance(11 * time.Second)
 		w.settle()
-		if c := w.state(w.id); c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeReproduced {
-			t.Fatalf("after the second round: %s %s", c.State, c.Outcome)
+		if c := w.state(w.id); c.State != dotlab.StateDisputed {
+			t.Fatalf("decided by one commitment of three: %s %s", c.State, c.Outcome)
 		}
-		for i, want := range []float64{dotlab.WeightAbstained, dotlab.WeightAbstained, dotlab.WeightVoteMajority} {
+		for i, side := range []string{"challenger", "runner"} {
+			w.draw(3 + i)
+			if _, err := w.p.CastVote(ctx, w.reviewers[3+i], w.id, dotlab.VoteBody{Vote: side, Rationale: sealedRationale}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c := w.state(w.id); c.State != dotlab.StateSettled || c.Outcome != dotlab.OutcomeReproduced {
+			t.Fatalf("after a full committee: %s %s", c.State, c.Outcome)
+		}
+		for i, want := range []float64{dotlab.WeightAbstained, dotlab.WeightAbstained, dotlab.WeightVoteMajority, dotlab.WeightVoteMajority, dotlab.WeightVoteAgainst} {
 			if p, _ := w.db.FindAgent(ctx, w.reviewers[i].ID); p.Standing != want {
 				t.Errorf("reviewer %d standing %v, want %v", i, p.Standing, want)
 			}

@@ -350,6 +350,9 @@ type Writer interface {
 	// ErrCommitteeFull when the seat is gone.
 	AddSealedReviewer(ctx context.Context, claimID, agentID string, seats int, at, commitDeadline time.Time) error
 	ApplySealed(ctx context.Context, w SealedWrite) (applied bool, err error)
+	// AddCanaryReports keeps agentID's canary reports on claimID's pinned
+	// URLs at at, each replacing that agent's earlier report on its URL.
+	AddCanaryReports(ctx context.Context, claimID, agentID string, at time.Time, reports []dotlab.CanaryReport) error
 }
 
 // ErrCommitteeFull is AddSealedReviewer's refusal when the round's
@@ -407,6 +410,12 @@ type Reader interface {
 	// (SignedStatement.SHA256) signed with key keyID, as "<subject type>
 	// <subject id>" ("run run_…"); found is false when none did.
 	StatementUse(ctx context.Context, sha256, keyID string) (subject string, found bool, err error)
+	// LatestCanaryReports is the latest canary report on each pinned URL
+	// of claimID any agent reported on, by URL.
+	LatestCanaryReports(ctx context.Context, claimID string) ([]dotlab.CanaryReport, error)
+	// LastCanaryReport is when agentID last reported on claimID (found
+	// false: never).
+	LastCanaryReport(ctx context.Context, claimID, agentID string) (at time.Time, found bool, err error)
 	// SealedRound is claimID's current sealed round (found false: none).
 	SealedRound(ctx context.Context, claimID string) (r SealedRound, found bool, err error)
 	// AssignedSealed is the disputed claim whose current round holds a

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dotlab/dotlab/tlogfmt"
 	"golang.org/x/mod/sumdb/note"
@@ -133,7 +134,33 @@ SELECT head.size, taken.id, taken.type, taken.claim_id, taken.record_id, taken.b
 // waits for the batch; a pool smaller than minPoolForOwnConn is shared.
 // SQLite has its one writer connection.
 func (l *Log) beginBatch(ctx context.Context) (*sql.Tx, error) {
-	if n := l.w.Stats().MaxOpenConnections; l.dialect != Postgres || (n > 0 && n < minPoolForOwnConn) {
+	if l.dialect != Postgres {
+		return l.w.BeginTx(ctx, nil)
+	}
+	tx, err := l.beginPostgresBatch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A batch holds log_head's row, which every process's sequencing
+	// waits for: a process that hangs inside one (stopped, partitioned)
+	// must not stall the log for all. PostgreSQL ends a session idle in
+	// its transaction for BatchIdleTimeout, releasing the lock.
+	if _, err := tx.ExecContext(ctx, `SET LOCAL idle_in_transaction_session_timeout = `+fmt.Sprint(BatchIdleTimeout.Milliseconds())); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	return tx, nil
+}
+
+// BatchIdleTimeout is how long a PostgreSQL session may sit idle inside a
+// batch's transaction before the server ends it (and so releases
+// log_head's row for another process's sequencer).
+const BatchIdleTimeout = 5 * time.Second
+
+// beginPostgresBatch begins a batch's transaction on PostgreSQL, on the
+// batches' own connection when the pool is large enough.
+func (l *Log) beginPostgresBatch(ctx context.Context) (*sql.Tx, error) {
+	if n := l.w.Stats().MaxOpenConnections; n > 0 && n < minPoolForOwnConn {
 		return l.w.BeginTx(ctx, nil)
 	}
 	l.connMu.Lock()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/apiv1"
@@ -112,6 +113,34 @@ type claimView struct {
 	Plot        *plot
 	ClaimReview template.JS
 	Share       share
+	// Canary is one row per pinned input URL with its latest canary
+	// report (none: not checked yet).
+	Canary []canaryRow
+}
+
+// canaryRow is one pinned input URL of a claim and the latest canary
+// report on it (nil: no agent has checked it).
+type canaryRow struct {
+	Input  dotlab.PinnedInput
+	Report *dotlab.CanaryReport
+}
+
+// canaryRows pairs each pinned http(s) URL of m with its latest report.
+func canaryRows(m *dotlab.Manifest, reports []dotlab.CanaryReport) []canaryRow {
+	by := map[string]*dotlab.CanaryReport{}
+	for i := range reports {
+		by[reports[i].URL] = &reports[i]
+	}
+	var rows []canaryRow
+	seen := map[string]bool{}
+	for _, p := range m.PinnedInputs() {
+		if seen[p.URL] || !(strings.HasPrefix(p.URL, "http://") || strings.HasPrefix(p.URL, "https://")) {
+			continue
+		}
+		seen[p.URL] = true
+		rows = append(rows, canaryRow{Input: p, Report: by[p.URL]})
+	}
+	return rows
 }
 
 // share is what a claim page offers to paste elsewhere: the badge's URL and
@@ -186,6 +215,11 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	if v.ClaimReview, err = h.claimReviewJSON(c); err != nil {
 		return err
 	}
+	reports, err := h.store.LatestCanaryReports(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	v.Canary = canaryRows(c.Manifest, reports)
 	h.render(w, r, "claim", http.StatusOK, page{Title: c.ID + " " + c.Title, JSON: apiOf("/claims/" + c.ID), Data: v})
 	return nil
 }

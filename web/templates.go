@@ -50,6 +50,16 @@ func fingerprint(assets fs.FS) (string, error) {
 }
 
 var funcs = template.FuncMap{
+	// sealedCommitted counts the seats of a sealed round that committed.
+	"sealedCommitted": func(votes []dotlab.SealedVote) int {
+		n := 0
+		for _, v := range votes {
+			if v.CommittedAt != nil {
+				n++
+			}
+		}
+		return n
+	},
 	// iso renders a time for <time datetime>; the script shows it in the
 	// reader's zone, the text without scripts is UTC.
 	"iso": func(t any) string {

@@ -51,6 +51,9 @@ type Store interface {
 	// LatestSettled returns the limit (1-50) latest settled claims with
 	// their manifests, newest settled first (the Atom feed).
 	LatestSettled(ctx context.Context, limit int) ([]*dotlab.Claim, error)
+	// LatestCanaryReports is the latest canary report on each pinned URL
+	// of claimID, by URL (the claim page's "Do the inputs still serve?").
+	LatestCanaryReports(ctx context.Context, claimID string) ([]dotlab.CanaryReport, error)
 	dotlab.SummaryService
 	dotlab.ActivityService
 }

@@ -89,8 +89,8 @@ func newReviewCmd() *cobra.Command {
 		Long:  help("review"),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if rerun && vote != "" {
-				return errors.New("give --rerun or --vote, not both")
+			if err := cli.ReviewFlags(rerun, commit, reveal, vote != ""); err != nil {
+				return err
 			}
 			a, err := f.newAgent(cmd)
 			if err != nil {

@@ -60,6 +60,7 @@ func newRootCmd() *cobra.Command {
 		newDemoCmd(),
 		newVerifyCmd(),
 		newMCPCmd(),
+		cli.CanaryCmd(agent.LocalServer, serverUsage),
 	)
 	cli.UsageOnError(root)
 	return root

@@ -48,6 +48,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.LogOrigin, "log-origin", "", "the transparency log's origin and key name, e.g. dotlab.example.org/log (fixed at the first start; default a random dotlab.log/…)")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "where readers reach the pages, e.g. https://dotlab.example.org: the absolute links of /feed.atom, badges, JSON-LD and citations (default: relative links)")
 	f.StringArrayVar(&cfg.Witnesses, "witness", nil, "a c2sp.org/tlog-witness witness to send each new checkpoint to, as URL=VERIFIER_KEY (its cosignature/v1 key; repeatable); the cosigned checkpoints are served with the log")
+	cli.ArchiveFlags(cmd, &cfg.ArchiveDir, &cfg.Archive.MaxBlob, &cfg.Archive.PerClaim)
 	f.BoolVar(&cfg.AllowPrivateURLs, "allow-private-urls", false, "list manifests whose URLs name loopback or private addresses, plain http or git://, and take runs whose logs_uri is plain http or names such a host (a private deployment or the demo; its runners need --allow-private-urls too); link-local and cloud-metadata addresses, file:// and local paths are refused either way")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/dotlab/dotlab/internal/testing/oapiclient"
 	"github.com/dotlab/dotlab/internal/testing/oapidoc"
 	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/server"
 	"github.com/dotlab/dotlab/spec"
 	"github.com/dotlab/dotlab/sqlstore"
@@ -97,7 +98,8 @@ func (d *checkedDoer) uncalled() []string {
 func startServer(t *testing.T) string {
 	t.Helper()
 	return servertest.Start(t, server.Config{DB: sqlstoretest.URL(t, sqlstore.SQLite), Windows: dotlab.DefaultWindows,
-		SettleEvery: time.Second, Version: "oapiclient-test", AllowPrivateURLs: true}) + "/api/v1"
+		SettleEvery: time.Second, Version: "oapiclient-test", AllowPrivateURLs: true,
+		ArchiveDir: t.TempDir(), Archive: protocol.DefaultArchiveLimits()}) + "/api/v1"
 }
 
 // agent is a registered agent and a generated client sending its key.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Defines values for ActivityKind.
@@ -50,6 +51,27 @@ func (e ActivityKind) Valid() bool {
 	case ActivityKindRun:
 		return true
 	case ActivityKindVote:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CanaryReportStatus.
+const (
+	Dead      CanaryReportStatus = "dead"
+	Different CanaryReportStatus = "different"
+	Serving   CanaryReportStatus = "serving"
+)
+
+// Valid indicates whether the value is a known member of the CanaryReportStatus enum.
+func (e CanaryReportStatus) Valid() bool {
+	switch e {
+	case Dead:
+		return true
+	case Different:
+		return true
+	case Serving:
 		return true
 	default:
 		return false
@@ -707,6 +729,49 @@ type AgentProfile struct {
 	Votes    int     `json:"votes"`
 }
 
+// ArchivedInput The answer to an upload into the input archive.
+type ArchivedInput struct {
+	// Bytes The blob's length in bytes.
+	Bytes int64 `json:"bytes"`
+
+	// Sha256 SHA-256 as 64 lowercase hex characters
+	Sha256 SHA256 `json:"sha256"`
+
+	// Stored True when this upload stored it; false when the archive held it already.
+	Stored bool `json:"stored"`
+}
+
+// CanaryBody defines model for CanaryBody.
+type CanaryBody struct {
+	Reports []CanaryReport `json:"reports"`
+}
+
+// CanaryList defines model for CanaryList.
+type CanaryList struct {
+	Reports []CanaryReport `json:"reports"`
+}
+
+// CanaryReport One agent's check of one pinned URL (docs/protocol.md "Canary"). In a request only `url`, `status` and `detail`; the server adds `agent_id` and `reported_at`.
+type CanaryReport struct {
+	// AgentId Who reported (responses only).
+	AgentId *string `json:"agent_id,omitempty"`
+
+	// Detail Why, briefly: "HTTP 404", "sha256 <hex>", "connection refused".
+	Detail *string `json:"detail,omitempty"`
+
+	// ReportedAt When (responses only).
+	ReportedAt *time.Time `json:"reported_at,omitempty"`
+
+	// Status serving: the bytes hash to the pin (or, over the canary's hash limit, it answered 2xx); dead: it cannot be fetched (refused, DNS, 4xx, 5xx); different: other bytes.
+	Status CanaryReportStatus `json:"status"`
+
+	// Url A URL the claim's manifest pins (a dataset, helper, download or code archive).
+	Url string `json:"url"`
+}
+
+// CanaryReportStatus serving: the bytes hash to the pin (or, over the canary's hash limit, it answered 2xx); dead: it cannot be fetched (refused, DNS, 4xx, 5xx); different: other bytes.
+type CanaryReportStatus string
+
 // Challenge defines model for Challenge.
 type Challenge struct {
 	Agrees       bool   `json:"agrees"`
@@ -1159,6 +1224,9 @@ type ErrorError string
 
 // HashMap Name → SHA-256 (64 lowercase hex characters). Nullable where used, as `anyOf` with `{type: null}`.
 type HashMap map[string]SHA256
+
+// InputBytes The input's bytes, exactly as pinned.
+type InputBytes = openapi_types.File
 
 // Job defines model for Job.
 type Job struct {
@@ -2140,6 +2208,9 @@ type ClaimId = string
 // DisputeId Examples: DL-0001
 type DisputeId = string
 
+// InputSHA256 SHA-256 as 64 lowercase hex characters
+type InputSHA256 = SHA256
+
 // JobId Examples: DL-0001
 type JobId = string
 
@@ -2390,6 +2461,9 @@ type CreateChallengeJSONRequestBody = ChallengeBody
 
 // CreateClaimJSONRequestBody defines body for CreateClaim for application/json ContentType.
 type CreateClaimJSONRequestBody = ClaimSubmission
+
+// ReportClaimCanaryJSONRequestBody defines body for ReportClaimCanary for application/json ContentType.
+type ReportClaimCanaryJSONRequestBody = CanaryBody
 
 // CommitVoteJSONRequestBody defines body for CommitVote for application/json ContentType.
 type CommitVoteJSONRequestBody = CommitBody
@@ -2663,6 +2737,41 @@ type ClientInterface interface {
 	// Corresponds with GET /claims/{id} (the `GetClaim` operationId).
 	GetClaim(ctx context.Context, id ClaimId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetClaimCanary The latest canary report on each of the claim's pinned URLs
+	//
+	// Corresponds with GET /claims/{id}/canary (the `GetClaimCanary` operationId).
+	GetClaimCanary(ctx context.Context, id ClaimId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReportClaimCanaryWithBody Report whether the claim's pinned input URLs still serve the pinned bytes (any agent)
+	//
+	// docs/protocol.md "Canary": an agent that fetched the claim's pinned
+	// URLs from its own machine (`dotlab canary`) reports each as
+	// `serving`, `dead` or `different`. Any registered agent; one report
+	// per claim per agent per minute (429 otherwise); each URL one the
+	// manifest pins (http or https), once; `detail` at most 200 bytes,
+	// screened for secrets. Each report replaces the agent's earlier one
+	// on that URL. The answer is the latest report on each URL.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /claims/{id}/canary (the `ReportClaimCanary` operationId).
+	ReportClaimCanaryWithBody(ctx context.Context, id ClaimId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReportClaimCanary Report whether the claim's pinned input URLs still serve the pinned bytes (any agent)
+	//
+	// docs/protocol.md "Canary": an agent that fetched the claim's pinned
+	// URLs from its own machine (`dotlab canary`) reports each as
+	// `serving`, `dead` or `different`. Any registered agent; one report
+	// per claim per agent per minute (429 otherwise); each URL one the
+	// manifest pins (http or https), once; `detail` at most 200 bytes,
+	// screened for secrets. Each report replaces the agent's earlier one
+	// on that URL. The answer is the latest report on each URL.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /claims/{id}/canary (the `ReportClaimCanary` operationId).
+	ReportClaimCanary(ctx context.Context, id ClaimId, body ReportClaimCanaryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListChallenges A claim's challenges in the order they were posted
 	//
 	// Corresponds with GET /claims/{id}/challenges (the `ListChallenges` operationId).
@@ -2672,6 +2781,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /claims/{id}/events (the `GetClaimEvents` operationId).
 	GetClaimEvents(ctx context.Context, id ClaimId, params *GetClaimEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetClaimInput Read an archived input of the claim (an agent with a rerunning role)
+	//
+	// The archived bytes, to an agent holding the runner, challenger or
+	// reviewer role on the claim, or no role while it may challenge the
+	// run now (docs/protocol.md "Input archive"). A
+	// runner reads them only when the input's own URL cannot be fetched,
+	// and verifies them against the pin like any download: the server's
+	// copy is never trusted. HEAD answers the same without the body.
+	//
+	// Corresponds with GET /claims/{id}/inputs/{sha256} (the `GetClaimInput` operationId).
+	GetClaimInput(ctx context.Context, id ClaimId, sha256 InputSHA256, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutClaimInputWithBody Keep a verified input of the claim in the server's input archive (an agent with a rerunning role)
+	//
+	// docs/protocol.md "Input archive": an agent holding the runner,
+	// challenger or reviewer role on the claim (or no role while it may
+	// challenge the run now) uploads the bytes of one of
+	// the inputs its manifest pins (a dataset, helper, pinned download or
+	// the code archive) after verifying them. Checked before a byte is
+	// kept, cheap first: the key, the role, that `sha256` is one of the
+	// manifest's pins, the size against `--archive-max-blob` and what is
+	// left of the claim's `--archive-per-claim` quota; then the streamed
+	// body is hashed, and bytes that hash to anything else are refused
+	// (422) with nothing kept. The server never fetches a URL itself. A
+	// blob the archive holds already is answered 200 without reading the
+	// body. 404 also when the server keeps no archive.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /claims/{id}/inputs/{sha256} (the `PutClaimInput` operationId).
+	PutClaimInputWithBody(ctx context.Context, id ClaimId, sha256 InputSHA256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetClaimManifest The manifest exactly as submitted (byte for byte)
 	//
@@ -3315,6 +3456,71 @@ func (c *Client) GetClaim(ctx context.Context, id ClaimId, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
+// GetClaimCanary The latest canary report on each of the claim's pinned URLs
+//
+// Corresponds with GET /claims/{id}/canary (the `GetClaimCanary` operationId).
+func (c *Client) GetClaimCanary(ctx context.Context, id ClaimId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetClaimCanaryRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReportClaimCanaryWithBody Report whether the claim's pinned input URLs still serve the pinned bytes (any agent)
+//
+// docs/protocol.md "Canary": an agent that fetched the claim's pinned
+// URLs from its own machine (`dotlab canary`) reports each as
+// `serving`, `dead` or `different`. Any registered agent; one report
+// per claim per agent per minute (429 otherwise); each URL one the
+// manifest pins (http or https), once; `detail` at most 200 bytes,
+// screened for secrets. Each report replaces the agent's earlier one
+// on that URL. The answer is the latest report on each URL.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /claims/{id}/canary (the `ReportClaimCanary` operationId).
+func (c *Client) ReportClaimCanaryWithBody(ctx context.Context, id ClaimId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReportClaimCanaryRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReportClaimCanary Report whether the claim's pinned input URLs still serve the pinned bytes (any agent)
+//
+// docs/protocol.md "Canary": an agent that fetched the claim's pinned
+// URLs from its own machine (`dotlab canary`) reports each as
+// `serving`, `dead` or `different`. Any registered agent; one report
+// per claim per agent per minute (429 otherwise); each URL one the
+// manifest pins (http or https), once; `detail` at most 200 bytes,
+// screened for secrets. Each report replaces the agent's earlier one
+// on that URL. The answer is the latest report on each URL.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /claims/{id}/canary (the `ReportClaimCanary` operationId).
+func (c *Client) ReportClaimCanary(ctx context.Context, id ClaimId, body ReportClaimCanaryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReportClaimCanaryRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListChallenges A claim's challenges in the order they were posted
 //
 // Corresponds with GET /claims/{id}/challenges (the `ListChallenges` operationId).
@@ -3335,6 +3541,58 @@ func (c *Client) ListChallenges(ctx context.Context, id ClaimId, reqEditors ...R
 // Corresponds with GET /claims/{id}/events (the `GetClaimEvents` operationId).
 func (c *Client) GetClaimEvents(ctx context.Context, id ClaimId, params *GetClaimEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetClaimEventsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetClaimInput Read an archived input of the claim (an agent with a rerunning role)
+//
+// The archived bytes, to an agent holding the runner, challenger or
+// reviewer role on the claim, or no role while it may challenge the
+// run now (docs/protocol.md "Input archive"). A
+// runner reads them only when the input's own URL cannot be fetched,
+// and verifies them against the pin like any download: the server's
+// copy is never trusted. HEAD answers the same without the body.
+//
+// Corresponds with GET /claims/{id}/inputs/{sha256} (the `GetClaimInput` operationId).
+func (c *Client) GetClaimInput(ctx context.Context, id ClaimId, sha256 InputSHA256, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetClaimInputRequest(c.Server, id, sha256)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutClaimInputWithBody Keep a verified input of the claim in the server's input archive (an agent with a rerunning role)
+//
+// docs/protocol.md "Input archive": an agent holding the runner,
+// challenger or reviewer role on the claim (or no role while it may
+// challenge the run now) uploads the bytes of one of
+// the inputs its manifest pins (a dataset, helper, pinned download or
+// the code archive) after verifying them. Checked before a byte is
+// kept, cheap first: the key, the role, that `sha256` is one of the
+// manifest's pins, the size against `--archive-max-blob` and what is
+// left of the claim's `--archive-per-claim` quota; then the streamed
+// body is hashed, and bytes that hash to anything else are refused
+// (422) with nothing kept. The server never fetches a URL itself. A
+// blob the archive holds already is answered 200 without reading the
+// body. 404 also when the server keeps no archive.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /claims/{id}/inputs/{sha256} (the `PutClaimInput` operationId).
+func (c *Client) PutClaimInputWithBody(ctx context.Context, id ClaimId, sha256 InputSHA256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutClaimInputRequestWithBody(c.Server, id, sha256, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4479,6 +4737,87 @@ func NewGetClaimRequest(server string, id ClaimId) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetClaimCanaryRequest constructs an http.Request for the GetClaimCanary method
+func NewGetClaimCanaryRequest(server string, id ClaimId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/claims/%s/canary", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReportClaimCanaryRequest calls the generic ReportClaimCanary builder with application/json body
+func NewReportClaimCanaryRequest(server string, id ClaimId, body ReportClaimCanaryJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReportClaimCanaryRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewReportClaimCanaryRequestWithBody constructs an http.Request for the ReportClaimCanary method, with any body, and a specified content type
+func NewReportClaimCanaryRequestWithBody(server string, id ClaimId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/claims/%s/canary", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListChallengesRequest constructs an http.Request for the ListChallenges method
 func NewListChallengesRequest(server string, id ClaimId) (*http.Request, error) {
 	var err error
@@ -4570,6 +4909,90 @@ func NewGetClaimEventsRequest(server string, id ClaimId, params *GetClaimEventsP
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewGetClaimInputRequest constructs an http.Request for the GetClaimInput method
+func NewGetClaimInputRequest(server string, id ClaimId, sha256 InputSHA256) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sha256", sha256, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/claims/%s/inputs/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutClaimInputRequestWithBody constructs an http.Request for the PutClaimInput method, with any body, and a specified content type
+func NewPutClaimInputRequestWithBody(server string, id ClaimId, sha256 InputSHA256, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "sha256", sha256, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/claims/%s/inputs/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5977,6 +6400,43 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /claims/{id} (the `GetClaim` operationId).
 	GetClaimWithResponse(ctx context.Context, id ClaimId, reqEditors ...RequestEditorFn) (*GetClaimResponse, error)
 
+	// GetClaimCanaryWithResponse The latest canary report on each of the claim's pinned URLs
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /claims/{id}/canary (the `GetClaimCanary` operationId).
+	GetClaimCanaryWithResponse(ctx context.Context, id ClaimId, reqEditors ...RequestEditorFn) (*GetClaimCanaryResponse, error)
+
+	// ReportClaimCanaryWithBodyWithResponse Report whether the claim's pinned input URLs still serve the pinned bytes (any agent)
+	//
+	// docs/protocol.md "Canary": an agent that fetched the claim's pinned
+	// URLs from its own machine (`dotlab canary`) reports each as
+	// `serving`, `dead` or `different`. Any registered agent; one report
+	// per claim per agent per minute (429 otherwise); each URL one the
+	// manifest pins (http or https), once; `detail` at most 200 bytes,
+	// screened for secrets. Each report replaces the agent's earlier one
+	// on that URL. The answer is the latest report on each URL.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /claims/{id}/canary (the `ReportClaimCanary` operationId).
+	ReportClaimCanaryWithBodyWithResponse(ctx context.Context, id ClaimId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportClaimCanaryResponse, error)
+
+	// ReportClaimCanaryWithResponse Report whether the claim's pinned input URLs still serve the pinned bytes (any agent)
+	//
+	// docs/protocol.md "Canary": an agent that fetched the claim's pinned
+	// URLs from its own machine (`dotlab canary`) reports each as
+	// `serving`, `dead` or `different`. Any registered agent; one report
+	// per claim per agent per minute (429 otherwise); each URL one the
+	// manifest pins (http or https), once; `detail` at most 200 bytes,
+	// screened for secrets. Each report replaces the agent's earlier one
+	// on that URL. The answer is the latest report on each URL.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /claims/{id}/canary (the `ReportClaimCanary` operationId).
+	ReportClaimCanaryWithResponse(ctx context.Context, id ClaimId, body ReportClaimCanaryJSONRequestBody, reqEditors ...RequestEditorFn) (*ReportClaimCanaryResponse, error)
+
 	// ListChallengesWithResponse A claim's challenges in the order they were posted
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5990,6 +6450,40 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /claims/{id}/events (the `GetClaimEvents` operationId).
 	GetClaimEventsWithResponse(ctx context.Context, id ClaimId, params *GetClaimEventsParams, reqEditors ...RequestEditorFn) (*GetClaimEventsResponse, error)
+
+	// GetClaimInputWithResponse Read an archived input of the claim (an agent with a rerunning role)
+	//
+	// The archived bytes, to an agent holding the runner, challenger or
+	// reviewer role on the claim, or no role while it may challenge the
+	// run now (docs/protocol.md "Input archive"). A
+	// runner reads them only when the input's own URL cannot be fetched,
+	// and verifies them against the pin like any download: the server's
+	// copy is never trusted. HEAD answers the same without the body.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /claims/{id}/inputs/{sha256} (the `GetClaimInput` operationId).
+	GetClaimInputWithResponse(ctx context.Context, id ClaimId, sha256 InputSHA256, reqEditors ...RequestEditorFn) (*GetClaimInputResponse, error)
+
+	// PutClaimInputWithBodyWithResponse Keep a verified input of the claim in the server's input archive (an agent with a rerunning role)
+	//
+	// docs/protocol.md "Input archive": an agent holding the runner,
+	// challenger or reviewer role on the claim (or no role while it may
+	// challenge the run now) uploads the bytes of one of
+	// the inputs its manifest pins (a dataset, helper, pinned download or
+	// the code archive) after verifying them. Checked before a byte is
+	// kept, cheap first: the key, the role, that `sha256` is one of the
+	// manifest's pins, the size against `--archive-max-blob` and what is
+	// left of the claim's `--archive-per-claim` quota; then the streamed
+	// body is hashed, and bytes that hash to anything else are refused
+	// (422) with nothing kept. The server never fetches a URL itself. A
+	// blob the archive holds already is answered 200 without reading the
+	// body. 404 also when the server keeps no archive.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /claims/{id}/inputs/{sha256} (the `PutClaimInput` operationId).
+	PutClaimInputWithBodyWithResponse(ctx context.Context, id ClaimId, sha256 InputSHA256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutClaimInputResponse, error)
 
 	// GetClaimManifestWithResponse The manifest exactly as submitted (byte for byte)
 	//
@@ -7258,6 +7752,193 @@ func (r GetClaimResponse) ContentType() string {
 	return ""
 }
 
+// GetClaimCanaryResponse405Headers the declared response headers of an HTTP 405 response for GetClaimCanary
+type GetClaimCanaryResponse405Headers struct {
+	Allow *string
+}
+
+// GetClaimCanaryResponse429Headers the declared response headers of an HTTP 429 response for GetClaimCanary
+type GetClaimCanaryResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetClaimCanaryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CanaryList
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetClaimCanaryResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetClaimCanaryResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetClaimCanaryResponse) GetJSON200() *CanaryList {
+	return r.JSON200
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetClaimCanaryResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetClaimCanaryResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetClaimCanaryResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetClaimCanaryResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetClaimCanaryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetClaimCanaryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetClaimCanaryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetClaimCanaryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReportClaimCanaryResponse405Headers the declared response headers of an HTTP 405 response for ReportClaimCanary
+type ReportClaimCanaryResponse405Headers struct {
+	Allow *string
+}
+
+// ReportClaimCanaryResponse429Headers the declared response headers of an HTTP 429 response for ReportClaimCanary
+type ReportClaimCanaryResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ReportClaimCanaryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CanaryList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *ReportClaimCanaryResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReportClaimCanaryResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReportClaimCanaryResponse) GetJSON200() *CanaryList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReportClaimCanaryResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReportClaimCanaryResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r ReportClaimCanaryResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ReportClaimCanaryResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ReportClaimCanaryResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReportClaimCanaryResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReportClaimCanaryResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReportClaimCanaryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReportClaimCanaryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReportClaimCanaryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReportClaimCanaryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListChallengesResponse405Headers the declared response headers of an HTTP 405 response for ListChallenges
 type ListChallengesResponse405Headers struct {
 	Allow *string
@@ -7425,6 +8106,214 @@ func (r GetClaimEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetClaimEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetClaimInputResponse405Headers the declared response headers of an HTTP 405 response for GetClaimInput
+type GetClaimInputResponse405Headers struct {
+	Allow *string
+}
+
+// GetClaimInputResponse429Headers the declared response headers of an HTTP 429 response for GetClaimInput
+type GetClaimInputResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetClaimInputResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *GetClaimInputResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetClaimInputResponse429Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetClaimInputResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetClaimInputResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetClaimInputResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r GetClaimInputResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetClaimInputResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetClaimInputResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetClaimInputResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetClaimInputResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetClaimInputResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetClaimInputResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutClaimInputResponse405Headers the declared response headers of an HTTP 405 response for PutClaimInput
+type PutClaimInputResponse405Headers struct {
+	Allow *string
+}
+
+// PutClaimInputResponse429Headers the declared response headers of an HTTP 429 response for PutClaimInput
+type PutClaimInputResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PutClaimInputResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ArchivedInput
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ArchivedInput
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON405 the response for an HTTP 405 `application/json` response
+	JSON405 *MethodNotAllowed
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *PutClaimInputResponse405Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutClaimInputResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutClaimInputResponse) GetJSON200() *ArchivedInput {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutClaimInputResponse) GetJSON201() *ArchivedInput {
+	return r.JSON201
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutClaimInputResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutClaimInputResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutClaimInputResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON405 returns the response for an HTTP 405 `application/json` response
+func (r PutClaimInputResponse) GetJSON405() *MethodNotAllowed {
+	return r.JSON405
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutClaimInputResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PutClaimInputResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutClaimInputResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutClaimInputResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PutClaimInputResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutClaimInputResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutClaimInputResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutClaimInputResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10186,6 +11075,61 @@ func (c *ClientWithResponses) GetClaimWithResponse(ctx context.Context, id Claim
 	return ParseGetClaimResponse(rsp)
 }
 
+// GetClaimCanaryWithResponse The latest canary report on each of the claim's pinned URLs
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /claims/{id}/canary (the `GetClaimCanary` operationId).
+func (c *ClientWithResponses) GetClaimCanaryWithResponse(ctx context.Context, id ClaimId, reqEditors ...RequestEditorFn) (*GetClaimCanaryResponse, error) {
+	rsp, err := c.GetClaimCanary(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetClaimCanaryResponse(rsp)
+}
+
+// ReportClaimCanaryWithBodyWithResponse Report whether the claim's pinned input URLs still serve the pinned bytes (any agent)
+//
+// docs/protocol.md "Canary": an agent that fetched the claim's pinned
+// URLs from its own machine (`dotlab canary`) reports each as
+// `serving`, `dead` or `different`. Any registered agent; one report
+// per claim per agent per minute (429 otherwise); each URL one the
+// manifest pins (http or https), once; `detail` at most 200 bytes,
+// screened for secrets. Each report replaces the agent's earlier one
+// on that URL. The answer is the latest report on each URL.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /claims/{id}/canary (the `ReportClaimCanary` operationId).
+func (c *ClientWithResponses) ReportClaimCanaryWithBodyWithResponse(ctx context.Context, id ClaimId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportClaimCanaryResponse, error) {
+	rsp, err := c.ReportClaimCanaryWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReportClaimCanaryResponse(rsp)
+}
+
+// ReportClaimCanaryWithResponse Report whether the claim's pinned input URLs still serve the pinned bytes (any agent)
+//
+// docs/protocol.md "Canary": an agent that fetched the claim's pinned
+// URLs from its own machine (`dotlab canary`) reports each as
+// `serving`, `dead` or `different`. Any registered agent; one report
+// per claim per agent per minute (429 otherwise); each URL one the
+// manifest pins (http or https), once; `detail` at most 200 bytes,
+// screened for secrets. Each report replaces the agent's earlier one
+// on that URL. The answer is the latest report on each URL.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /claims/{id}/canary (the `ReportClaimCanary` operationId).
+func (c *ClientWithResponses) ReportClaimCanaryWithResponse(ctx context.Context, id ClaimId, body ReportClaimCanaryJSONRequestBody, reqEditors ...RequestEditorFn) (*ReportClaimCanaryResponse, error) {
+	rsp, err := c.ReportClaimCanary(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReportClaimCanaryResponse(rsp)
+}
+
 // ListChallengesWithResponse A claim's challenges in the order they were posted
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10210,6 +11154,52 @@ func (c *ClientWithResponses) GetClaimEventsWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseGetClaimEventsResponse(rsp)
+}
+
+// GetClaimInputWithResponse Read an archived input of the claim (an agent with a rerunning role)
+//
+// The archived bytes, to an agent holding the runner, challenger or
+// reviewer role on the claim, or no role while it may challenge the
+// run now (docs/protocol.md "Input archive"). A
+// runner reads them only when the input's own URL cannot be fetched,
+// and verifies them against the pin like any download: the server's
+// copy is never trusted. HEAD answers the same without the body.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /claims/{id}/inputs/{sha256} (the `GetClaimInput` operationId).
+func (c *ClientWithResponses) GetClaimInputWithResponse(ctx context.Context, id ClaimId, sha256 InputSHA256, reqEditors ...RequestEditorFn) (*GetClaimInputResponse, error) {
+	rsp, err := c.GetClaimInput(ctx, id, sha256, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetClaimInputResponse(rsp)
+}
+
+// PutClaimInputWithBodyWithResponse Keep a verified input of the claim in the server's input archive (an agent with a rerunning role)
+//
+// docs/protocol.md "Input archive": an agent holding the runner,
+// challenger or reviewer role on the claim (or no role while it may
+// challenge the run now) uploads the bytes of one of
+// the inputs its manifest pins (a dataset, helper, pinned download or
+// the code archive) after verifying them. Checked before a byte is
+// kept, cheap first: the key, the role, that `sha256` is one of the
+// manifest's pins, the size against `--archive-max-blob` and what is
+// left of the claim's `--archive-per-claim` quota; then the streamed
+// body is hashed, and bytes that hash to anything else are refused
+// (422) with nothing kept. The server never fetches a URL itself. A
+// blob the archive holds already is answered 200 without reading the
+// body. 404 also when the server keeps no archive.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /claims/{id}/inputs/{sha256} (the `PutClaimInput` operationId).
+func (c *ClientWithResponses) PutClaimInputWithBodyWithResponse(ctx context.Context, id ClaimId, sha256 InputSHA256, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutClaimInputResponse, error) {
+	rsp, err := c.PutClaimInputWithBody(ctx, id, sha256, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutClaimInputResponse(rsp)
 }
 
 // GetClaimManifestWithResponse The manifest exactly as submitted (byte for byte)
@@ -11631,6 +12621,181 @@ func ParseGetClaimResponse(rsp *http.Response) (*GetClaimResponse, error) {
 	return response, nil
 }
 
+// ParseGetClaimCanaryResponse parses an HTTP response from a GetClaimCanaryWithResponse call
+func ParseGetClaimCanaryResponse(rsp *http.Response) (*GetClaimCanaryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetClaimCanaryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CanaryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetClaimCanaryResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetClaimCanaryResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReportClaimCanaryResponse parses an HTTP response from a ReportClaimCanaryWithResponse call
+func ParseReportClaimCanaryResponse(rsp *http.Response) (*ReportClaimCanaryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReportClaimCanaryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CanaryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers ReportClaimCanaryResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReportClaimCanaryResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListChallengesResponse parses an HTTP response from a ListChallengesWithResponse call
 func ParseListChallengesResponse(rsp *http.Response) (*ListChallengesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11779,6 +12944,202 @@ func ParseGetClaimEventsResponse(rsp *http.Response) (*GetClaimEventsResponse, e
 		response.Headers405 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetClaimEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetClaimInputResponse parses an HTTP response from a GetClaimInputWithResponse call
+func ParseGetClaimInputResponse(rsp *http.Response) (*GetClaimInputResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetClaimInputResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers GetClaimInputResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetClaimInputResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutClaimInputResponse parses an HTTP response from a PutClaimInputWithResponse call
+func ParsePutClaimInputResponse(rsp *http.Response) (*PutClaimInputResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutClaimInputResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ArchivedInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ArchivedInput
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 405:
+		var headers PutClaimInputResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutClaimInputResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,12 +67,14 @@ func TestGeneratedClientLifecycle(t *testing.T) {
 	l.listClaim()
 	l.drawAndAccept()
 	l.declineAnother()
+	l.inputArchive()
 	l.labRoom()
 	l.publish()
 	l.challenge()
 	l.vote()
 	l.readBack()
 	l.readLog()
+	l.canary()
 	if missing := doer.uncalled(); len(missing) > 0 {
 		t.Errorf("operations the lifecycle never called: %v", missing)
 	}
@@ -471,4 +475,58 @@ func exactly(d oapiclient.Decimal, want string) bool {
 	a, ok1 := new(big.Rat).SetString(string(d))
 	b, ok2 := new(big.Rat).SetString(want)
 	return ok1 && ok2 && a.Cmp(b) == 0
+}
+
+// inputArchive: the claim's runner keeps its verified dataset in the
+// input archive (docs/protocol.md "Input archive"): other bytes are 422,
+// the pinned ones 201, read back 200; the submitter may not read them.
+func (l *lifecycle) inputArchive() {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "claims", "student-1908", "sleep.csv"))
+	l.check(err)
+	altered, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "claims", "demo-altered-data", "sleep.csv"))
+	l.check(err)
+	c := l.agents["runner"].c
+	pin := sqlstoretest.DataSHA256
+	bad, err := c.PutClaimInputWithBodyWithResponse(l.ctx, l.claim, pin, "application/octet-stream", bytes.NewReader(altered))
+	l.check(err)
+	status(l.t, "archive other bytes", bad, bad.Body, 422)
+	none, err := c.GetClaimInputWithResponse(l.ctx, l.claim, pin)
+	l.check(err)
+	status(l.t, "archive before upload", none, none.Body, 404)
+	put, err := c.PutClaimInputWithBodyWithResponse(l.ctx, l.claim, pin, "application/octet-stream", bytes.NewReader(data))
+	l.check(err)
+	status(l.t, "archive upload", put, put.Body, 201)
+	if put.JSON201.Sha256 != pin || put.JSON201.Bytes != int64(len(data)) || !put.JSON201.Stored {
+		l.t.Fatalf("archive upload: %s", put.Body)
+	}
+	got, err := c.GetClaimInputWithResponse(l.ctx, l.claim, pin)
+	l.check(err)
+	status(l.t, "archive read", got, got.Body, 200)
+	if !bytes.Equal(got.Body, data) {
+		l.t.Fatalf("the archive served other bytes")
+	}
+	denied, err := l.agents["submitter"].c.GetClaimInputWithResponse(l.ctx, l.claim, pin)
+	l.check(err)
+	status(l.t, "archive read by the submitter", denied, denied.Body, 403)
+}
+
+// canary: an agent reports the dataset's URL dead; anyone reads the
+// latest report per URL; a URL the manifest does not pin is 422.
+func (l *lifecycle) canary() {
+	c := l.agents["helper"].c
+	detail := "connection refused"
+	bad, err := c.ReportClaimCanaryWithResponse(l.ctx, l.claim, oapiclient.CanaryBody{Reports: []oapiclient.CanaryReport{
+		{Url: "https://elsewhere.example.org/x.csv", Status: oapiclient.Dead}}})
+	l.check(err)
+	status(l.t, "canary on an unpinned URL", bad, bad.Body, 422)
+	r, err := c.ReportClaimCanaryWithResponse(l.ctx, l.claim, oapiclient.CanaryBody{Reports: []oapiclient.CanaryReport{
+		{Url: "https://data.example.org/sleep.csv", Status: oapiclient.Dead, Detail: &detail}}})
+	l.check(err)
+	status(l.t, "canary", r, r.Body, 200)
+	got, err := l.anon.GetClaimCanaryWithResponse(l.ctx, l.claim)
+	l.check(err)
+	status(l.t, "canary read", got, got.Body, 200)
+	if rs := got.JSON200.Reports; len(rs) != 1 || rs[0].Status != oapiclient.Dead || rs[0].AgentId == nil || *rs[0].AgentId != l.agents["helper"].id {
+		l.t.Fatalf("canary reports: %s", got.Body)
+	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -87,4 +88,18 @@ func ConnFlags(f *pflag.FlagSet, c *server.ConnLimits) {
 	f.IntVar(&c.IdlePerAddr, "conn-idle-per-addr", c.IdlePerAddr, "of them idle at once: no request yet, or between keep-alive requests (0 disables)")
 	f.DurationVar(&c.HeaderTimeout, "header-timeout", c.HeaderTimeout, "close a connection that has not sent a request header within this long")
 	f.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "close a keep-alive connection idle this long")
+}
+
+// ReviewFlags checks `dotlab review`'s flag combination: --rerun or
+// --vote, not both; --commit needs one of them; --reveal stands alone.
+func ReviewFlags(rerun, commit, reveal, vote bool) error {
+	switch {
+	case rerun && vote:
+		return errors.New("give --rerun or --vote, not both")
+	case reveal && (rerun || vote || commit):
+		return errors.New("--reveal reveals the votes committed before and stops: give it alone")
+	case commit && !rerun && !vote:
+		return errors.New("--commit commits to a vote: give --vote runner|challenger --rationale TEXT, or --rerun")
+	}
+	return nil
 }

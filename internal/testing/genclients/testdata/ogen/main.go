@@ -179,11 +179,11 @@ func runBody(claim api.ClaimDetail, values map[string]string) (api.OptNilHashMap
 	return api.NewOptNilHashMap(in), api.NewOptRunEnvironment(env), api.NewOptNilRunComparisonArray(cs)
 }
 
-func (d *driver) publish(claim api.ClaimDetail, values map[string]string, outcome api.RunBodyOutcome) api.Run {
+func (d *driver) publish(claim api.ClaimDetail, values map[string]string, outcome api.RunBodyOutcome) api.PublishedRun {
 	in, env, cs := runBody(claim, values)
 	body := &api.RunBody{JobID: claim.ID, InputHashes: in, OutputHashes: api.NewOptNilHashMap(api.HashMap{}),
 		Environment: env, Comparisons: cs, Outcome: outcome}
-	return as[*api.RunHeaders](d.agents["runner"].c.PublishRun(d.ctx, body)).Response
+	return as[*api.PublishedRunHeaders](d.agents["runner"].c.PublishRun(d.ctx, body)).Response
 }
 
 // firstEvent opens the room's live stream (raw: x-ogen-raw-response) and
