@@ -58,6 +58,11 @@ type Options struct {
 	// NoLog switches the transparency log off: records are written without
 	// entries (benchmarks compare the two; a server always logs).
 	NoLog bool
+	// NotifyInTx (PostgreSQL) sends announcements with pg_notify inside
+	// each write transaction instead of through the outbox (outbox.go):
+	// the path before the outbox, kept for benchmarks to compare (its
+	// notifying commits happen one at a time). A server never sets it.
+	NotifyInTx bool
 	// UniqueNames refuses a new agent whose name has the confusables
 	// skeleton of an existing agent's (NameSkeleton; 409 duplicate), and
 	// gives agents registered without one theirs at Open. `dotlab serve`
@@ -86,9 +91,11 @@ type DB struct {
 	logTx sync.Map      // *sql.Tx → true: the transaction appended to the log
 
 	uniqueNames bool // Options.UniqueNames
+	inTxNotify  bool // Options.NotifyInTx
 
 	schema schemaCheck // SchemaVersion's goose provider (ready.go)
 	notes  *announcer  // subscribers and pending announcements (notify.go)
+	relay  *outbox     // PostgreSQL: the outbox's relay (outbox.go); nil on SQLite
 }
 
 // Open opens the database named by dbURL — "sqlite:PATH" (e.g.
@@ -103,7 +110,7 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 		opt.Windows = dotlab.DefaultWindows
 	}
 	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: bytecache.New[*dotlab.Manifest](maxCachedManifestBytes), auth: map[string]authEntry{}, notes: newAnnouncer(),
-		uniqueNames: opt.UniqueNames}
+		uniqueNames: opt.UniqueNames, inTxNotify: opt.NotifyInTx}
 	var err error
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
@@ -121,6 +128,9 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if db.dialect == Postgres {
+		db.relay = startOutbox(db.w, db.notes.channel)
 	}
 	if db.uniqueNames {
 		if err := db.backfillNameSkeletons(ctx); err != nil {
@@ -266,6 +276,7 @@ func (db *DB) Dialect() Dialect { return db.dialect }
 func (db *DB) Close() error {
 	var errs []error
 	db.notes.close()
+	db.relay.close()
 	if db.log != nil {
 		errs = append(errs, db.log.Close())
 	}
@@ -295,9 +306,9 @@ func (db *DB) Windows() dotlab.Windows { return db.windows }
 // tx runs fn in a write transaction and commits it, or rolls back on error
 // (so no half-written record is ever left). For SQLite the transaction takes
 // the write lock at BEGIN (_txlock=immediate). The changes fn announced
-// (db.announce) are sent with pg_notify before the commit (PostgreSQL
-// delivers them on commit) and delivered to this process's subscribers
-// after it; a rolled-back transaction announces nothing (notify.go). A
+// (db.announce) are written into the outbox before the commit (PostgreSQL),
+// delivered to this process's subscribers after it, and relayed to the
+// other processes by the outbox's relay, which the commit pokes (outbox.go); a rolled-back transaction announces nothing (notify.go). A
 // transaction that logged waits after its commit for the log's sequencer
 // (awaitLog).
 func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
@@ -318,6 +329,9 @@ func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		db.logTx.Delete(tx)
 		return err
+	}
+	if len(changes) > 0 {
+		db.relay.kick()
 	}
 	db.notes.deliver(changes...)
 	db.awaitLog(ctx, tx)

@@ -165,7 +165,7 @@ func TestMigrationKeepsEarlierLogs(t *testing.T) {
 			db.Close()
 
 			raw, dialect := rawDB(t, engine, url)
-			p, err := goose.NewProvider(dialect, raw, os.DirFS("migrations"))
+			p, err := goose.NewProvider(dialect, raw, os.DirFS("migrations"), goose.WithGoMigrations(sqlstore.OutboxMigration(engine)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,9 +23,10 @@ import (
 //
 //   - to this process's subscribers (Subscribe) right after the commit, on
 //     both engines, so that this process never serves its own write stale;
-//   - on PostgreSQL also by pg_notify inside the transaction, which
-//     PostgreSQL delivers on commit to every session listening on the
-//     store's channel: one dedicated connection per process (listener),
+//   - on PostgreSQL also through the outbox: the transaction INSERTs them
+//     into notify_outbox, and after the commit a relay (outbox.go) sends
+//     them with pg_notify, a batch at a time, to every session listening
+//     on the store's channel: one dedicated connection per process (listener),
 //     which reconnects when it fails and then announces a resync (the zero
 //     dotlab.Change), since notifications sent while it was away are lost.
 //
@@ -152,18 +153,33 @@ func (a *announcer) takePending(tx *sql.Tx) []dotlab.Change {
 	return list
 }
 
-// notifyInTx sends tx's announcements with pg_notify inside tx (PostgreSQL
-// delivers them on commit, never on rollback); SQLite has nothing to send.
+// notifyInTx writes tx's announcements into the outbox inside tx
+// (PostgreSQL; outbox.go): they are relayed to pg_notify after the commit,
+// and a rolled-back transaction leaves none. SQLite has nothing to send.
 func (db *DB) notifyInTx(ctx context.Context, tx *sql.Tx, list []dotlab.Change) error {
-	if db.dialect != Postgres {
+	if db.dialect != Postgres || len(list) == 0 {
 		return nil
 	}
-	for _, ch := range list {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, db.notes.channel, payload(ch)); err != nil {
-			return err
+	if db.inTxNotify {
+		for _, ch := range list {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, db.notes.channel, payload(ch)); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	return nil
+	var q strings.Builder
+	q.WriteString(`INSERT INTO notify_outbox (payload) VALUES `)
+	args := make([]any, len(list))
+	for i, ch := range list {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("($" + strconv.Itoa(i+1) + ")")
+		args[i] = payload(ch)
+	}
+	_, err := tx.ExecContext(ctx, q.String(), args...)
+	return err
 }
 
 // deliver calls every subscriber with each change, in order.
@@ -206,6 +222,17 @@ func parsePayload(s string) dotlab.Change {
 		}
 	}
 	return dotlab.Change{}
+}
+
+// parsePayloads decodes a notification of newline-separated payloads (the
+// outbox's relay combines a batch's; outbox.go).
+func parsePayloads(s string) []dotlab.Change {
+	parts := strings.Split(s, "\n")
+	list := make([]dotlab.Change, len(parts))
+	for i, p := range parts {
+		list[i] = parsePayload(p)
+	}
+	return list
 }
 
 // channelFor is the notification channel of the store in schema: channels
@@ -299,7 +326,7 @@ func (a *announcer) relay(ctx context.Context, conn *pgx.Conn) error {
 		cancel()
 		switch {
 		case err == nil:
-			a.deliver(parsePayload(n.Payload))
+			a.deliver(parsePayloads(n.Payload)...)
 			continue
 		case ctx.Err() != nil:
 			return ctx.Err()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -299,5 +300,142 @@ func TestListenerReconnects(t *testing.T) {
 	}
 	if !rec.wait(c.ID, false, 5*time.Second) {
 		t.Fatal("a change after the reconnect was not delivered")
+	}
+}
+
+// TestOutboxLeftByDeadProcess: announcements a process committed into the
+// outbox and never relayed (it died between its commit and its relay) reach
+// another process's subscriber by that process's periodic relay, within
+// twice RelayEvery (and 2 s at most on a loaded machine); nothing is left
+// in the outbox. A live process's own write reaches the other process too.
+func TestOutboxLeftByDeadProcess(t *testing.T) {
+	ctx := context.Background()
+	u := sqlstoretest.URL(t, sqlstore.Postgres)
+	dead, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	live, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	rec := record(live)
+	waitListening(t, live)
+	raw, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	dead.StopRelay()
+	sub := mustAgent(t, dead, "submitter")
+	var ids []string
+	for i := range 5 {
+		c, err := sqlstoretest.Protocol(dead).CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "left in the outbox "+string(rune('a'+i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	var left int
+	if err := raw.QueryRow(`SELECT count(*) FROM notify_outbox`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, id := range ids {
+		if !rec.wait(id, false, 2*time.Second) {
+			t.Fatalf("claim %s, left in the outbox (%d rows right after the commits), not delivered in 2 s", id, left)
+		}
+	}
+	took := time.Since(start)
+	t.Logf("%d outbox rows left by the dead process delivered in %s", left, took)
+	if !testing.Short() && took > 2*sqlstore.RelayEvery+500*time.Millisecond {
+		t.Errorf("delivered in %s, want within about 2 x %s", took, sqlstore.RelayEvery)
+	}
+	var after int
+	if err := raw.QueryRow(`SELECT count(*) FROM notify_outbox`).Scan(&after); err != nil || after != 0 {
+		t.Fatalf("outbox after the relay: %d rows (%v), want 0", after, err)
+	}
+	// A live writer relays its own right after its commit, to the other
+	// process's listener.
+	other := record(dead)
+	waitListening(t, dead)
+	c, err := sqlstoretest.Protocol(live).CreateClaim(ctx, mustAgent(t, live, "second").ID, sqlstoretest.NewClaim(t, "relayed at once"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !other.wait(c.ID, false, 2*time.Second) {
+		t.Fatal("the live process's write not delivered to the other process")
+	}
+}
+
+// TestOutboxRelaysLargeBatches: 1,200 outbox rows, the longest payloads a
+// claim id allows among them, are relayed in batches whose combined
+// notifications stay under PostgreSQL's 8000-byte limit (pg_notify refuses
+// longer ones, and the rows would stay), every one delivered and the outbox
+// left empty.
+func TestOutboxRelaysLargeBatches(t *testing.T) {
+	ctx := context.Background()
+	u := sqlstoretest.URL(t, sqlstore.Postgres)
+	db, err := sqlstore.Open(ctx, u, sqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mu sync.Mutex
+	got := map[dotlab.Change]bool{}
+	db.Subscribe(func(ch dotlab.Change) {
+		mu.Lock()
+		got[ch] = true
+		mu.Unlock()
+	})
+	waitListening(t, db)
+	raw, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	want := map[dotlab.Change]bool{}
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1200 {
+		ch := dotlab.Change{ClaimID: fmt.Sprintf("DL-%018d", 100000000000000000+i), Room: true, MessageSeq: 9223372036854775807 - int64(i)}
+		p := fmt.Sprintf("r:%s:%d", ch.ClaimID, ch.MessageSeq)
+		if i%2 == 0 {
+			ch = dotlab.Change{ClaimID: fmt.Sprintf("DL-%04d", i)}
+			p = "c:" + ch.ClaimID
+		}
+		want[ch] = true
+		if _, err := tx.Exec(`INSERT INTO notify_outbox (payload) VALUES ($1)`, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := 0
+		for ch := range want {
+			if got[ch] {
+				n++
+			}
+		}
+		mu.Unlock()
+		if n == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d outbox rows delivered in 5 s", n, len(want))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var left int
+	if err := raw.QueryRow(`SELECT count(*) FROM notify_outbox`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("outbox after the relay: %d rows (%v), want 0", left, err)
 	}
 }

@@ -29,7 +29,7 @@ func (db *DB) gooseProvider(pool *sql.DB, opts ...goose.ProviderOption) (*goose.
 	if err != nil {
 		return nil, err
 	}
-	return goose.NewProvider(dialect, pool, sub, opts...)
+	return goose.NewProvider(dialect, pool, sub, append(opts, goose.WithGoMigrations(outboxMigration(db.dialect)))...)
 }
 
 // SchemaVersion returns the migration version the database is at (the

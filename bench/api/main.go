@@ -72,6 +72,8 @@ type config struct {
 	skipWrites  bool
 	skipReads   bool
 	writeRate   float64
+	notifyInTx  bool // -notify-in-tx
+	outboxPairs int  // -outbox-pairs
 	balancer    bool
 	dotlab      string
 	pool        int
@@ -100,6 +102,8 @@ func main() {
 	flag.BoolVar(&c.lbLog, "lb-log", false, "-balancer: keep HAProxy's request log on (one line a request to a file, as the cluster tests have it)")
 	flag.BoolVar(&c.pgWaits, "pg-waits", false, "sample pg_stat_activity during each write row and print where the backends' time goes (PostgreSQL)")
 	flag.Float64Var(&c.writeRate, "write-rate", 0, "pace the API write row at this many cycles/s in all (0: back to back, as fast as it goes); for latency below saturation, no ratio")
+	flag.BoolVar(&c.notifyInTx, "notify-in-tx", false, "PostgreSQL: the API write row announces with pg_notify inside each write transaction (the path before the outbox, sqlstore.Options.NotifyInTx)")
+	flag.IntVar(&c.outboxPairs, "outbox-pairs", 0, "PostgreSQL, with the write rows: then run the API write row 2N more times, with the outbox and with pg_notify in each write tx, in the order ABBA ABBA (a changing load weighs on both alike)")
 	flag.Parse()
 	c.engine = sqlstore.Dialect(db)
 	c.d = c.d.Round(time.Second)
@@ -157,6 +161,13 @@ func run(c config) error {
 			return err
 		}
 		rows = append(rows, w...)
+		if c.outboxPairs > 0 && c.engine == sqlstore.Postgres {
+			p, err := outboxPairs(ctx, c, st, leaks, c.outboxPairs)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, p...)
+		}
 	}
 	if c.balancer {
 		b, err := balancerRows(ctx, c, st)
@@ -279,13 +290,25 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 		return nil, nil, err
 	}
 
-	realW, err := apiWrites(ctx, c, st, leaks, "writes_api", sqlstore.Options{}, profilePath(c.profile, "writes.pprof"), c.writeRate)
+	realW, err := apiWrites(ctx, c, st, leaks, "writes_api", sqlstore.Options{NotifyInTx: c.notifyInTx}, profilePath(c.profile, "writes.pprof"), c.writeRate)
 	if err != nil {
 		return nil, nil, err
 	}
-	var noLogW result
+	var inTxW result
+	inTx := c.engine == sqlstore.Postgres && c.writeRate == 0 && !c.notifyInTx
+	if inTx { // the same minutes: the outbox against pg_notify in every write transaction
+		if inTxW, err = apiWrites(ctx, c, st, leaks, "writes_api_notify_in_tx", sqlstore.Options{NotifyInTx: true}, "", 0); err != nil {
+			return nil, nil, err
+		}
+	}
+	var noLogW, noLogInTxW result
 	if c.writeRate == 0 {
-		if noLogW, err = apiWrites(ctx, c, st, leaks, "writes_api_nolog", sqlstore.Options{NoLog: true}, "", 0); err != nil {
+		if noLogW, err = apiWrites(ctx, c, st, leaks, "writes_api_nolog", sqlstore.Options{NoLog: true, NotifyInTx: c.notifyInTx}, "", 0); err != nil {
+			return nil, nil, err
+		}
+	}
+	if inTx {
+		if noLogInTxW, err = apiWrites(ctx, c, st, leaks, "writes_api_nolog_notify_in_tx", sqlstore.Options{NoLog: true, NotifyInTx: true}, "", 0); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -298,10 +321,17 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	}
 	r := ratio(realW.rate(), bareW.rate())
 	ok := r >= writeTarget
-	return append(rows, row{name: fmt.Sprintf("next+accept+runs (%s)", c.engine), r: realW, unit: "cycles/s",
+	if inTx {
+		rows = append(rows, row{name: "next+accept+runs, pg_notify in each write tx (no outbox)", r: inTxW, unit: "cycles/s", ratio: ratio(inTxW.rate(), bareW.rate()), target: "vs bare loop"})
+	}
+	rows = append(rows, row{name: fmt.Sprintf("next+accept+runs (%s)", c.engine), r: realW, unit: "cycles/s",
 		ratio: r, target: fmt.Sprintf(">= %.1fx", writeTarget), met: &ok},
 		row{name: "  the same, vs the bare loop + log entries", r: realW, unit: "cycles/s", ratio: ratio(realW.rate(), bareLogW.rate()), target: "(no target)"},
-		row{name: "next+accept+runs, logging off (NoLog)", r: noLogW, unit: "cycles/s", ratio: ratio(noLogW.rate(), bareW.rate()), target: "vs bare loop"}), realW.perKind, nil
+		row{name: "next+accept+runs, logging off (NoLog)", r: noLogW, unit: "cycles/s", ratio: ratio(noLogW.rate(), bareW.rate()), target: "vs bare loop"})
+	if inTx {
+		rows = append(rows, row{name: "  logging off, pg_notify in each write tx (no outbox)", r: noLogInTxW, unit: "cycles/s", ratio: ratio(noLogInTxW.rate(), bareW.rate()), target: "vs bare loop"})
+	}
+	return rows, realW.perKind, nil
 }
 
 // apiWrites runs the real write load against the API (in this process) on
@@ -329,6 +359,9 @@ func apiWrites(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	label := "real API"
 	if opt.NoLog {
 		label += ", logging off"
+	}
+	if opt.NotifyInTx {
+		label += ", pg_notify in the write tx"
 	}
 	fmt.Printf("  %s …\n", label)
 	stopProfile, err := startProfile(profile)
