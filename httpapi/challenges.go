@@ -10,7 +10,7 @@ import (
 // handleCreateChallenge is POST /challenges: a rerun that disagrees with
 // (or confirms) a published run.
 func (s *Server) handleCreateChallenge(w http.ResponseWriter, r *http.Request) error {
-	return postRecord(s, w, r, s.store.CreateChallenge, func(ch *dotlab.Challenge) (string, string, any) { return ch.ClaimID, "", nil })
+	return postRecord(s, w, r, nil, s.store.CreateChallenge, func(ch *dotlab.Challenge) (string, string, any) { return ch.ClaimID, "", nil })
 }
 
 // handleChallenges is GET /claims/{id}/challenges, in the order posted.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -11,9 +12,55 @@ import (
 
 // handlePublishRun is POST /runs: the official run of the caller's job.
 func (s *Server) handlePublishRun(w http.ResponseWriter, r *http.Request) error {
-	return postRecord(s, w, r, s.store.PublishRun, func(run *dotlab.Run) (string, string, any) {
+	early := func(raw []byte) error {
+		if len(raw) <= earlyRoleBytes {
+			return nil
+		}
+		if job, ok := peekJobID(raw); ok {
+			return s.store.MayPublishRun(r.Context(), agentFrom(r).ID, job)
+		}
+		return nil
+	}
+	return postRecord(s, w, r, early, s.store.PublishRun, func(run *dotlab.Run) (string, string, any) {
 		return run.ClaimID, apiv1.RunURL(run.ID), apiv1.PublishedRun{Run: run, WellLogged: wellLogged(run)}
 	})
+}
+
+// earlyRoleBytes: a run body longer than this is checked for its caller's
+// role on its job_id before it is decoded whole (decoding a megabyte
+// strictly costs about 20 ms of CPU and 8 MiB; docs/threat-model.md "Work
+// before the right to act"). Smaller bodies are decoded first, so that one
+// 422 lists every problem they have (docs/protocol.md §5).
+const earlyRoleBytes = 64 << 10
+
+// peekJobID reads the top-level "job_id" string of a JSON object body
+// without decoding the rest (each other value is skipped as raw bytes);
+// ok is false when the body is not such an object or names a job_id that
+// is not a claim id (the strict decoding then says why).
+func peekJobID(raw []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		key, isKey := t.(string)
+		if err != nil || !isKey {
+			return "", false
+		}
+		if key == "job_id" {
+			var id string
+			if dec.Decode(&id) != nil || !dotlab.ValidClaimID(id) {
+				return "", false
+			}
+			return id, true
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // wellLogged is how the run counts as well logged in its runner's standing
@@ -30,15 +77,24 @@ func wellLogged(run *dotlab.Run) string {
 }
 
 // postRecord is the POST pipeline of a record on a claim (a run, a
-// challenge): the body decoded strictly, with its bytes as sent; the
+// challenge): the body read, early's cheap check of its raw bytes (nil:
+// none), then the body decoded strictly, with its bytes as sent; the
 // protocol's step; the claim's live streams woken; 201 with the record,
 // and its Location when where gives one (where: the record's claim, its
 // URL and the answer to send, nil for the record itself).
-func postRecord[B, R any](s *Server, w http.ResponseWriter, r *http.Request, step func(context.Context, *dotlab.Agent, *B, []byte) (R, error),
-	where func(R) (claimID, location string, answer any)) error {
-	var b B
-	raw, err := s.readRawBody(w, r, &b)
+func postRecord[B, R any](s *Server, w http.ResponseWriter, r *http.Request, early func(raw []byte) error,
+	step func(context.Context, *dotlab.Agent, *B, []byte) (R, error), where func(R) (claimID, location string, answer any)) error {
+	raw, err := s.readAll(w, r)
 	if err != nil {
+		return err
+	}
+	if early != nil {
+		if err := early(raw); err != nil {
+			return err
+		}
+	}
+	var b B
+	if err := s.decode(raw, &b); err != nil {
 		return err
 	}
 	rec, err := step(r.Context(), agentFrom(r), &b, raw)

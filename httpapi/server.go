@@ -59,6 +59,7 @@ type service interface {
 	CheckJobLogs(ctx context.Context, agentID, claimID, sha256 string) (*dotlab.Run, error)
 	JobLogs(ctx context.Context, claimID string) ([]byte, error)
 	MayPutOutputListing(ctx context.Context, agentID, claimID string) error
+	MayPublishRun(ctx context.Context, agentID, claimID string) error
 	PutOutputListing(ctx context.Context, agentID, claimID string, data []byte) (*dotlab.OutputListing, error)
 	OutputListing(ctx context.Context, recordID string) ([]byte, error)
 	CheckPutInput(ctx context.Context, agentID, claimID, sha256 string, size int64) error

@@ -155,6 +155,22 @@ func (s *Service) mayPublish(ctx context.Context, c *dotlab.Claim, agentID strin
 	return nil
 }
 
+// MayPublishRun is PublishRun's role check alone, for the HTTP edge to
+// make before it decodes a large run body (docs/threat-model.md "The public
+// edge": who before size and shape): nil when agentID is claimID's runner
+// now, else PublishRun's own refusal (ENOTFOUND for an unknown claim,
+// ENOTOFFERED from notYourJob). State and deadline are PublishRun's.
+func (s *Service) MayPublishRun(ctx context.Context, agentID, claimID string) error {
+	c, err := s.findClaim(ctx, claimID)
+	if err != nil {
+		return err
+	}
+	if c.RunnerID != agentID || c.State == dotlab.StateFunded {
+		return s.notYourJob(ctx, c, agentID)
+	}
+	return nil
+}
+
 // notYourJob is the ENOTOFFERED (409) answer to agentID publishing on c
 // when it is not c's runner now, from its latest job on c: offered and not
 // accepted yet (accept first, POST /jobs/{id}/accept); abandoned (its

@@ -244,7 +244,7 @@ func TestAdvConcurrentListingUploadsBounded(t *testing.T) {
 	}
 }
 
-// TestAdvRunBodyDecodedBeforeRole (finding): POST /runs with 1 MiB of
+// TestAdvRunBodyDecodedBeforeRole (finding, fixed): POST /runs with 1 MiB of
 // notes from an agent that is not the job's runner is decoded whole and
 // strictly before protocol.PublishRun checks the job's runner: about 8 MiB
 // allocated and 13-24 ms of CPU per refusal (least of five past 20 ms in
@@ -261,10 +261,10 @@ func TestAdvRunBodyDecodedBeforeRole(t *testing.T) {
 	if status < 400 || status >= 500 {
 		t.Fatalf("status %d, want a refusal", status)
 	}
-	// Not fixed (docs/threat-model.md "The public edge"): the body is decoded
-	// whole before the runner check, about 8 MiB for 1 MiB of notes; this
-	// bound keeps it from growing further.
-	if alloc > 12<<20 {
+	// Fixed: a run body over 64 KiB is checked for its caller's role on its
+	// job_id before it is decoded whole (httpapi/runs.go peekJobID); it
+	// was about 8 MiB and 13-24 ms for 1 MiB of notes.
+	if alloc > 4<<20 {
 		t.Errorf("a 1 MiB run body refused for its role allocated %.1f MiB: check the runner before decoding the whole body", float64(alloc)/(1<<20))
 	}
 }
