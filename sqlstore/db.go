@@ -63,6 +63,12 @@ type Options struct {
 	// the path before the outbox, kept for benchmarks to compare (its
 	// notifying commits happen one at a time). A server never sets it.
 	NotifyInTx bool
+	// AwaitLog makes every write that logged wait after its commit (at
+	// most 2 s) for the batch that integrates its entries, so that its
+	// answer comes after its entry is in the checkpoint: the path before
+	// writes answered at their commit (docs/verification.md §2
+	// "Sequencing"), kept for benchmarks to compare. A server never sets it.
+	AwaitLog bool
 	// UniqueNames refuses a new agent whose name has the confusables
 	// skeleton of an existing agent's (NameSkeleton; 409 duplicate), and
 	// gives agents registered without one theirs at Open. `dotlab serve`
@@ -92,6 +98,7 @@ type DB struct {
 
 	uniqueNames bool // Options.UniqueNames
 	inTxNotify  bool // Options.NotifyInTx
+	awaitsLog   bool // Options.AwaitLog
 
 	schema schemaCheck // SchemaVersion's goose provider (ready.go)
 	notes  *announcer  // subscribers and pending announcements (notify.go)
@@ -110,7 +117,7 @@ func Open(ctx context.Context, dbURL string, opt Options) (*DB, error) {
 		opt.Windows = dotlab.DefaultWindows
 	}
 	db := &DB{clock: opt.Clock, windows: opt.Windows, manifests: bytecache.New[*dotlab.Manifest](maxCachedManifestBytes), auth: map[string]authEntry{}, notes: newAnnouncer(),
-		uniqueNames: opt.UniqueNames, inTxNotify: opt.NotifyInTx}
+		uniqueNames: opt.UniqueNames, inTxNotify: opt.NotifyInTx, awaitsLog: opt.AwaitLog}
 	var err error
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
@@ -309,8 +316,8 @@ func (db *DB) Windows() dotlab.Windows { return db.windows }
 // (db.announce) are written into the outbox before the commit (PostgreSQL),
 // delivered to this process's subscribers after it, and relayed to the
 // other processes by the outbox's relay, which the commit pokes (outbox.go); a rolled-back transaction announces nothing (notify.go). A
-// transaction that logged waits after its commit for the log's sequencer
-// (awaitLog).
+// transaction that logged wakes the log's sequencer after its commit and
+// answers without waiting for its batch (committedLog).
 func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -334,7 +341,7 @@ func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		db.relay.kick()
 	}
 	db.notes.deliver(changes...)
-	db.awaitLog(ctx, tx)
+	db.committedLog(ctx, tx)
 	return nil
 }
 

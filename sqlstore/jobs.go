@@ -60,7 +60,8 @@ func (db *DB) OpenOffer(ctx context.Context, agentID string, now time.Time) (*do
 
 // AddOffer offers a claim to an agent (store.OfferWrite): under the
 // agent's row lock, only while the agent holds no open offer and the claim
-// is still free. won is false when another agent took the claim first;
+// is still free. won is false when another agent took the claim first (or,
+// on PostgreSQL, holds its row in a transaction still open: offerClaimSQL);
 // ErrOpenOffer when a concurrent draw by the same agent won an offer.
 func (db *DB) AddOffer(ctx context.Context, w store.OfferWrite) (bool, error) {
 	t := w.Transition
@@ -79,8 +80,7 @@ func (db *DB) AddOffer(ctx context.Context, w store.OfferWrite) (bool, error) {
 		if open > 0 {
 			return store.ErrOpenOffer
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
-			WHERE id = $4 AND state = $5 AND runner_id IS NULL`, w.AgentID, ms(w.Expires), ms(w.At), w.ClaimID, t.From)
+		res, err := tx.ExecContext(ctx, db.offerClaimSQL(), w.AgentID, ms(w.Expires), ms(w.At), w.ClaimID, t.From)
 		if err != nil {
 			return err
 		}
@@ -96,6 +96,22 @@ func (db *DB) AddOffer(ctx context.Context, w store.OfferWrite) (bool, error) {
 		return db.appendLog(ctx, tx, w.Log)
 	})
 	return won, err
+}
+
+// offerClaimSQL is the offer's conditional claim update. On PostgreSQL a
+// claim whose row another transaction holds (a concurrent draw offering
+// it, most often) is skipped, not waited for: the update finds no row, the
+// offer is lost and the draw tries its next candidate at once, instead of
+// queueing behind the other transaction's commit (bench/README.md, issue
+// 25: 17 ms a draw at 64 drawers). SQLite's writers are serial: no row is
+// ever held.
+func (db *DB) offerClaimSQL() string {
+	if db.dialect == Postgres {
+		return `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
+			WHERE id = (SELECT id FROM claims WHERE id = $4 AND state = $5 AND runner_id IS NULL FOR UPDATE SKIP LOCKED)`
+	}
+	return `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
+			WHERE id = $4 AND state = $5 AND runner_id IS NULL`
 }
 
 const jobColumns = `j.claim_id, j.agent_id, j.state, j.offered_at, j.offer_expires_at, j.accepted_at, j.publish_deadline, j.reason, c.title, c.requires`

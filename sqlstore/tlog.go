@@ -52,13 +52,18 @@ func (db *DB) logEntry(ctx context.Context, tx *sql.Tx, e tlogfmt.Entry) error {
 }
 
 // logAwait bounds how long a write waits after its commit for its entries'
-// integration; the record is committed either way, and a later batch (of
-// any process) integrates what is left.
+// integration under Options.AwaitLog; the record is committed either way,
+// and a later batch (of any process) integrates what is left.
 const logAwait = 2 * time.Second
 
-// awaitLog waits for the integration of what tx logged, if it logged.
-func (db *DB) awaitLog(ctx context.Context, tx *sql.Tx) {
+// committedLog wakes the sequencer for what tx logged, if it logged, and
+// under Options.AwaitLog waits for its integration.
+func (db *DB) committedLog(ctx context.Context, tx *sql.Tx) {
 	if _, logged := db.logTx.LoadAndDelete(tx); !logged {
+		return
+	}
+	if !db.awaitsLog {
+		db.log.Committed()
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, logAwait)

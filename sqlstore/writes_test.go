@@ -67,13 +67,7 @@ func TestConditionalWritesReportWhetherTheyApplied(t *testing.T) {
 		ctx := context.Background()
 		runner, stranger := mustAgent(t, db, "runner"), mustAgent(t, db, "stranger")
 		c := acceptedClaim(t, db, runner, "conditional writes")
-		size := func() int64 {
-			n, err := db.Log().Size(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
+		size := func() int64 { return settledLogSize(t, db) }
 		before := size()
 
 		// Not the runner: the condition (runner_id) fails; nothing written.
@@ -144,13 +138,13 @@ func TestSignedStatementUsedOnce(t *testing.T) {
 		if _, found, err := db.StatementUse(ctx, sum, "SHA256:other"); err != nil || found {
 			t.Fatalf("the statement under another key: found %v, %v", found, err)
 		}
-		size, _ := db.Log().Size(ctx)
+		size := settledLogSize(t, db)
 		again := runWrite(t, db, y, runner.ID, clock.Now())
 		again.Statement = store.SignedStatement{SHA256: sum, KeyID: "SHA256:k", SubjectType: tlogfmt.TypeRun, SubjectID: again.RunID}
 		if _, err := db.AddRun(ctx, again); err != store.ErrStatementUsed {
 			t.Fatalf("second use: %v, want store.ErrStatementUsed", err)
 		}
-		if after, _ := db.Log().Size(ctx); after != size {
+		if after := settledLogSize(t, db); after != size {
 			t.Fatalf("the refused write logged %d entries", after-size)
 		}
 		if c, _ := db.FindClaim(ctx, y.ID); c.State != dotlab.StateAssigned || c.RunID != "" {
@@ -161,4 +155,20 @@ func TestSignedStatementUsedOnce(t *testing.T) {
 			t.Fatalf("the same statement by another key: applied %v, %v", applied, err)
 		}
 	})
+}
+
+// settledLogSize is the log's size once every entry committed so far is
+// integrated: writes answer at their commit and the batch follows
+// (translog.Log.Await).
+func settledLogSize(t *testing.T, db *sqlstore.DB) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if err := db.Log().Await(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.Log().Size(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -33,6 +33,7 @@ type sequencer struct {
 	started uint64        // batches begun
 	drained uint64        // the last batch begun that left no committed entry pending
 	changed chan struct{} // closed (and replaced) when drained advances
+	oldest  time.Time     // the earliest Committed call no drain has served yet (zero: none)
 }
 
 func newSequencer() *sequencer {
@@ -56,7 +57,25 @@ type Stats struct {
 	Errors   int64         // batches that failed (each retried)
 	Timeouts int64         // Await calls whose context ended first
 	Span     time.Duration // from the first batch's begin to the last one's end
-	first    time.Time
+	// Lag is the integration lag of this process's own writes: from a
+	// Committed call to the end of the drain that integrated what was
+	// committed before it. MaxLag is the largest over every drain (each
+	// drain measures its oldest unserved call, so MaxLag bounds every
+	// record's lag); LagOver1s counts drains whose oldest call waited
+	// longer than a second (the bound docs/verification.md §2 states).
+	MaxLag    time.Duration
+	LagOver1s int64
+	Drains    int64 // drains that served at least one Committed call
+	LagSum    time.Duration
+	first     time.Time
+}
+
+// MeanLag is LagSum / Drains: the mean lag of each drain's oldest write.
+func (s Stats) MeanLag() time.Duration {
+	if s.Drains == 0 {
+		return 0
+	}
+	return s.LagSum / time.Duration(s.Drains)
 }
 
 // EntriesPerSecond is the sequencing rate while it works: Entries / Busy.
@@ -97,6 +116,42 @@ func (l *Log) timedBatch(ctx context.Context) (batchResult, error) {
 		l.stats.MaxBatch = max(l.stats.MaxBatch, int64(res.entries))
 	}
 	return res, err
+}
+
+// Committed wakes the sequencer after a transaction that appended has
+// committed, without waiting for the batch: the write's answer does not
+// wait for integration (docs/verification.md §2 "Sequencing"); readers of
+// a pending entry wait for it instead. The time of the call is kept for
+// Stats' lag figures. With Options.Manual it does nothing (Sync
+// integrates).
+func (l *Log) Committed() {
+	if l.manual {
+		return
+	}
+	s := l.seq
+	s.mu.Lock()
+	if s.oldest.IsZero() {
+		s.oldest = time.Now()
+	}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// servedLag records the lag of the oldest Committed call made before the
+// drain's first batch began (since; zero when there was none).
+func (l *Log) servedLag(since time.Time) {
+	if since.IsZero() {
+		return
+	}
+	lag := time.Since(since)
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	l.stats.Drains++
+	l.stats.LagSum += lag
+	l.stats.MaxLag = max(l.stats.MaxLag, lag)
+	if lag > time.Second {
+		l.stats.LagOver1s++
+	}
 }
 
 // Await returns once every entry committed before the call is integrated
@@ -174,13 +229,20 @@ func (l *Log) run(ctx context.Context) {
 }
 
 // drain runs batches until one leaves nothing pending, then releases the
-// waiters of the batches begun so far.
+// waiters of the batches begun so far and records the lag of the oldest
+// Committed call its batches took (every entry committed before that call
+// is integrated by then: the last batch began after it).
 func (l *Log) drain(ctx context.Context) {
 	s := l.seq
+	var since time.Time // the oldest Committed call taken by a batch of this drain
 	for ctx.Err() == nil {
 		s.mu.Lock()
 		s.started++
 		g := s.started
+		if since.IsZero() {
+			since = s.oldest
+		}
+		s.oldest = time.Time{}
 		s.mu.Unlock()
 		res, err := l.timedBatch(ctx)
 		switch {
@@ -198,6 +260,7 @@ func (l *Log) drain(ctx context.Context) {
 		close(s.changed)
 		s.changed = make(chan struct{})
 		s.mu.Unlock()
+		l.servedLag(since)
 		return
 	}
 }

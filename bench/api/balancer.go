@@ -72,7 +72,7 @@ func balancerRows(ctx context.Context, c config, st *stores) ([]row, error) {
 // it, runs the read load (GET /claims/{id} on the first c.claims claims)
 // and then the real write load through them, and stops them.
 func runTopology(ctx context.Context, c config, st *stores, bin, tmp string, top topology, n int) (reads, writes result, err error) {
-	l, err := openLoaded(ctx, st, fmt.Sprintf("procs_%d", n), c.writeClaims, c.analyze)
+	l, err := openLoaded(ctx, st, fmt.Sprintf("procs_%d", n), c.writeClaims, c.writeAnalyze())
 	if err != nil {
 		return reads, writes, err
 	}

@@ -74,6 +74,7 @@ type config struct {
 	writeRate   float64
 	notifyInTx  bool // -notify-in-tx
 	outboxPairs int  // -outbox-pairs
+	awaitLog    bool // -await-log
 	balancer    bool
 	dotlab      string
 	pool        int
@@ -103,6 +104,7 @@ func main() {
 	flag.BoolVar(&c.pgWaits, "pg-waits", false, "sample pg_stat_activity during each write row and print where the backends' time goes (PostgreSQL)")
 	flag.Float64Var(&c.writeRate, "write-rate", 0, "pace the API write row at this many cycles/s in all (0: back to back, as fast as it goes); for latency below saturation, no ratio")
 	flag.BoolVar(&c.notifyInTx, "notify-in-tx", false, "PostgreSQL: the API write row announces with pg_notify inside each write transaction (the path before the outbox, sqlstore.Options.NotifyInTx)")
+	flag.BoolVar(&c.awaitLog, "await-log", false, "with the write rows: also run the bare loop + log entries and the API row with every logged write waiting after its commit for its integration (sqlstore.Options.AwaitLog: the path before writes answered at their commit)")
 	flag.IntVar(&c.outboxPairs, "outbox-pairs", 0, "PostgreSQL, with the write rows: then run the API write row 2N more times, with the outbox and with pg_notify in each write tx, in the order ABBA ABBA (a changing load weighs on both alike)")
 	flag.Parse()
 	c.engine = sqlstore.Dialect(db)
@@ -268,7 +270,7 @@ func readRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Checke
 // claims, and returns the per-request latencies of the API row.
 func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Checker) ([]row, []kindLatency, error) {
 	fmt.Printf("writes: %d clients, %s per row, %d funded claims per store\n", c.conns, c.d, c.writeClaims)
-	bareStore, err := openLoaded(ctx, st, "writes_bare", c.writeClaims, c.analyze)
+	bareStore, err := openLoaded(ctx, st, "writes_bare", c.writeClaims, c.writeAnalyze())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -279,15 +281,21 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	}
 	fmt.Println("  bare insert loop …")
 	stopWaits := st.waits(c.pgWaits)
-	bareW, err := runBareWrites(bareStore.raw, nil, agents, bareStore.ids, c.d)
+	bareW, err := runBareWrites(bareStore.raw, nil, false, agents, bareStore.ids, c.d)
 	stopWaits("bare insert loop")
 	if err != nil {
 		return nil, nil, err
 	}
 	bareStore.close()
-	bareLogW, err := bareWithLog(ctx, c, st)
+	bareLogW, err := bareWithLog(ctx, c, st, false)
 	if err != nil {
 		return nil, nil, err
+	}
+	var awaitRows []row
+	if c.awaitLog {
+		if awaitRows, err = awaitingWrites(ctx, c, st, leaks); err != nil {
+			return nil, nil, err
+		}
 	}
 
 	realW, err := apiWrites(ctx, c, st, leaks, "writes_api", sqlstore.Options{NotifyInTx: c.notifyInTx}, profilePath(c.profile, "writes.pprof"), c.writeRate)
@@ -314,6 +322,10 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	}
 	rows := []row{{group: "writes", name: "bare insert loop (same rows, 3 tx)", r: bareW, unit: "cycles/s"},
 		{name: "bare insert loop + log entries (the API's rows)", r: bareLogW, unit: "cycles/s"}}
+	for _, a := range awaitRows {
+		a.ratio = ratio(a.r.rate(), bareW.rate())
+		rows = append(rows, a)
+	}
 	if c.writeRate > 0 {
 		// Paced: the rate is the schedule's, so no ratio.
 		return append(rows, row{name: fmt.Sprintf("next+accept+runs (%s), paced at %g/s", c.engine, c.writeRate), r: realW, unit: "cycles/s"}),
@@ -338,7 +350,7 @@ func writeRows(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 // a fresh store named name opened with opt, with the settlement clock
 // running, CPU-profiled into profile ("" for none).
 func apiWrites(ctx context.Context, c config, st *stores, leaks *leakcheck.Checker, name string, opt sqlstore.Options, profile string, rate float64) (result, error) {
-	store, err := openLoadedWith(ctx, st, name, c.writeClaims, c.analyze, opt)
+	store, err := openLoadedWith(ctx, st, name, c.writeClaims, c.writeAnalyze(), opt)
 	if err != nil {
 		return result{}, err
 	}
@@ -381,12 +393,33 @@ func apiWrites(ctx context.Context, c config, st *stores, leaks *leakcheck.Check
 	return w, err
 }
 
+// awaitingWrites runs the bare loop + log entries and the API write row
+// with every logged write waiting after its commit for its integration
+// (sqlstore.Options.AwaitLog), in the same minutes as the rows without.
+func awaitingWrites(ctx context.Context, c config, st *stores, leaks *leakcheck.Checker) ([]row, error) {
+	bare, err := bareWithLog(ctx, c, st, true)
+	if err != nil {
+		return nil, err
+	}
+	api, err := apiWrites(ctx, c, st, leaks, "writes_api_await", sqlstore.Options{AwaitLog: true, NotifyInTx: c.notifyInTx}, "", c.writeRate)
+	if err != nil {
+		return nil, err
+	}
+	return []row{{name: "bare insert loop + log entries, each write awaiting its batch (before)", r: bare, unit: "cycles/s", target: "vs bare loop"},
+		{name: "next+accept+runs, each write awaiting its batch (before)", r: api, unit: "cycles/s", target: "vs bare loop"}}, nil
+}
+
 // bareWithLog runs the bare insert loop on its own store with the
-// transparency-log entries the API writes (runBareWrites with a log).
-func bareWithLog(ctx context.Context, c config, st *stores) (result, error) {
+// transparency-log entries the API writes (runBareWrites with a log),
+// each commit awaiting its batch when await is set.
+func bareWithLog(ctx context.Context, c config, st *stores, await bool) (result, error) {
 	// The store without its own log: the loop's log below is the only
 	// sequencer on this database.
-	l, err := openLoadedWith(ctx, st, "writes_bare_log", c.writeClaims, c.analyze, sqlstore.Options{NoLog: true})
+	name := "writes_bare_log"
+	if await {
+		name += "_await"
+	}
+	l, err := openLoadedWith(ctx, st, name, c.writeClaims, c.writeAnalyze(), sqlstore.Options{NoLog: true})
 	if err != nil {
 		return result{}, err
 	}
@@ -405,7 +438,7 @@ func bareWithLog(ctx context.Context, c config, st *stores) (result, error) {
 	fmt.Println("  bare insert loop + log entries …")
 	stopWaits := st.waits(c.pgWaits)
 	defer stopWaits("bare insert loop + log entries")
-	r, err := runBareWrites(l.raw, log, agents, l.ids, c.d)
+	r, err := runBareWrites(l.raw, log, await, agents, l.ids, c.d)
 	printSequencer(ctx, log)
 	return r, err
 }
@@ -422,6 +455,8 @@ func printSequencer(ctx context.Context, log *translog.Log) {
 	fmt.Printf("    sequencer: %d entries in %d batches (%.1f a batch, at most %d), %.0f entries/s while integrating (%.1f%% of the time), %d awaits timed out, %d attempts skipped, %d errors, %d pending after the row\n",
 		s.Entries, s.Batches, float64(s.Entries)/max(1, float64(s.Batches)), s.MaxBatch, s.EntriesPerSecond(), 100*s.Busy.Seconds()/max(1e-9, s.Span.Seconds()),
 		s.Timeouts, s.Skipped, s.Errors, pending)
+	fmt.Printf("    integration lag (commit -> in the checkpoint), oldest write of each of %d drains: mean %s, max %s, %d over 1 s\n",
+		s.Drains, s.MeanLag().Round(10*time.Microsecond), s.MaxLag.Round(10*time.Microsecond), s.LagOver1s)
 }
 
 // checkErrors prints the rows' notes and fails the run when a row measured
@@ -679,4 +714,14 @@ func newID(prefix string) string {
 	b := make([]byte, 13)
 	rand.Read(b)
 	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))[:20]
+}
+
+// writeAnalyze says whether the write rows' stores are analyzed after
+// loading: with -analyze, and always on PostgreSQL, where a row run before
+// autovacuum's first ANALYZE of the freshly loaded claims collapsed (the
+// first row of a run at 55-100 cycles/s against 260-380 for the next,
+// 2026-12-02: plans made on a table with no statistics); a live server's
+// tables are analyzed by autovacuum.
+func (c config) writeAnalyze() bool {
+	return c.analyze || c.engine == sqlstore.Postgres
 }

@@ -210,7 +210,7 @@ func (rw *realWrites) result() result {
 // entries in their transactions and wait after the commit for the log's
 // sequencer to integrate them, as sqlstore does (translog.Append, Await):
 // the same rows as the API writes with its log.
-func runBareWrites(raw *benchdata.Raw, log *translog.Log, agents []string, ids []string, d time.Duration) (result, error) {
+func runBareWrites(raw *benchdata.Raw, log *translog.Log, await bool, agents []string, ids []string, d time.Duration) (result, error) {
 	body, comps, err := benchdata.RunBody(idMark)
 	if err != nil {
 		return result{}, err
@@ -225,7 +225,7 @@ func runBareWrites(raw *benchdata.Raw, log *translog.Log, agents []string, ids [
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	bw := &bareWrites{
-		raw: raw, log: log, run: tmpl, body: body, comps: string(comps), w: dotlab.DefaultWindows, ids: ids, cancel: cancel,
+		raw: raw, log: log, await: await, run: tmpl, body: body, comps: string(comps), w: dotlab.DefaultWindows, ids: ids, cancel: cancel,
 		lat:    make([][]time.Duration, len(agents)),
 		cycles: make([]int64, len(agents)),
 		errs:   make([]int64, len(agents)),
@@ -259,6 +259,7 @@ func runBareWrites(raw *benchdata.Raw, log *translog.Log, agents []string, ids [
 type bareWrites struct {
 	raw      *benchdata.Raw
 	log      *translog.Log // nil: no log entries
+	await    bool          // wait after each commit for integration (sqlstore.Options.AwaitLog)
 	run      dotlab.Run    // the run's body and comparisons, for its entry
 	body     []byte
 	comps    string
@@ -358,11 +359,15 @@ func (bw *bareWrites) logEntry(ctx context.Context, tx *sql.Tx, e tlogfmt.Entry)
 	return bw.log.Append(ctx, tx, e)
 }
 
-// awaitLog waits after a commit, as sqlstore does, for the log's sequencer
-// to integrate the entries just written (nothing when the loop writes no
-// log).
+// awaitLog does after a commit what sqlstore does: wakes the log's
+// sequencer, and with -await-log waits for it to integrate the entries
+// just written (nothing when the loop writes no log).
 func (bw *bareWrites) awaitLog(ctx context.Context) {
 	if bw.log == nil {
+		return
+	}
+	if !bw.await {
+		bw.log.Committed()
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
