@@ -2,6 +2,7 @@ package translog_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,6 +202,65 @@ func TestTwoSequencers(t *testing.T) {
 				if err := tlog.CheckRecord(p, cp.Size, cp.Root, i, tlog.RecordHash(e.Data)); err != nil {
 					t.Fatalf("entry %d: %v", i, err)
 				}
+			}
+		})
+	}
+}
+
+// TestCommittedIntegratesWithinASecond: writers that only wake the
+// sequencer after their commits (Committed, what a write does before it
+// answers) find every entry integrated within a second of its commit, and
+// the sequencer's lag figures say so; nothing is waited for by the
+// writers themselves.
+func TestCommittedIntegratesWithinASecond(t *testing.T) {
+	for _, engine := range sqlstoretest.Engines {
+		t.Run(string(engine), func(t *testing.T) {
+			ctx := context.Background()
+			d := openDB(t, engine)
+			l := d.open(t, translog.Options{})
+			const writers, each = 8, 25
+			var wg sync.WaitGroup
+			errs := make(chan error, writers)
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range each {
+						tx, err := d.w.BeginTx(ctx, nil)
+						if err == nil {
+							err = l.Append(ctx, tx, testEntry(w*each+i))
+						}
+						if err == nil {
+							err = tx.Commit()
+						} else if tx != nil {
+							tx.Rollback()
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+						l.Committed()
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			last := time.Now()
+			for size, _ := l.Size(ctx); size != writers*each; size, _ = l.Size(ctx) {
+				if time.Since(last) > time.Second {
+					t.Fatalf("size %d of %d a second after the last commit", size, writers*each)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			s := l.Stats()
+			if s.Drains == 0 || s.MaxLag <= 0 || s.MaxLag > time.Second || s.LagOver1s != 0 {
+				t.Fatalf("lag figures: %d drains, max %s, %d over 1 s", s.Drains, s.MaxLag, s.LagOver1s)
+			}
+			if n, _ := l.Pending(ctx); n != 0 {
+				t.Fatalf("%d still pending", n)
 			}
 		})
 	}
