@@ -176,10 +176,8 @@ func (db *DB) openSQLite(path string) error {
 	if path == "" {
 		return errors.New("database URL sqlite: needs a file path, e.g. sqlite:dotlab.db")
 	}
-	w, err := sql.Open("sqlite", SQLiteWriterDSN(path))
-	if err != nil {
-		return err
-	}
+	// Both pools keep each connection's parsed statements (stmtcache.go).
+	w := openSQLiteDB(SQLiteWriterDSN(path))
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	// The writer creates the file and switches it to WAL before readers open.
@@ -190,11 +188,7 @@ func (db *DB) openSQLite(path string) error {
 	qr := url.Values{}
 	qr.Add("_pragma", "busy_timeout(10000)")
 	qr.Add("_pragma", "query_only(1)")
-	r, err := sql.Open("sqlite", "file:"+path+"?"+qr.Encode())
-	if err != nil {
-		w.Close()
-		return err
-	}
+	r := openSQLiteDB("file:" + path + "?" + qr.Encode())
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
 	db.w, db.r = w, r

@@ -53,7 +53,7 @@ const (
 	readTarget  = 0.5                   // real reads/s over the bare handler's
 	readGoal    = 0.8                   // the same, with the read cache (bench/README.md)
 	readP99     = 20 * time.Millisecond // per read, with the read cache (bench/README.md)
-	writeTarget = 0.5                   // real cycles/s over the bare insert loop's
+	writeTarget = 0.6                   // real cycles/s over the bare insert loop's
 	p99Target   = 20 * time.Millisecond // per write request
 	maxErrRate  = 0.01                  // more failed requests than this is a failed run
 )
