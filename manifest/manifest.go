@@ -49,13 +49,15 @@ type Validator struct {
 	schema *jsonschema.Schema
 }
 
-// NewValidator compiles spec/manifest.schema.json.
+// NewValidator compiles spec/manifest.schema.json (its patterns are
+// syntax-checked now and compiled on first use: patternEngine).
 func NewValidator() (*Validator, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(spec.ManifestSchema))
 	if err != nil {
 		return nil, fmt.Errorf("manifest schema: %w", err)
 	}
 	c := jsonschema.NewCompiler()
+	c.UseRegexpEngine(patternEngine{}.compile)
 	if err := c.AddResource(spec.ManifestSchemaURL, doc); err != nil {
 		return nil, fmt.Errorf("manifest schema: %w", err)
 	}

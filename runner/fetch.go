@@ -304,11 +304,24 @@ func hashCopy(ctx context.Context, w io.Writer, r io.Reader, progress func(int64
 	return hashCopyBufs(ctx, w, r, progress, copyBufSize, copyBufs)
 }
 
-// hashCopyBufs is hashCopy over nbuf buffers of size bytes.
+// hashCopyBufs is hashCopy over up to nbuf buffers of size bytes. A buffer
+// is allocated only when every one made so far is in flight, so a small
+// input (a 4-byte dataset) costs one buffer, not the whole ring (2 MiB, which
+// alone set off a garbage collection in every trivial rerun).
 func hashCopyBufs(ctx context.Context, w io.Writer, r io.Reader, progress func(int64), size, nbuf int) (string, int64, error) {
 	free := make(chan []byte, nbuf)
-	for i := 0; i < nbuf; i++ {
-		free <- make([]byte, size)
+	made := 0
+	next := func() []byte {
+		select {
+		case b := <-free:
+			return b
+		default:
+		}
+		if made < nbuf {
+			made++
+			return make([]byte, size)
+		}
+		return <-free
 	}
 	full := make(chan []byte, nbuf)
 	h := sha256.New()
@@ -327,7 +340,7 @@ func hashCopyBufs(ctx context.Context, w io.Writer, r io.Reader, progress func(i
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		buf := <-free
+		buf := next()
 		m, rerr := safefs.Fill(r, buf)
 		if m > 0 {
 			full <- buf[:m]
