@@ -286,7 +286,7 @@ func fileExists(p string) bool {
 }
 
 // copyBufSize is the unit handed between the reading and hashing
-// goroutines, and copyBufs how many are in flight (2 MiB). Small units stay
+// goroutines, and copyBufs how many may be in flight (2 MiB; made as needed). Small units stay
 // in the CPU's caches between the socket read, the file write and the hash:
 // measured on loopback, 1 GiB into the cache took 2-3x as long with 4
 // buffers of 1 MiB as with 32 of 64 KiB, in each of four interleaved rounds
