@@ -3,7 +3,6 @@ package dotlab
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -69,10 +68,10 @@ type Claim struct {
 	SettledAt *time.Time `json:"settled_at,omitempty"`
 }
 
-var claimIDRE = regexp.MustCompile(`^DL-[0-9]{4,18}$`)
+var claimIDRE = lazyRegexp(`^DL-[0-9]{4,18}$`)
 
 // ValidClaimID reports whether id has the form DL-0001.
-func ValidClaimID(id string) bool { return claimIDRE.MatchString(id) }
+func ValidClaimID(id string) bool { return claimIDRE().MatchString(id) }
 
 // FormatClaimID renders the claim number n as DL-0001 (zero-padded to 4).
 func FormatClaimID(n int64) string { return fmt.Sprintf("DL-%04d", n) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -21,7 +20,7 @@ import (
 // rejected).
 type Decimal string
 
-var decimalRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+var decimalRE = lazyRegexp(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
 // MaxDecimalExponent bounds |written exponent| of a Decimal (the N of
 // "…eN"), zero included, so that every parser can hold the exponent in a
@@ -103,7 +102,7 @@ func (d Decimal) Validate() error {
 	if len(s) > MaxDecimalLength {
 		return fmt.Errorf("number is %d characters long; at most %d are accepted", len(s), MaxDecimalLength)
 	}
-	m := decimalRE.FindStringSubmatch(s)
+	m := decimalRE().FindStringSubmatch(s)
 	if m == nil {
 		return fmt.Errorf("%q is not a JSON number", clip(s))
 	}
@@ -182,7 +181,7 @@ func (d Decimal) Display() string {
 	if len(s) <= DisplayMaxLength {
 		return s
 	}
-	m := decimalRE.FindStringSubmatch(s)
+	m := decimalRE().FindStringSubmatch(s)
 	if m == nil {
 		return clip(s)
 	}
@@ -258,7 +257,7 @@ func (d Decimal) MarshalJSON() ([]byte, error) {
 	if d == "" {
 		return []byte("null"), nil
 	}
-	if !decimalRE.MatchString(string(d)) {
+	if !decimalRE().MatchString(string(d)) {
 		return nil, fmt.Errorf("%.40q is not a JSON number", string(d))
 	}
 	return []byte(d), nil
@@ -273,7 +272,7 @@ func (d *Decimal) UnmarshalJSON(b []byte) error {
 		*d = ""
 		return nil
 	}
-	if !decimalRE.MatchString(s) {
+	if !decimalRE().MatchString(s) {
 		return fmt.Errorf("%.40s is not a JSON number", s)
 	}
 	*d = Decimal(s)

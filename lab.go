@@ -3,12 +3,11 @@ package dotlab
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 	"unicode/utf8"
 )
 
-var agentIDRE = regexp.MustCompile(`^ag_[a-z0-9]+$`)
+var agentIDRE = lazyRegexp(`^ag_[a-z0-9]+$`)
 
 // Lab message types (docs/protocol.md §8).
 var MessageTypes = []string{"note", "question", "finding", "handoff", "blocker"}
@@ -40,7 +39,7 @@ func (b LabMessageBody) Problems() Problems {
 	}
 	if b.To == "" {
 		p.Add("$.to", "required: an agent id (ag_…) or \"all\"")
-	} else if b.To != "all" && !agentIDRE.MatchString(b.To) {
+	} else if b.To != "all" && !agentIDRE().MatchString(b.To) {
 		p.Add("$.to", "%q must be an agent id (ag_…) or \"all\"", b.To)
 	}
 	n := utf8.RuneCountInString(b.Body)

@@ -140,7 +140,7 @@ func checkOutputEntry(name, sum string) error {
 		return Errorf(EINVALID, "output name %q: must be non-empty valid UTF-8", name)
 	case len(name) > MaxOutputNameBytes:
 		return Errorf(EINVALID, "output name %.40q…: %d bytes; at most %d", name, len(name), MaxOutputNameBytes)
-	case !sha256RE.MatchString(sum):
+	case !sha256RE().MatchString(sum):
 		return Errorf(EINVALID, "output %q: the hash must be 64 lowercase hex characters (a SHA-256)", name)
 	}
 	return nil
@@ -188,7 +188,7 @@ func (l *OutputListing) check(inline map[string]string, p *Problems) {
 	if l == nil {
 		return
 	}
-	if !sha256RE.MatchString(l.SHA256) {
+	if !sha256RE().MatchString(l.SHA256) {
 		p.Add("$.output_listing.sha256", "must be 64 lowercase hex characters: the SHA-256 of the listing you uploaded")
 	}
 	if l.Count < 1 || l.Count > MaxOutputListingEntries {

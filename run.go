@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -149,8 +148,8 @@ const (
 )
 
 var (
-	runtimeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
-	cveRE         = regexp.MustCompile(`^CVE-[0-9]{4}-[0-9]{4,7}$`)
+	runtimeNameRE = lazyRegexp(`^[a-z0-9][a-z0-9._-]{0,31}$`)
+	cveRE         = lazyRegexp(`^CVE-[0-9]{4}-[0-9]{4,7}$`)
 )
 
 // check adds a problem under $.environment.runtime for each field that is
@@ -162,7 +161,7 @@ func (ri *RuntimeInfo) check(p *Problems) {
 		return
 	}
 	const at = "$.environment.runtime"
-	if !runtimeNameRE.MatchString(ri.Name) {
+	if !runtimeNameRE().MatchString(ri.Name) {
 		p.Add(at+".name", "must be 1-32 characters of a-z, 0-9, '.', '_', '-' (e.g. runc)")
 	}
 	if ri.Version == "" {
@@ -187,7 +186,7 @@ func (ri *RuntimeInfo) check(p *Problems) {
 	seen := map[string]bool{}
 	for i, c := range ri.Fixes {
 		switch {
-		case !cveRE.MatchString(c):
+		case !cveRE().MatchString(c):
 			p.Add(fmt.Sprintf("%s.fixes[%d]", at, i), "must be a CVE id like CVE-2024-21626")
 		case seen[c]:
 			p.Add(fmt.Sprintf("%s.fixes[%d]", at, i), "duplicate %s", c)
@@ -247,9 +246,9 @@ type Run struct {
 }
 
 var (
-	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
-	digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	sha256RE = lazyRegexp(`^[0-9a-f]{64}$`)
+	commitRE = lazyRegexp(`^[0-9a-f]{40}$`)
+	digestRE = lazyRegexp(`^sha256:[0-9a-f]{64}$`)
 )
 
 // MaxNotes is the longest notes text accepted on a run or challenge, in bytes.
@@ -398,12 +397,12 @@ func (b *RunBody) checkForm(p *Problems) {
 		p.Add("$.notes", "is %d bytes; at most %d", len(b.Notes), MaxNotes)
 	}
 	for name, h := range b.InputHashes {
-		if !sha256RE.MatchString(h) {
+		if !sha256RE().MatchString(h) {
 			p.Add(fmt.Sprintf("$.input_hashes[%q]", name), "must be 64 lowercase hex characters (a SHA-256)")
 		}
 	}
 	for name, h := range b.OutputHashes {
-		if !sha256RE.MatchString(h) {
+		if !sha256RE().MatchString(h) {
 			p.Add(fmt.Sprintf("$.output_hashes[%q]", name), "must be 64 lowercase hex characters (a SHA-256)")
 		}
 	}
@@ -413,20 +412,20 @@ func (b *RunBody) checkForm(p *Problems) {
 			p.Add("$.logs_uri", "must be an absolute https:// URL of your full logs (at most 2000 characters)")
 		}
 	}
-	if b.LogsSHA256 != "" && !sha256RE.MatchString(b.LogsSHA256) {
+	if b.LogsSHA256 != "" && !sha256RE().MatchString(b.LogsSHA256) {
 		p.Add("$.logs_sha256", "must be 64 lowercase hex characters: the SHA-256 of the logs.jsonl you upload with %s", Go(StepUploadLogs, "{id}"))
 	}
-	if b.Environment.ImageDigest != "" && !digestRE.MatchString(b.Environment.ImageDigest) {
+	if b.Environment.ImageDigest != "" && !digestRE().MatchString(b.Environment.ImageDigest) {
 		p.Add("$.environment.image_digest", "must be sha256:<64 lowercase hex>")
 	}
 	b.Environment.Runtime.check(p)
-	if c := b.Environment.CodeCommit; c != "" && !commitRE.MatchString(c) {
+	if c := b.Environment.CodeCommit; c != "" && !commitRE().MatchString(c) {
 		p.Add("$.environment.code_commit", "must be a full commit id, 40 lowercase hex characters")
 	}
-	if h := b.Environment.CodeArchiveSHA256; h != "" && !sha256RE.MatchString(h) {
+	if h := b.Environment.CodeArchiveSHA256; h != "" && !sha256RE().MatchString(h) {
 		p.Add("$.environment.code_archive_sha256", "must be 64 lowercase hex characters (a SHA-256)")
 	}
-	if h := b.Environment.CodeTreeSHA256; h != "" && !sha256RE.MatchString(h) {
+	if h := b.Environment.CodeTreeSHA256; h != "" && !sha256RE().MatchString(h) {
 		p.Add("$.environment.code_tree_sha256", "must be 64 lowercase hex characters (a SHA-256)")
 	}
 }

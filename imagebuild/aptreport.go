@@ -4,15 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // aptUnknown matches apt's refusal of a package its mirror does not have
 // ("E: Unable to locate package python3-scikit-learn"), and of a pinned
 // version it does not have ("E: Version '1.2' for 'python3-x' was not found").
-var aptUnknown = regexp.MustCompile(`E: (?:Unable to locate package ([a-z0-9][a-z0-9+.-]*)|Version '([^']{1,100})' for '([a-z0-9][a-z0-9+.-]*)' was not found)`)
+var aptUnknown = lazyre.New(`E: (?:Unable to locate package ([a-z0-9][a-z0-9+.-]*)|Version '([^']{1,100})' for '([a-z0-9][a-z0-9+.-]*)' was not found)`)
 
 // aptWatch reads a build's output as it streams (an io.Writer beside the
 // build log) and keeps the packages apt said its mirror lacks: at most
@@ -54,7 +55,7 @@ func (a *aptWatch) line(l []byte) {
 	if len(l) > maxAptLine || len(a.missing) >= maxAptReported {
 		return
 	}
-	m := aptUnknown.FindSubmatch(l)
+	m := aptUnknown().FindSubmatch(l)
 	switch {
 	case m == nil:
 	case len(m[1]) > 0:

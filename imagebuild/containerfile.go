@@ -17,11 +17,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/dotlab/dotlab/imagestore"
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // ErrRefused marks a Containerfile, a repo2docker file or a build step that
@@ -157,7 +157,7 @@ func (cf *Containerfile) add(in Instruction) error {
 // stageName is the form of a stage name (FROM … AS name): a word buildah
 // reads unchanged (no escape, quote or variable) and that cannot be taken
 // for an image reference.
-var stageName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+var stageName = lazyre.New(`^[a-z0-9][a-z0-9._-]*$`)
 
 // from starts a stage, checking what its FROM names.
 func (cf *Containerfile) from(in Instruction) error {
@@ -173,7 +173,7 @@ func (cf *Containerfile) from(in Instruction) error {
 	case len(f) == 1:
 	case len(f) == 3 && strings.EqualFold(f[1], "AS"):
 		st.Name = strings.ToLower(f[2])
-		if !stageName.MatchString(st.Name) {
+		if !stageName().MatchString(st.Name) {
 			return refusedf(in.Line, "FROM by digest only", "stage name %q: use letters, digits, '-', '_' and '.'", f[2])
 		}
 	default:

@@ -9,10 +9,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/dotlab/dotlab/internal/lazyre"
 	"github.com/dotlab/dotlab/internal/safefs"
 )
 
@@ -141,7 +141,7 @@ func readBounded(root *os.Root, sub, name, shown string) ([]byte, error) {
 // letters, digits, '+', '-', '.'; at least two characters, starting
 // alphanumeric) with an optional =VERSION (§5.6.12: [epoch:]upstream[-revision]
 // of letters, digits, '.', '+', '~', '-').
-var debName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?$`)
+var debName = lazyre.New(`^[a-z0-9][a-z0-9+.-]+(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?$`)
 
 // ParseAptTxt reads apt.txt: one Debian package a line (NAME or
 // NAME=VERSION; comments after #), returned sorted and without repeats.
@@ -155,7 +155,7 @@ func ParseAptTxt(data []byte) ([]string, error) {
 	for n := 1; sc.Scan(); n++ {
 		line, _, _ := strings.Cut(sc.Text(), "#")
 		for _, w := range strings.Fields(line) {
-			if !debName.MatchString(w) {
+			if !debName().MatchString(w) {
 				return nil, fmt.Errorf("apt.txt line %d: %q is not a Debian package name (NAME or NAME=VERSION): %w", n, w, ErrRefused)
 			}
 			if strings.HasSuffix(w, "-") || (strings.Contains(w, "=") && strings.HasSuffix(w, "+")) {
@@ -176,8 +176,8 @@ func ParseAptTxt(data []byte) ([]string, error) {
 }
 
 var (
-	reqPin  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*===?\s*[A-Za-z0-9.+!_-]+\s*(;.*)?$`)
-	reqHash = regexp.MustCompile(`^--hash[= ]sha256:[0-9a-f]{64}$`)
+	reqPin  = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*===?\s*[A-Za-z0-9.+!_-]+\s*(;.*)?$`)
+	reqHash = lazyre.New(`^--hash[= ]sha256:[0-9a-f]{64}$`)
 )
 
 // CheckRequirements checks requirements.txt for `pip install
@@ -194,7 +194,7 @@ func CheckRequirements(data []byte) error {
 		for _, w := range words {
 			switch {
 			case strings.HasPrefix(w, "--hash"):
-				if !reqHash.MatchString(w) {
+				if !reqHash().MatchString(w) {
 					return fmt.Errorf("requirements.txt line %d: %s: write --hash=sha256:<64 hex>: %w", r.line, w, ErrRefused)
 				}
 				hashes++
@@ -205,7 +205,7 @@ func CheckRequirements(data []byte) error {
 			}
 		}
 		s := strings.Join(spec, " ")
-		if strings.Contains(s, "://") || strings.Contains(s, "/") || !reqPin.MatchString(s) {
+		if strings.Contains(s, "://") || strings.Contains(s, "/") || !reqPin().MatchString(s) {
 			return fmt.Errorf("requirements.txt line %d: %q is not pinned: write NAME==VERSION --hash=sha256:<64 hex> (`pip hash FILE` or `pip-compile --generate-hashes`): %w", r.line, s, ErrRefused)
 		}
 		if hashes == 0 {
@@ -254,7 +254,7 @@ func joinContinuations(data []byte) []logicalLine {
 	return out
 }
 
-var rName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9.]*$`)
+var rName = lazyre.New(`^[A-Za-z][A-Za-z0-9.]*$`)
 
 // rBase are the packages that come with R itself (never installed from a repository).
 var rBase = map[string]bool{"R": true, "base": true, "compiler": true, "datasets": true, "graphics": true,
@@ -289,7 +289,7 @@ func ParseDescription(data []byte) ([]string, error) {
 			if name == "" || rBase[name] {
 				continue
 			}
-			if !rName.MatchString(name) {
+			if !rName().MatchString(name) {
 				return nil, fmt.Errorf("DESCRIPTION %s: %q is not an R package name: %w", f, name, ErrRefused)
 			}
 			seen[name] = true

@@ -18,8 +18,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
+
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // Errors of Put and Open.
@@ -32,10 +33,10 @@ var (
 	ErrNotFound = errors.New("no such blob")
 )
 
-var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var hexRE = lazyre.New(`^[0-9a-f]{64}$`)
 
 // ValidSHA256 reports whether s is 64 lowercase hex digits.
-func ValidSHA256(s string) bool { return hexRE.MatchString(s) }
+func ValidSHA256(s string) bool { return hexRE().MatchString(s) }
 
 // Bucket stores blobs by key ("sha256/<hex>").
 type Bucket interface {

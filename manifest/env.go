@@ -7,13 +7,14 @@ import (
 	"strings"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // envVar is one variable a manifest may set in environment.env: the form
 // its value must have, said as a rule for the error message; fits, when
 // set, is a further check of a value the pattern admitted (a bound).
 type envVar struct {
-	value *regexp.Regexp
+	value func() *regexp.Regexp // lazyre.New
 	rule  string
 	fits  func(string) bool
 }
@@ -31,12 +32,12 @@ func hashSeed(v string) bool {
 // envName is the form of a variable name environment.env takes; any other
 // name is refused up front and printed quoted (it may hold control
 // characters).
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var (
-	threads  = envVar{regexp.MustCompile(`^([1-9][0-9]{0,2}|1000)$`), "a thread count from 1 to 1000", nil}
-	yesNo    = envVar{regexp.MustCompile(`^(yes|no|TRUE|FALSE|true|false)$`), "yes or no (TRUE/FALSE)", nil}
-	oneOrOff = envVar{regexp.MustCompile(`^[01]$`), "0 or 1", nil}
+	threads  = envVar{lazyre.New(`^([1-9][0-9]{0,2}|1000)$`), "a thread count from 1 to 1000", nil}
+	yesNo    = envVar{lazyre.New(`^(yes|no|TRUE|FALSE|true|false)$`), "yes or no (TRUE/FALSE)", nil}
+	oneOrOff = envVar{lazyre.New(`^[01]$`), "0 or 1", nil}
 )
 
 // envAllowed is the allow-list of environment.env (docs/manifest-spec.md
@@ -52,13 +53,13 @@ var envAllowed = map[string]envVar{
 	"VECLIB_MAXIMUM_THREADS":  threads,
 	"NUMEXPR_NUM_THREADS":     threads,
 	"GOTO_NUM_THREADS":        threads,
-	"OMP_DYNAMIC":             {regexp.MustCompile(`^(TRUE|FALSE|true|false)$`), "TRUE or FALSE", nil},
-	"MKL_CBWR":                {regexp.MustCompile(`^(AUTO|COMPATIBLE|SSE2|SSE4_2|AVX|AVX2|AVX512)(,STRICT)?$`), "an MKL conditional-numerical-reproducibility branch such as COMPATIBLE", nil},
-	"MPLBACKEND":              {regexp.MustCompile(`^(Agg|agg|pdf|ps|svg|cairo|template)$`), "a non-interactive matplotlib backend: Agg, pdf, ps, svg, cairo or template (module:// backends load code)", nil},
-	"PYTHONHASHSEED":          {regexp.MustCompile(`^(random|0|[1-9][0-9]{0,9})$`), "random or an integer from 0 to 4294967295", hashSeed},
+	"OMP_DYNAMIC":             {lazyre.New(`^(TRUE|FALSE|true|false)$`), "TRUE or FALSE", nil},
+	"MKL_CBWR":                {lazyre.New(`^(AUTO|COMPATIBLE|SSE2|SSE4_2|AVX|AVX2|AVX512)(,STRICT)?$`), "an MKL conditional-numerical-reproducibility branch such as COMPATIBLE", nil},
+	"MPLBACKEND":              {lazyre.New(`^(Agg|agg|pdf|ps|svg|cairo|template)$`), "a non-interactive matplotlib backend: Agg, pdf, ps, svg, cairo or template (module:// backends load code)", nil},
+	"PYTHONHASHSEED":          {lazyre.New(`^(random|0|[1-9][0-9]{0,9})$`), "random or an integer from 0 to 4294967295", hashSeed},
 	"PYTHONDONTWRITEBYTECODE": oneOrOff,
 	"PYTHONUNBUFFERED":        oneOrOff,
-	"R_DEFAULT_PACKAGES":      {regexp.MustCompile(`^(NULL|[A-Za-z][A-Za-z0-9.]*(,[A-Za-z][A-Za-z0-9.]*)*)$`), "NULL or a comma-separated list of R package names installed in the image", nil},
+	"R_DEFAULT_PACKAGES":      {lazyre.New(`^(NULL|[A-Za-z][A-Za-z0-9.]*(,[A-Za-z][A-Za-z0-9.]*)*)$`), "NULL or a comma-separated list of R package names installed in the image", nil},
 	"R_KEEP_PKG_SOURCE":       yesNo,
 }
 
@@ -103,7 +104,7 @@ var envRefusedNames = map[string]string{
 // value's form), naming the variable and why it is refused.
 func checkEnv(p *dotlab.Problems, env map[string]string) {
 	for _, name := range sortedNames(env) {
-		if !envName.MatchString(name) {
+		if !envName().MatchString(name) {
 			p.Add("$.environment.env["+strconv.Quote(name)+"]", "refused: %q is not a variable name (letters, digits and _, not starting with a digit); environment.env takes only %s", name, strings.Join(sortedNames(envAllowed), ", "))
 			continue
 		}
@@ -113,7 +114,7 @@ func checkEnv(p *dotlab.Problems, env map[string]string) {
 			p.Add(at, "refused: %s; environment.env takes only %s", envRefusal(name), strings.Join(sortedNames(envAllowed), ", "))
 			continue
 		}
-		if !v.value.MatchString(env[name]) || (v.fits != nil && !v.fits(env[name])) {
+		if !v.value().MatchString(env[name]) || (v.fits != nil && !v.fits(env[name])) {
 			p.Add(at, "%q is not %s", env[name], v.rule)
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"sync"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/lazyre"
 	"github.com/dotlab/dotlab/internal/netpolicy"
 	"github.com/dotlab/dotlab/spec"
 	"github.com/dotlab/dotlab/strictjson"
@@ -49,13 +50,15 @@ type Validator struct {
 	schema *jsonschema.Schema
 }
 
-// NewValidator compiles spec/manifest.schema.json.
+// NewValidator compiles spec/manifest.schema.json (its patterns are
+// syntax-checked now and compiled on first use: patternEngine).
 func NewValidator() (*Validator, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(spec.ManifestSchema))
 	if err != nil {
 		return nil, fmt.Errorf("manifest schema: %w", err)
 	}
 	c := jsonschema.NewCompiler()
+	c.UseRegexpEngine(patternEngine{}.compile)
 	if err := c.AddResource(spec.ManifestSchemaURL, doc); err != nil {
 		return nil, fmt.Errorf("manifest schema: %w", err)
 	}
@@ -163,9 +166,9 @@ func Hash(data []byte) (string, error) {
 
 var (
 	printer     = message.NewPrinter(language.English)
-	namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-	pinnedRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_:~-]*$`)
-	repoRE      = regexp.MustCompile(`^(https?|git|file)://\S+$`)
+	namePattern = lazyre.New(`^[A-Za-z0-9_.-]{1,64}$`)
+	pinnedRE    = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9.+_:~-]*$`)
+	repoRE      = lazyre.New(`^(https?|git|file)://\S+$`)
 )
 
 // schemaProblems flattens a schema validation error into one line per leaf
@@ -254,7 +257,7 @@ func jsonPath(tree any, tokens []string) string {
 				node = nil
 			}
 		case map[string]any:
-			if namePattern.MatchString(tok) {
+			if namePattern().MatchString(tok) {
 				b.WriteString("." + tok)
 			} else {
 				q, _ := json.Marshal(tok)
@@ -379,7 +382,7 @@ func checkRepository(p *dotlab.Problems, r string) {
 	if r == "" {
 		return
 	}
-	if !repoRE.MatchString(r) && !(strings.HasPrefix(r, "/") && path.Clean(r) == r) {
+	if !repoRE().MatchString(r) && !(strings.HasPrefix(r, "/") && path.Clean(r) == r) {
 		p.Add("$.code.repository", "%q must be an https://, http://, git:// or file:// URL, or an absolute local path", r)
 	}
 }
@@ -522,7 +525,7 @@ func safeRelPath(p string) bool {
 }
 
 func pinnedVersion(v string) bool {
-	if !pinnedRE.MatchString(v) || strings.EqualFold(v, "latest") {
+	if !pinnedRE().MatchString(v) || strings.EqualFold(v, "latest") {
 		return false
 	}
 	for _, seg := range strings.FieldsFunc(v, func(r rune) bool { return r == '.' || r == '-' }) {

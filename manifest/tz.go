@@ -1,6 +1,6 @@
 package manifest
 
-import "regexp"
+import "github.com/dotlab/dotlab/internal/lazyre"
 
 // tzName is the form of environment.env.TZ (docs/manifest-spec.md
 // "environment"): a zone name of the IANA time zone database, either
@@ -12,7 +12,7 @@ import "regexp"
 // is refused at validation; whether the image holds the zone is checked at
 // run time (a spec_issue naming environment.env.TZ).
 var tzName = envVar{
-	regexp.MustCompile(`^(Africa|America|Antarctica|Arctic|Asia|Atlantic|Australia|Europe|Indian|Pacific)/[A-Z][A-Za-z0-9_+-]{0,40}(/[A-Z][A-Za-z0-9_+-]{0,40})?$` +
+	lazyre.New(`^(Africa|America|Antarctica|Arctic|Asia|Atlantic|Australia|Europe|Indian|Pacific)/[A-Z][A-Za-z0-9_+-]{0,40}(/[A-Z][A-Za-z0-9_+-]{0,40})?$` +
 		`|^(UTC|GMT)([+-]([0-9]|1[0-4]))?$|^Etc/(UTC|UCT|Universal|Zulu|Greenwich|GMT([+-]([0-9]|1[0-4]))?)$`),
 	"a zone name of the IANA database: Area/Location (Europe/Berlin, America/Argentina/Buenos_Aires), UTC, or Etc/GMT±N",
 	nil,

@@ -6,11 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"regexp"
 	"strings"
 	"unicode"
 
 	"github.com/dotlab/dotlab/attest"
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // screen keeps the agent's key out of what the tools post and return
@@ -39,7 +39,7 @@ const (
 )
 
 // tokenShapes are credential shapes no honest lab text contains.
-var tokenShapes = regexp.MustCompile(`dlk_[A-Za-z0-9_-]{43}` +
+var tokenShapes = lazyre.New(`dlk_[A-Za-z0-9_-]{43}` +
 	`|-----BEGIN [A-Z ]*PRIVATE KEY-----|MC4CAQAwBQYDK2VwBCIEI[A-Za-z0-9+/_-]{20}` +
 	`|\b(?:ghp|gho|ghs|ghr|ghu)_[A-Za-z0-9]{36}\b|\bgithub_pat_[A-Za-z0-9_]{50,}` +
 	`|\bglpat-[A-Za-z0-9_-]{20}\b|\bxox[abposr]-[A-Za-z0-9-]{10,}` +
@@ -171,7 +171,7 @@ func (s *screen) hasKey(text string) bool {
 // check returns a ToolError when text (named what) must not be posted: it
 // holds the agent's key or a credential's shape.
 func (s *screen) check(what, text string) error {
-	if s.hasKey(text) || tokenShapes.MatchString(text) {
+	if s.hasKey(text) || tokenShapes().MatchString(text) {
 		return toolErrorf(ESECRET, what+": looks like an API key, token or private key; nothing was posted. "+
 			"Never include keys, tokens or personal data in runs, notes or messages: remove it and post the text without it.")
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/attest"
+	"github.com/dotlab/dotlab/internal/lazyre"
 	"github.com/dotlab/dotlab/store"
 )
 
@@ -20,7 +20,7 @@ import (
 // recognisable.
 const APIKeyPrefix = "dlk_"
 
-var capabilityRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+var capabilityRE = lazyre.New(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // ValidateNewAgent checks a registration: name 1-64 characters, operator
 // 1-200, capabilities at most 32 distinct lowercase tokens, and a public
@@ -40,7 +40,7 @@ func ValidateNewAgent(n dotlab.NewAgent) error {
 	}
 	seen := map[string]bool{}
 	for i, c := range n.Capabilities {
-		if !capabilityRE.MatchString(c) {
+		if !capabilityRE().MatchString(c) {
 			p.Add("$.capabilities["+strconv.Itoa(i)+"]", "%q must be a lowercase token like python, r or gpu", c)
 		}
 		if seen[c] {

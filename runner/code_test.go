@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -272,6 +273,21 @@ func TestHashCopyOnePass(t *testing.T) {
 	want := sha256Hex(data)
 	if got != want {
 		t.Fatalf("hash %s, want %s", got, want)
+	}
+}
+
+// A 4-byte input costs one buffer of the ring, not all 32 (2 MiB).
+func TestHashCopySmallInputOneBuffer(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 10; i++ {
+		if _, n, err := hashCopy(context.Background(), io.Discard, strings.NewReader("x\n1\n"), nil); err != nil || n != 4 {
+			t.Fatalf("n=%d err=%v", n, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / 10; per > 2*copyBufSize {
+		t.Fatalf("%d bytes allocated per 4-byte copy, want at most %d", per, 2*copyBufSize)
 	}
 }
 

@@ -286,7 +286,7 @@ func fileExists(p string) bool {
 }
 
 // copyBufSize is the unit handed between the reading and hashing
-// goroutines, and copyBufs how many are in flight (2 MiB). Small units stay
+// goroutines, and copyBufs how many may be in flight (2 MiB; made as needed). Small units stay
 // in the CPU's caches between the socket read, the file write and the hash:
 // measured on loopback, 1 GiB into the cache took 2-3x as long with 4
 // buffers of 1 MiB as with 32 of 64 KiB, in each of four interleaved rounds
@@ -304,11 +304,24 @@ func hashCopy(ctx context.Context, w io.Writer, r io.Reader, progress func(int64
 	return hashCopyBufs(ctx, w, r, progress, copyBufSize, copyBufs)
 }
 
-// hashCopyBufs is hashCopy over nbuf buffers of size bytes.
+// hashCopyBufs is hashCopy over up to nbuf buffers of size bytes. A buffer
+// is allocated only when every one made so far is in flight, so a small
+// input (a 4-byte dataset) costs one buffer, not the whole ring (2 MiB, which
+// alone set off a garbage collection in every trivial rerun).
 func hashCopyBufs(ctx context.Context, w io.Writer, r io.Reader, progress func(int64), size, nbuf int) (string, int64, error) {
 	free := make(chan []byte, nbuf)
-	for i := 0; i < nbuf; i++ {
-		free <- make([]byte, size)
+	made := 0
+	next := func() []byte {
+		select {
+		case b := <-free:
+			return b
+		default:
+		}
+		if made < nbuf {
+			made++
+			return make([]byte, size)
+		}
+		return <-free
 	}
 	full := make(chan []byte, nbuf)
 	h := sha256.New()
@@ -327,7 +340,7 @@ func hashCopyBufs(ctx context.Context, w io.Writer, r io.Reader, progress func(i
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		buf := <-free
+		buf := next()
 		m, rerr := safefs.Fill(r, buf)
 		if m > 0 {
 			full <- buf[:m]

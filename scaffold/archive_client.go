@@ -3,20 +3,20 @@ package scaffold
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"time"
 
+	"github.com/dotlab/dotlab/internal/lazyre"
 	"github.com/dotlab/dotlab/runner"
 )
 
 // debianCodename is the form a VERSION_CODENAME read from an image must
 // have before it names a suite in a mirror URL (bookworm, trixie, sid).
-var debianCodename = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+var debianCodename = lazyre.New(`^[a-z][a-z0-9-]{0,31}$`)
 
 // archiveWord is the form of a suite, component or architecture put into
 // an archive URL (bookworm-updates, non-free-firmware, amd64): no '/', '?',
 // '#', '%' or "..".
-var archiveWord = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9+_-]*(\.[A-Za-z0-9+_-]+)*$`)
+var archiveWord = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9+_-]*(\.[A-Za-z0-9+_-]+)*$`)
 
 // archiveClient is the client the Debian archive's Release and Contents
 // files are fetched with: connections checked by the fetch policy's dialer

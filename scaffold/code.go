@@ -6,10 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/dotlab/dotlab/internal/lazyre"
 	"github.com/dotlab/dotlab/runner"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -119,7 +119,7 @@ func hasChanges(st git.Status) bool {
 	return false
 }
 
-var scpLike = regexp.MustCompile(`^[A-Za-z0-9_.-]+@([A-Za-z0-9.-]+):(.+)$`)
+var scpLike = lazyre.New(`^[A-Za-z0-9_.-]+@([A-Za-z0-9.-]+):(.+)$`)
 
 // origin proposes the origin remote's URL, or a placeholder saying why not.
 func (b *builder) origin(repo *git.Repository) {
@@ -133,7 +133,7 @@ func (b *builder) origin(repo *git.Repository) {
 	u := rem.Config().URLs[0]
 	if _, err := b.opts.Policy.CheckURL("code.repository", u); err != nil {
 		hint := ""
-		if m := scpLike.FindStringSubmatch(u); m != nil {
+		if m := scpLike().FindStringSubmatch(u); m != nil {
 			hint = fmt.Sprintf(" (for an ssh remote usually https://%s/%s)", m[1], m[2])
 		}
 		// The URL is not copied: it may carry credentials.

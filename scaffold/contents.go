@@ -134,7 +134,7 @@ func contentsIndex(ctx context.Context, client *http.Client, mirror, suite strin
 	ctx, cancel := context.WithTimeout(ctx, contentsTimeout)
 	defer cancel()
 	for _, w := range append([]string{suite, arch}, components...) {
-		if !archiveWord.MatchString(w) {
+		if !archiveWord().MatchString(w) {
 			return nil, fmt.Errorf("%q is not a suite, component or architecture name: not put into a mirror URL", w)
 		}
 	}

@@ -11,10 +11,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // Bounds of the data files init hashes: the schema's 256 datasets, and 64
@@ -106,11 +106,11 @@ func HashFile(p string) (string, error) {
 	return hashFile(root, filepath.Base(p))
 }
 
-var nameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+var nameUnsafe = lazyre.New(`[^A-Za-z0-9_.-]`)
 
 // datasetName derives a unique dataset name from a data path.
 func datasetName(rel string, taken map[string]bool) string {
-	base := nameUnsafe.ReplaceAllString(strings.ReplaceAll(rel, "/", "_"), "_")
+	base := nameUnsafe().ReplaceAllString(strings.ReplaceAll(rel, "/", "_"), "_")
 	if len(base) > 60 {
 		base = base[len(base)-60:]
 	}
@@ -164,7 +164,7 @@ func (b *builder) proposeDatasets(dir, codePrefix string, inCode func(string) bo
 		d := dotlab.Dataset{Name: datasetName(f.rel, taken), SHA256: sum, Path: f.rel, URL: datasetURL(b.opts.DataURL, f.rel)}
 		at := fmt.Sprintf("$.datasets[%d].url", i)
 		if d.URL == "" {
-			d.URL = "REPLACE-with-the-https-URL-of-" + nameUnsafe.ReplaceAllString(f.rel, "_")
+			d.URL = "REPLACE-with-the-https-URL-of-" + nameUnsafe().ReplaceAllString(f.rel, "_")
 			b.placeholder(at, "https://standin.invalid/"+d.Name, "replace with the https URL where %s is published (its bytes must hash to the sha256 given; a file:// URL works for dotlab rerun --allow-local but is not listable)", f.rel)
 		} else {
 			b.check(at, "%s must serve exactly these bytes", d.URL)

@@ -6,9 +6,10 @@ import (
 	"io"
 	"os"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // What a package needs from its image, by kind: a Python module (the first
@@ -36,7 +37,7 @@ func newDebIndex() *debIndex {
 
 const distPackages = "usr/lib/python3/dist-packages/"
 
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var identifier = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // needOf reads a file path of a Debian package (no leading slash): the
 // need it ships and whether it is the need's own file.
@@ -47,10 +48,10 @@ func needOf(p string) (need, bool, bool) {
 		if rest == "" {
 			mod, _, _ := strings.Cut(first, ".")
 			ext := path.Ext(first)
-			ok := (ext == ".py" || ext == ".so") && identifier.MatchString(mod)
+			ok := (ext == ".py" || ext == ".so") && identifier().MatchString(mod)
 			return need{NeedPython, mod}, true, ok
 		}
-		return need{NeedPython, first}, rest == "__init__.py", identifier.MatchString(first)
+		return need{NeedPython, first}, rest == "__init__.py", identifier().MatchString(first)
 	case strings.HasPrefix(p, "usr/lib/R/site-library/") || strings.HasPrefix(p, "usr/lib/R/library/"):
 		parts := strings.Split(p, "/")
 		return need{NeedR, parts[4]}, true, len(parts) == 6 && parts[5] == "DESCRIPTION"
@@ -177,7 +178,7 @@ func readOSRelease(rootfs string) string {
 			}
 		})
 	}
-	if !debianCodename.MatchString(codename) {
+	if !debianCodename().MatchString(codename) {
 		return ""
 	}
 	return codename

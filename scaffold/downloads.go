@@ -101,7 +101,7 @@ func downloadName(raw string, taken map[string]bool) string {
 	base := "download"
 	if u, err := url.Parse(raw); err == nil {
 		if seg := path.Base(u.Path); seg != "/" && seg != "." {
-			base = nameUnsafe.ReplaceAllString(seg, "_")
+			base = nameUnsafe().ReplaceAllString(seg, "_")
 		}
 	}
 	if len(base) > 60 {

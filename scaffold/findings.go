@@ -2,9 +2,10 @@ package scaffold
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // HowTo is the how-to that findings cite; each Finding names one of its
@@ -76,12 +77,12 @@ var (
 )
 
 // networkCallPython: a call into a module that reaches the network.
-var networkCallPython = regexp.MustCompile(`^(requests|httpx|urllib3|aiohttp|wget|pycurl|ftplib|boto3|gdown|kaggle|pooch)\.|^urllib\.request\.|^http\.client\.`)
+var networkCallPython = lazyre.New(`^(requests|httpx|urllib3|aiohttp|wget|pycurl|ftplib|boto3|gdown|kaggle|pooch)\.|^urllib\.request\.|^http\.client\.`)
 
 var interactivePython = map[string]bool{"input": true, "raw_input": true, "getpass.getpass": true,
 	"sys.stdin.read": true, "sys.stdin.readline": true, "sys.stdin.readlines": true}
 
-var interactivePythonPrefix = regexp.MustCompile(`^(tkinter\.filedialog|easygui)\.`)
+var interactivePythonPrefix = lazyre.New(`^(tkinter\.filedialog|easygui)\.`)
 
 var (
 	networkFuncR     = setOf([]string{"download.file", "url", "curl", "curl_download", "curl_fetch_memory", "curl_fetch_disk", "getURL", "getURLContent", "GET", "POST", "PUT", "HEAD", "PATCH", "VERB", "req_perform", "install.packages", "install_github", "install_version"})
@@ -141,14 +142,14 @@ func fileArg(c callSite, w writeArg) (arg callArg, ok bool) {
 	return callArg{}, false
 }
 
-var hostPath = regexp.MustCompile(`^([A-Za-z]:[\\/]|\\\\[^\\]|/(Users|home|Volumes|mnt|media)/|~($|/))`)
+var hostPath = lazyre.New(`^([A-Za-z]:[\\/]|\\\\[^\\]|/(Users|home|Volumes|mnt|media)/|~($|/))`)
 
-var urlLiteral = regexp.MustCompile(`^(?i)(https?|ftps?)://`)
+var urlLiteral = lazyre.New(`^(?i)(https?|ftps?)://`)
 
 // relativeFile: a file name a write resolves against the working directory.
 func relativeFile(p string) bool {
 	return p != "" && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "~") && !strings.HasPrefix(p, `\`) &&
-		!hostPath.MatchString(p) && !strings.Contains(p, "://") && p != "-" && p != "stdout" && p != ""
+		!hostPath().MatchString(p) && !strings.Contains(p, "://") && p != "-" && p != "stdout" && p != ""
 }
 
 // printing are calls whose string arguments are text, not something read.
@@ -183,9 +184,9 @@ func classify(u codeUnit, r unitResult) []Finding {
 	sort.SliceStable(r.Strings, func(i, j int) bool { return r.Strings[i].Line < r.Strings[j].Line })
 	for _, s := range r.Strings {
 		switch {
-		case hostPath.MatchString(s.Value):
+		case hostPath().MatchString(s.Value):
 			add(FindHostPath, s.Line, "%q", s.Value)
-		case urlLiteral.MatchString(s.Value) && s.Func != "" && !printing[s.Func] && !networkCall(u.lang, s.Func):
+		case urlLiteral().MatchString(s.Value) && s.Func != "" && !printing[s.Func] && !networkCall(u.lang, s.Func):
 			add(FindNetwork, s.Line, "%s(%q)", s.Func, s.Value).URL = s.Value
 		}
 	}
@@ -196,7 +197,7 @@ func classify(u codeUnit, r unitResult) []Finding {
 // callURL is the first URL literal among c's arguments, "" for none.
 func callURL(c callSite) string {
 	for _, a := range c.Args {
-		if a.Kind == "str" && urlLiteral.MatchString(a.Value) {
+		if a.Kind == "str" && urlLiteral().MatchString(a.Value) {
 			return a.Value
 		}
 	}
@@ -212,9 +213,9 @@ func networkCall(lang Language, fn string) bool {
 func callKind(lang Language, c callSite) string {
 	if lang == LangPython {
 		switch {
-		case networkCallPython.MatchString(c.Func):
+		case networkCallPython().MatchString(c.Func):
 			return FindNetwork
-		case interactivePython[c.Func] || interactivePythonPrefix.MatchString(c.Func):
+		case interactivePython[c.Func] || interactivePythonPrefix().MatchString(c.Func):
 			return FindInteractive
 		}
 		return ""

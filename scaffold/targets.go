@@ -3,14 +3,14 @@ package scaffold
 import (
 	"fmt"
 	"math/big"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
-var numberRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$`)
+var numberRE = lazyre.New(`^-?(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$`)
 
 // HalfUnit is half a unit in the last printed digit of a published value,
 // computed exactly on its decimal text (never through float64): the
@@ -24,7 +24,7 @@ func HalfUnit(text string) (dotlab.Decimal, error) {
 	if err := dotlab.Decimal(text).Validate(); err != nil {
 		return "", err
 	}
-	m := numberRE.FindStringSubmatch(text)
+	m := numberRE().FindStringSubmatch(text)
 	exp := 0
 	if m[3] != "" {
 		exp, _ = strconv.Atoi(strings.TrimPrefix(m[3], "+"))

@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // Bounds of the code init reads: files, bytes per file (a notebook may
@@ -147,7 +148,7 @@ func notebookUnits(name string, body []byte) ([]codeUnit, error) {
 		u := codeUnit{file: name, lang: lang, line: 1, cell: i + 1}
 		if lang == LangPython {
 			for n, l := range strings.Split(src, "\n") {
-				if notebookFetch.MatchString(l) {
+				if notebookFetch().MatchString(l) {
 					u.fetches = append(u.fetches, n+1)
 				}
 			}
@@ -174,7 +175,7 @@ func cellSource(raw json.RawMessage) (string, error) {
 	return strings.Join(lines, ""), nil
 }
 
-var pythonCellMagic = regexp.MustCompile(`^%%(time|timeit|capture)\b`)
+var pythonCellMagic = lazyre.New(`^%%(time|timeit|capture)\b`)
 
 // blankMagics blanks IPython magic and shell lines; ok is false for a cell in another language.
 func blankMagics(src string) (string, bool) {
@@ -182,7 +183,7 @@ func blankMagics(src string) (string, bool) {
 	for i, l := range lines {
 		t := strings.TrimLeft(l, " \t")
 		switch {
-		case i == 0 && strings.HasPrefix(t, "%%") && !pythonCellMagic.MatchString(t):
+		case i == 0 && strings.HasPrefix(t, "%%") && !pythonCellMagic().MatchString(t):
 			return "", false
 		case strings.HasPrefix(t, "%") || strings.HasPrefix(t, "!"):
 			lines[i] = ""
@@ -192,12 +193,12 @@ func blankMagics(src string) (string, bool) {
 }
 
 // Shell escapes and magics that install or fetch (the sandbox has no network).
-var notebookFetch = regexp.MustCompile(`^\s*[!%]\s*(pip3?|conda|mamba|wget|curl|apt(-get)?)\b`)
+var notebookFetch = lazyre.New(`^\s*[!%]\s*(pip3?|conda|mamba|wget|curl|apt(-get)?)\b`)
 
 var (
-	chunkStart = regexp.MustCompile("^[\t >]*(`{3,})[ \t]*\\{[ \t]*([A-Za-z0-9_]+)([^}]*)\\}[ \t]*$")
-	chunkEnd   = regexp.MustCompile("^[\t >]*(`{3,})[ \t]*$")
-	evalFalse  = regexp.MustCompile(`\beval[ \t]*=[ \t]*(FALSE|F)\b`)
+	chunkStart = lazyre.New("^[\t >]*(`{3,})[ \t]*\\{[ \t]*([A-Za-z0-9_]+)([^}]*)\\}[ \t]*$")
+	chunkEnd   = lazyre.New("^[\t >]*(`{3,})[ \t]*$")
+	evalFalse  = lazyre.New(`\beval[ \t]*=[ \t]*(FALSE|F)\b`)
 )
 
 // chunkUnits gives the r and python chunks of an R Markdown (or Quarto) file.
@@ -205,18 +206,18 @@ func chunkUnits(name, body string) []codeUnit {
 	var units []codeUnit
 	lines := strings.Split(body, "\n")
 	for i := 0; i < len(lines); i++ {
-		m := chunkStart.FindStringSubmatch(lines[i])
+		m := chunkStart().FindStringSubmatch(lines[i])
 		if m == nil {
 			continue
 		}
 		start, fence := i+1, m[1]
 		for i++; i < len(lines); i++ {
-			if e := chunkEnd.FindStringSubmatch(lines[i]); e != nil && len(e[1]) >= len(fence) {
+			if e := chunkEnd().FindStringSubmatch(lines[i]); e != nil && len(e[1]) >= len(fence) {
 				break
 			}
 		}
 		lang := map[string]Language{"r": LangR, "python": LangPython}[strings.ToLower(m[2])]
-		if lang == LangOther || evalFalse.MatchString(m[3]) {
+		if lang == LangOther || evalFalse().MatchString(m[3]) {
 			continue
 		}
 		units = append(units, codeUnit{file: name, lang: lang, line: start + 1, src: strings.Join(lines[start:min(i, len(lines))], "\n")})

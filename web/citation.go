@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // citation is what both citation formats say of a settled claim's record:
@@ -63,7 +63,7 @@ func (h *Handler) citationFile(format string) handlerFunc {
 	}
 }
 
-var bibSafeURL = regexp.MustCompile(`^[A-Za-z0-9:/.\-\[\]]+$`)
+var bibSafeURL = lazyre.New(`^[A-Za-z0-9:/.\-\[\]]+$`)
 
 // bibtex renders the citation as one @misc entry. Every text field is
 // escaped for BibTeX and LaTeX (bibEscape); the url field, which styles
@@ -79,7 +79,7 @@ func (ct citation) bibtex() []byte {
 	field("number", bibEscape(ct.Number))
 	field("year", ct.Issued.Format("2006"))
 	fmt.Fprintf(&b, "  month = %s,\n", strings.ToLower(ct.Issued.Format("Jan")))
-	if strings.HasPrefix(ct.URL, "http") && bibSafeURL.MatchString(ct.URL) {
+	if strings.HasPrefix(ct.URL, "http") && bibSafeURL().MatchString(ct.URL) {
 		field("url", ct.URL)
 	}
 	field("note", bibEscape(ct.Note))

@@ -3,11 +3,11 @@ package web
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/dotlab/dotlab"
+	"github.com/dotlab/dotlab/internal/lazyre"
 )
 
 // The record travels (docs/protocol.md §9 "The record elsewhere"): a
@@ -54,7 +54,7 @@ func (h *Handler) instanceName() string {
 	return "DotLab"
 }
 
-var dnsName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+var dnsName = lazyre.New(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
 
 // tagID is a tag: URI (RFC 4151) for what, a path such as "claims/DL-0001",
 // minted on date: tag:AUTHORITY,YYYY-MM-DD:SPECIFIC. The authority and the
@@ -72,7 +72,7 @@ func (h *Handler) tagID(date time.Time, what string) string {
 		origin = u.Hostname()
 	}
 	authority, rest, _ := strings.Cut(strings.ToLower(origin), "/")
-	if !dnsName.MatchString(authority) {
+	if !dnsName().MatchString(authority) {
 		authority, rest = "dotlab.invalid", origin
 	}
 	var specific []string

@@ -46,8 +46,12 @@ var stepNames = []string{"start", "checks", "inputs", "prepare", "execute", "fin
 type build struct {
 	name, path, cache string
 	total             []time.Duration
+	cpu               []time.Duration // user + system of the process and its children
 	steps             map[string][]time.Duration
 }
+
+// cpuOf is the user + system time of a finished command (its children included).
+func cpuOf(st *os.ProcessState) time.Duration { return st.UserTime() + st.SystemTime() }
 
 func run(bin, before string, n int) error {
 	if bin == "" {
@@ -79,7 +83,7 @@ func run(bin, before string, n int) error {
 	if err != nil {
 		return err
 	}
-	var bare []time.Duration
+	var bare, bareCPU []time.Duration
 	for i := 0; i < n+1; i++ { // the first repetition warms up and is not counted
 		for _, b := range builds {
 			if err := b.once(work, manifest, i, i > 0); err != nil {
@@ -87,14 +91,16 @@ func run(bin, before string, n int) error {
 			}
 		}
 		start := time.Now()
-		if out, err := exec.Command("runc", "--root", filepath.Join(work, "state"), "run", "--bundle", bundle, fmt.Sprintf("bare-%d", i)).CombinedOutput(); err != nil {
+		cmd := exec.Command("runc", "--root", filepath.Join(work, "state"), "run", "--bundle", bundle, fmt.Sprintf("bare-%d", i))
+		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("runc run: %v: %s", err, out)
 		}
 		if i > 0 {
 			bare = append(bare, time.Since(start))
+			bareCPU = append(bareCPU, cpuOf(cmd.ProcessState))
 		}
 	}
-	report(builds, bare, n)
+	report(builds, bare, bareCPU, n)
 	return nil
 }
 
@@ -118,6 +124,7 @@ func (b *build) once(work, manifest string, i int, count bool) error {
 		return nil
 	}
 	b.total = append(b.total, end.Sub(start))
+	b.cpu = append(b.cpu, cpuOf(cmd.ProcessState))
 	bounds := append(append([]time.Time{start}, marks...), end)
 	for k, name := range stepNames {
 		b.steps[name] = append(b.steps[name], bounds[k+1].Sub(bounds[k]))
@@ -173,7 +180,7 @@ func logMarks(path string) ([]time.Time, error) {
 	return []time.Time{started, firstInput, lastInput, executeStart, executeEnd}, sc.Err()
 }
 
-func report(builds []*build, bare []time.Duration, n int) {
+func report(builds []*build, bare, bareCPU []time.Duration, n int) {
 	fmt.Printf("%d repetitions, interleaved; medians (min–max), ms\n\n", n)
 	fmt.Printf("| step |")
 	for _, b := range builds {
@@ -192,8 +199,14 @@ func report(builds []*build, bare []time.Duration, n int) {
 		fmt.Printf(" **%s** |", spread(b.total))
 	}
 	fmt.Printf("\n| bare `runc run` /bin/true, same rootfs | %s |\n", spread(bare))
+	fmt.Printf("| CPU (user + system): `dotlab rerun` |")
 	for _, b := range builds {
-		fmt.Printf("| %s / bare runc (medians) | %.2fx (goal <= 2x) |\n", b.name, ms(median(b.total))/ms(median(bare)))
+		fmt.Printf(" %s |", spread(b.cpu))
+	}
+	fmt.Printf("\n| CPU: bare `runc run` | %s |\n", spread(bareCPU))
+	for _, b := range builds {
+		fmt.Printf("| %s / bare runc (medians) | wall %.2fx, CPU %.2fx (goal <= 2x) |\n", b.name,
+			ms(median(b.total))/ms(median(bare)), ms(median(b.cpu))/ms(median(bareCPU)))
 	}
 	fmt.Printf("load average after: %s\n", loadavg())
 }

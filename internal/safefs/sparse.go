@@ -39,9 +39,11 @@ func CreateSparseFrom(root *os.Root, name string, perm os.FileMode, r io.Reader)
 }
 
 // copySparse copies r to f from f's start, seeking over aligned zero blocks.
-// It returns the bytes of r consumed.
+// It returns the bytes of r consumed. The first read is of one block, and
+// only a longer r gets the 128 KiB buffer: most files of a code checkout are
+// small, and a 128 KiB buffer each was most of a trivial rerun's garbage.
 func copySparse(f *os.File, r io.Reader) (int64, error) {
-	buf := make([]byte, 32*sparseBlock)
+	buf := make([]byte, sparseBlock)
 	var n int64    // bytes of r consumed (and the logical file offset)
 	var hole int64 // zero bytes consumed but not yet skipped over in f
 	for {
@@ -82,6 +84,10 @@ func copySparse(f *os.File, r io.Reader) (int64, error) {
 			return n, nil
 		default:
 			return n, rerr
+		}
+		if len(buf) == sparseBlock {
+			// Block-aligned still: every chunk but the last is whole blocks.
+			buf = make([]byte, 32*sparseBlock)
 		}
 	}
 }
