@@ -241,12 +241,16 @@ func (db *DB) openPostgres(dsn string) error {
 		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	db.w, db.r = p, p
-	var schema string
+	var schema sql.NullString
 	if err := p.QueryRow(`SELECT current_schema()`).Scan(&schema); err != nil {
 		p.Close()
 		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	db.notes.dsn, db.notes.channel = dsn, channelFor(schema)
+	if !schema.Valid {
+		p.Close()
+		return errors.New("connect to PostgreSQL: no schema of the URL's search_path exists: create it first (psql: CREATE SCHEMA name) or leave search_path out (docs/deploy.md)")
+	}
+	db.notes.dsn, db.notes.channel = dsn, channelFor(schema.String)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +172,22 @@ func settledLogSize(t *testing.T, db *sqlstore.DB) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestOpenPostgresMissingSchema: a --db URL whose search_path names no
+// existing schema is refused at Open with what to do, not a driver's scan
+// error.
+func TestOpenPostgresMissingSchema(t *testing.T) {
+	base := sqlstoretest.URL(t, sqlstore.Postgres) // skips outside CI without PostgreSQL
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", "no_such_schema_"+strings.ReplaceAll(t.Name(), "/", "_"))
+	u.RawQuery = q.Encode()
+	_, err = sqlstore.Open(context.Background(), u.String(), sqlstore.Options{})
+	if err == nil || !strings.Contains(err.Error(), "CREATE SCHEMA") {
+		t.Fatalf("Open with a missing schema: %v, want the CREATE SCHEMA advice", err)
+	}
 }

@@ -275,7 +275,7 @@ func matchRecords(rep *Report, rs *records, logged map[tlogfmt.Key]loggedEntry, 
 		want[k] = true
 		l, ok := logged[k]
 		if !ok {
-			rep.fail("%s is not in the log (no entry with a valid proof in the tree of size %d)", x.label, rep.Checkpoint.Size)
+			rep.fail("%s is not in the log (no entry with a valid proof in the tree of size %d, read again for %s while it might be pending; GET /api/v1/log/entries/{type}/{id} says whether the server holds it pending)", x.label, rep.Checkpoint.Size, PendingWait)
 			continue
 		}
 		data, err := x.entry.Encode()

@@ -66,7 +66,7 @@ func newAgentRegisterCmd() *cobra.Command {
 }
 
 // serverUsage is --server's help: the default is resolved at run time.
-const serverUsage = "server base URL (default $DOTLAB_SERVER, else the one server an agent is registered with here, else " + agent.LocalServer + ")"
+const serverUsage = "server base URL; when not given: $DOTLAB_SERVER, else the one server an agent is registered with here, else this"
 
 // serverFlag adds --server, the server base URL.
 func serverFlag(cmd *cobra.Command, server *string) {
