@@ -24,10 +24,20 @@ import (
 // statement in use (a Rows still open, or a *sql.Stmt holding it) is not
 // handed out twice: the second use gets a statement of its own, finalized
 // when done. At most stmtCacheSize statements are kept per connection,
-// the least recently used finalized first.
+// the least recently used finalized first, and none of a text longer than
+// maxCachedQuery.
 
 // stmtCacheSize bounds the statements one SQLite connection keeps.
 const stmtCacheSize = 256
+
+// maxCachedQuery is the longest text (bytes) whose statement is kept. The
+// store's own texts are at most ~2 KiB; longer ones are built per call
+// (the log's batch insert, translog insertEntries: one text per batch
+// size, 6 parameters a row), and a kept one holds about 1.6 MiB of SQLite
+// memory at 2,048 rows: 256 of them kept 400 MiB on the writer
+// (TestStatementCacheMemoryOfBatchInserts). Their parse is a small part of
+// their cost anyway.
+const maxCachedQuery = 4096
 
 // openSQLiteDB opens a database/sql pool on dsn (a modernc.org/sqlite
 // data source name) whose connections cache their prepared statements.
@@ -102,8 +112,12 @@ func (c *cachingConn) Prepare(query string) (driver.Stmt, error) {
 }
 
 // PrepareContext returns the kept statement of query when it is free, or
-// prepares one (kept when query has none yet).
+// prepares one (kept when query has none yet and is at most
+// maxCachedQuery bytes).
 func (c *cachingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if len(query) > maxCachedQuery {
+		return c.c.PrepareContext(ctx, query) // one of its own, finalized when done
+	}
 	c.mu.Lock()
 	if e, ok := c.byQuery[query]; ok {
 		s := e.Value.(*cachedStmt)

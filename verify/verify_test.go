@@ -211,9 +211,10 @@ func readEntries(t *testing.T, db *sql.DB) []*tlogfmt.Logged {
 // TestBusyClaimVerifies: records keep coming while `dotlab verify` runs (a
 // busy room, or another server process): one message is posted after the
 // records were read but before the checkpoint (it is in the tree, so the
-// records are read again), one after the checkpoint (the second read finds
-// it, the tree does not hold it). Both are honest: the claim verifies, the
-// later message left for the next verification.
+// records are read again; writes answer at their commit, so the test waits
+// for its batch before serving the checkpoint), one after the checkpoint
+// (the second read finds it, the tree does not hold it). Both are honest:
+// the claim verifies, the later message left for the next verification.
 func TestBusyClaimVerifies(t *testing.T) {
 	e := newEnv(t, sqlstore.SQLite)
 	ctx := context.Background()
@@ -230,6 +231,9 @@ func TestBusyClaimVerifies(t *testing.T) {
 		switch {
 		case r.URL.Path == "/api/v1/log":
 			post("posted before the checkpoint")
+			if err := e.db.Log().Await(ctx); err != nil { // in the tree the checkpoint signs
+				t.Error(err)
+			}
 		case strings.HasPrefix(r.URL.Path, "/api/v1/log/claims/"):
 			post("posted after the checkpoint")
 		}
