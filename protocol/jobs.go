@@ -131,8 +131,18 @@ func (s *Service) NextJob(ctx context.Context, agent *dotlab.Agent) (*dotlab.Job
 	}
 	start := rand.Int64N(dotlab.DrawKeys)
 	// Pass 1 walks [start, end); pass 2 wraps around to [0, start).
+	var busy []string
 	for _, r := range [][2]int64{{start, dotlab.DrawKeys}, {0, start}} {
-		j, found, err := s.drawIn(ctx, agent, t, r[0], r[1], now)
+		j, found, err := s.drawIn(ctx, agent, t, r[0], r[1], now, &busy)
+		if found || err != nil {
+			return j, found, err
+		}
+	}
+	// Claims skipped because another transaction held their rows, in draw
+	// order, now waited for: a free claim is never missed for a moment's
+	// lock (docs/mechanism.md §1).
+	for _, id := range busy {
+		j, found, err := s.offer(ctx, agent, t, id, now, true)
 		if found || err != nil {
 			return j, found, err
 		}
@@ -140,9 +150,26 @@ func (s *Service) NextJob(ctx context.Context, agent *dotlab.Agent) (*dotlab.Job
 	return nil, false, nil
 }
 
+// offer offers claimID to agent (store.AddOffer; wait: for a row another
+// transaction holds, else store.ErrClaimBusy) and returns the job when it
+// won, or the agent's own open offer when a concurrent draw of its won.
+func (s *Service) offer(ctx context.Context, agent *dotlab.Agent, t dotlab.Transition, claimID string, now time.Time, wait bool) (*dotlab.Job, bool, error) {
+	won, err := s.Store.AddOffer(ctx, store.OfferWrite{Write: store.Write{At: now}, ClaimID: claimID, AgentID: agent.ID, Transition: t,
+		Expires: now.Add(s.Store.Windows().Accept), Wait: wait})
+	if errors.Is(err, store.ErrOpenOffer) {
+		// A concurrent draw by the same agent won: return that offer.
+		return s.Store.OpenOffer(ctx, agent.ID, now)
+	}
+	if err != nil || !won {
+		return nil, false, err
+	}
+	j, _, err := s.Store.LatestJob(ctx, claimID, agent.ID)
+	return j, err == nil, err
+}
+
 // drawIn offers agent the first eligible claim with a draw key in [lo,
-// hi) that it wins.
-func (s *Service) drawIn(ctx context.Context, agent *dotlab.Agent, t dotlab.Transition, lo, hi int64, now time.Time) (*dotlab.Job, bool, error) {
+// hi) that it wins; claims skipped for a held row go to busy.
+func (s *Service) drawIn(ctx context.Context, agent *dotlab.Agent, t dotlab.Transition, lo, hi int64, now time.Time, busy *[]string) (*dotlab.Job, bool, error) {
 	for n := firstDrawBatch; ; n = drawBatch {
 		cands, err := s.Store.DrawCandidates(ctx, agent.ID, lo, hi, n)
 		if err != nil {
@@ -152,18 +179,13 @@ func (s *Service) drawIn(ctx context.Context, agent *dotlab.Agent, t dotlab.Tran
 			if !agent.Has(c.Requires) {
 				continue
 			}
-			won, err := s.Store.AddOffer(ctx, store.OfferWrite{Write: store.Write{At: now}, ClaimID: c.ClaimID, AgentID: agent.ID, Transition: t,
-				Expires: now.Add(s.Store.Windows().Accept)})
-			if errors.Is(err, store.ErrOpenOffer) {
-				// A concurrent draw by the same agent won: return that offer.
-				return s.Store.OpenOffer(ctx, agent.ID, now)
+			j, found, err := s.offer(ctx, agent, t, c.ClaimID, now, false)
+			if errors.Is(err, store.ErrClaimBusy) {
+				*busy = append(*busy, c.ClaimID)
+				continue
 			}
-			if err != nil {
-				return nil, false, err
-			}
-			if won {
-				j, _, err := s.Store.LatestJob(ctx, c.ClaimID, agent.ID)
-				return j, err == nil, err
+			if found || err != nil {
+				return j, found, err
 			}
 		}
 		if len(cands) < n {

@@ -52,3 +52,52 @@ func TestDrawOffersAClaimAnotherTransactionReferences(t *testing.T) {
 		t.Fatalf("draw while another transaction references the only claim: %+v, found %v, %v; want the claim offered", j, found, err)
 	}
 }
+
+// TestDrawWaitsForAHeldFreeClaim: on PostgreSQL the draw skips a claim
+// whose row another transaction holds (store.ErrClaimBusy) but, winning no
+// other claim, comes back and waits for it: a room write that bumps the
+// only funded claim's row for a moment does not make the draw answer "no
+// job" (docs/mechanism.md §1 step 4).
+func TestDrawWaitsForAHeldFreeClaim(t *testing.T) {
+	ctx := context.Background()
+	url := sqlstoretest.URL(t, sqlstore.Postgres)
+	db, err := sqlstore.Open(ctx, url, sqlstore.Options{Clock: sqlstoretest.NewClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	svc := sqlstoretest.Protocol(db)
+	sub, runner := mustAgent(t, db, "submitter"), mustAgent(t, db, "runner")
+	c, err := svc.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "a claim held for a moment"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	other, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	if _, err := other.ExecContext(ctx, `UPDATE claims SET msg_seq = msg_seq WHERE id = $1`, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	held := 300 * time.Millisecond
+	go func() {
+		time.Sleep(held)
+		other.Commit()
+	}()
+	t0 := time.Now()
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	j, found, err := svc.NextJob(dctx, runner)
+	if err != nil || !found || j.ClaimID != c.ID {
+		t.Fatalf("draw while the only claim's row is held: %+v, found %v, %v; want the claim offered once it is released", j, found, err)
+	}
+	if waited := time.Since(t0); waited < held/2 {
+		t.Fatalf("offered after %s, before the holder released the row (%s)", waited, held)
+	}
+}

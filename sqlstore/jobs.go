@@ -60,8 +60,9 @@ func (db *DB) OpenOffer(ctx context.Context, agentID string, now time.Time) (*do
 
 // AddOffer offers a claim to an agent (store.OfferWrite): under the
 // agent's row lock, only while the agent holds no open offer and the claim
-// is still free. won is false when another agent took the claim first (or,
-// on PostgreSQL, holds its row in a transaction still open: offerClaimSQL);
+// is still free. won is false when another agent took the claim first;
+// store.ErrClaimBusy (nothing written) when, on PostgreSQL without w.Wait,
+// another transaction holds the free claim's row (offerClaimSQL);
 // ErrOpenOffer when a concurrent draw by the same agent won an offer.
 func (db *DB) AddOffer(ctx context.Context, w store.OfferWrite) (bool, error) {
 	t := w.Transition
@@ -80,12 +81,12 @@ func (db *DB) AddOffer(ctx context.Context, w store.OfferWrite) (bool, error) {
 		if open > 0 {
 			return store.ErrOpenOffer
 		}
-		res, err := tx.ExecContext(ctx, db.offerClaimSQL(), w.AgentID, ms(w.Expires), ms(w.At), w.ClaimID, t.From)
+		res, err := tx.ExecContext(ctx, db.offerClaimSQL(w.Wait), w.AgentID, ms(w.Expires), ms(w.At), w.ClaimID, t.From)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return nil
+			return db.skippedClaim(ctx, tx, w)
 		}
 		won = true
 		db.announceClaim(tx, w.ClaimID)
@@ -98,24 +99,42 @@ func (db *DB) AddOffer(ctx context.Context, w store.OfferWrite) (bool, error) {
 	return won, err
 }
 
-// offerClaimSQL is the offer's conditional claim update. On PostgreSQL a
-// claim whose row another transaction holds (a concurrent draw offering
-// it, most often) is skipped, not waited for: the update finds no row, the
-// offer is lost and the draw tries its next candidate at once, instead of
-// queueing behind the other transaction's commit (bench/README.md, issue
-// 25: 17 ms a draw at 64 drawers). The subselect takes the lock the UPDATE
-// itself takes (FOR NO KEY UPDATE), not FOR UPDATE: a transaction that
-// only references the claim (a foreign key's FOR KEY SHARE: a role, a room
-// member, a message inserted) does not hide it from the draw
-// (TestDrawOffersAClaimAnotherTransactionReferences). SQLite's writers are
-// serial: no row is ever held.
-func (db *DB) offerClaimSQL() string {
-	if db.dialect == Postgres {
+// offerClaimSQL is the offer's conditional claim update. On PostgreSQL,
+// unless wait, a claim whose row another transaction holds (a concurrent
+// draw offering it, most often) is skipped, not waited for: the update
+// finds no row and AddOffer answers store.ErrClaimBusy (skippedClaim), so
+// the draw tries its next candidate at once instead of queueing behind the
+// other transaction's commit (bench/README.md, issue 25: 17 ms a draw at
+// 64 drawers), and comes back to this one with wait only if it wins no
+// other. The lock taken is the UPDATE's own (FOR NO KEY UPDATE), so a
+// transaction that only references the claim (a role, a room member or
+// message, a job: the foreign key's FOR KEY SHARE) does not hide it from
+// the draw. SQLite's writers are serial: no row is ever held.
+func (db *DB) offerClaimSQL(wait bool) string {
+	if db.dialect == Postgres && !wait {
 		return `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
 			WHERE id = (SELECT id FROM claims WHERE id = $4 AND state = $5 AND runner_id IS NULL FOR NO KEY UPDATE SKIP LOCKED)`
 	}
 	return `UPDATE claims SET runner_id = $1, offer_expires_at = $2, updated_at = $3
 			WHERE id = $4 AND state = $5 AND runner_id IS NULL`
+}
+
+// skippedClaim tells, after an offer's update found no row, a claim taken
+// (nil: the offer is lost) from one skipped because its row was held while
+// it is still free (store.ErrClaimBusy; PostgreSQL without w.Wait only).
+func (db *DB) skippedClaim(ctx context.Context, tx *sql.Tx, w store.OfferWrite) error {
+	if db.dialect != Postgres || w.Wait {
+		return nil
+	}
+	var free bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM claims WHERE id = $1 AND state = $2 AND runner_id IS NULL)`,
+		w.ClaimID, w.Transition.From).Scan(&free); err != nil {
+		return err
+	}
+	if free {
+		return store.ErrClaimBusy
+	}
+	return nil
 }
 
 const jobColumns = `j.claim_id, j.agent_id, j.state, j.offered_at, j.offer_expires_at, j.accepted_at, j.publish_deadline, j.reason, c.title, c.requires`

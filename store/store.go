@@ -204,11 +204,21 @@ type OfferWrite struct {
 	ClaimID, AgentID string
 	Transition       dotlab.Transition
 	Expires          time.Time
+	// Wait makes the offer wait for a claim row another transaction holds
+	// (PostgreSQL) instead of answering ErrClaimBusy at once.
+	Wait bool
 }
 
 // ErrOpenOffer is AddOffer's refusal when the agent holds an open offer
 // already (a concurrent draw of its own won one).
 var ErrOpenOffer = errors.New("the agent already holds an open offer")
+
+// ErrClaimBusy is AddOffer's answer, without OfferWrite.Wait, when the
+// claim is free but another transaction holds its row (PostgreSQL; a
+// concurrent offer of it, most often, or a write to the claim's room): the
+// draw tries its other candidates first and comes back to it with Wait.
+// Nothing was written.
+var ErrClaimBusy = errors.New("the claim's row is held by another transaction")
 
 // AcceptWrite accepts an offer: the claim moves by Transition (accept)
 // only while AgentID holds its open offer (the offer's expiry after At);
@@ -332,7 +342,7 @@ type Writer interface {
 	AddAgent(ctx context.Context, w AgentWrite) error                             // ECONFLICT: the public key is another agent's; EDUPLICATE: a store keeping names unique holds one that reads the same
 	AddClaim(ctx context.Context, w ClaimWrite) (id string, err error)            // EDUPLICATE: the manifest was listed meanwhile
 	AddReviewer(ctx context.Context, claimID, agentID string, at time.Time) error // ECONFLICT: another role meanwhile
-	AddOffer(ctx context.Context, w OfferWrite) (won bool, err error)             // ErrOpenOffer
+	AddOffer(ctx context.Context, w OfferWrite) (won bool, err error)             // ErrOpenOffer, ErrClaimBusy
 	AddAccept(ctx context.Context, w AcceptWrite) (applied bool, err error)       // ECONFLICT: another role on the claim
 	AddDecline(ctx context.Context, w DeclineWrite) (applied bool, err error)     //
 	AddLogs(ctx context.Context, w LogsWrite) (applied bool, err error)           //
