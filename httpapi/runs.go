@@ -38,22 +38,33 @@ const earlyRoleBytes = 64 << 10
 // ok is false when the body is not such an object or names a job_id that
 // is not a claim id (the strict decoding then says why).
 func peekJobID(raw []byte) (string, bool) {
+	id, ok := peekString(raw, "job_id")
+	if !ok || !dotlab.ValidClaimID(id) {
+		return "", false
+	}
+	return id, true
+}
+
+// peekString reads the string at top-level key of the JSON object raw
+// without decoding the rest (each other value is only scanned); ok is
+// false when raw is not an object, the key is absent or not a string.
+func peekString(raw []byte, key string) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return "", false
 	}
 	for dec.More() {
 		t, err := dec.Token()
-		key, isKey := t.(string)
+		k, isKey := t.(string)
 		if err != nil || !isKey {
 			return "", false
 		}
-		if key == "job_id" {
-			var id string
-			if dec.Decode(&id) != nil || !dotlab.ValidClaimID(id) {
+		if k == key {
+			var v string
+			if dec.Decode(&v) != nil {
 				return "", false
 			}
-			return id, true
+			return v, true
 		}
 		var skip json.RawMessage
 		if dec.Decode(&skip) != nil {

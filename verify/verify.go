@@ -146,9 +146,11 @@ func (v Verifier) readLog(ctx context.Context, id, subject string, rs *records, 
 		rep.OK = append(rep.OK, seen.Notes...)
 		rep.ok("checkpoint %s size %d root %s: signature verified", seen.Checkpoint.Origin, seen.Checkpoint.Size, b64(seen.Checkpoint.Root[:]))
 		logged := map[tlogfmt.Key]loggedEntry{}
-		err = v.Client.EachLogClaimPage(ctx, id, seen.Checkpoint.Size, func(lc *apiv1.LogClaim) error {
-			return checkInclusion(rep, seen.Checkpoint, id, lc, logged)
-		})
+		if seen.Checkpoint.Size > 0 { // an empty tree holds no entry: every record is still pending
+			err = v.Client.EachLogClaimPage(ctx, id, seen.Checkpoint.Size, func(lc *apiv1.LogClaim) error {
+				return checkInclusion(rep, seen.Checkpoint, id, lc, logged)
+			})
+		}
 		if err != nil {
 			rep.fail("log entries of %s: %v", id, err)
 			return rep, nil, nil, false
