@@ -6,9 +6,58 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dotlab/dotlab"
 	"github.com/dotlab/dotlab/internal/testing/sqlstoretest"
+	"github.com/dotlab/dotlab/protocol"
 	"github.com/dotlab/dotlab/sqlstore"
 )
+
+// heldClaim is a PostgreSQL store with one funded claim, a runner to draw
+// it, a collaborator, and a transaction of another connection left open
+// (other) for the test to touch the claim in.
+type heldClaim struct {
+	svc            *protocol.Service
+	claim          *dotlab.Claim
+	runner, helper *dotlab.Agent
+	other          *sql.Tx
+}
+
+func openHeldClaim(t *testing.T, title string) heldClaim {
+	t.Helper()
+	ctx := context.Background()
+	url := sqlstoretest.URL(t, sqlstore.Postgres)
+	db, err := sqlstore.Open(ctx, url, sqlstore.Options{Clock: sqlstoretest.NewClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := heldClaim{svc: sqlstoretest.Protocol(db), runner: mustAgent(t, db, "runner"), helper: mustAgent(t, db, "collaborator")}
+	if h.claim, err = h.svc.CreateClaim(ctx, mustAgent(t, db, "submitter").ID, sqlstoretest.NewClaim(t, title)); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	if h.other, err = raw.BeginTx(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.other.Rollback() })
+	return h
+}
+
+// draw is the runner's NextJob, bounded at 5 s; it fails the test unless
+// the claim is offered.
+func (h heldClaim) draw(t *testing.T, when string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	j, found, err := h.svc.NextJob(ctx, h.runner)
+	if err != nil || !found || j.ClaimID != h.claim.ID {
+		t.Fatalf("draw %s: %+v, found %v, %v; want the claim offered", when, j, found, err)
+	}
+}
 
 // TestDrawOffersAClaimAnotherTransactionReferences: on PostgreSQL, a
 // transaction still open that inserts a row referencing a funded claim (a
@@ -19,38 +68,11 @@ import (
 // UPDATE, or an eligible runner is told there is no job (204) while the
 // only claim is free.
 func TestDrawOffersAClaimAnotherTransactionReferences(t *testing.T) {
-	ctx := context.Background()
-	url := sqlstoretest.URL(t, sqlstore.Postgres)
-	db, err := sqlstore.Open(ctx, url, sqlstore.Options{Clock: sqlstoretest.NewClock()})
-	if err != nil {
+	h := openHeldClaim(t, "a referenced claim")
+	if _, err := h.other.Exec(`INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'collaborator', 0)`, h.claim.ID, h.helper.ID); err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	svc := sqlstoretest.Protocol(db)
-	sub, helper, runner := mustAgent(t, db, "submitter"), mustAgent(t, db, "collaborator"), mustAgent(t, db, "runner")
-	c, err := svc.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "a referenced claim"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	other, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Rollback()
-	if _, err := other.ExecContext(ctx, `INSERT INTO roles (claim_id, agent_id, role, created_at) VALUES ($1, $2, 'collaborator', 0)`, c.ID, helper.ID); err != nil {
-		t.Fatal(err)
-	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	j, found, err := svc.NextJob(dctx, runner)
-	if err != nil || !found || j.ClaimID != c.ID {
-		t.Fatalf("draw while another transaction references the only claim: %+v, found %v, %v; want the claim offered", j, found, err)
-	}
+	h.draw(t, "while another transaction references the only claim")
 }
 
 // TestDrawWaitsForAHeldFreeClaim: on PostgreSQL the draw skips a claim
@@ -59,44 +81,17 @@ func TestDrawOffersAClaimAnotherTransactionReferences(t *testing.T) {
 // only funded claim's row for a moment does not make the draw answer "no
 // job" (docs/mechanism.md §1 step 4).
 func TestDrawWaitsForAHeldFreeClaim(t *testing.T) {
-	ctx := context.Background()
-	url := sqlstoretest.URL(t, sqlstore.Postgres)
-	db, err := sqlstore.Open(ctx, url, sqlstore.Options{Clock: sqlstoretest.NewClock()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	svc := sqlstoretest.Protocol(db)
-	sub, runner := mustAgent(t, db, "submitter"), mustAgent(t, db, "runner")
-	c, err := svc.CreateClaim(ctx, sub.ID, sqlstoretest.NewClaim(t, "a claim held for a moment"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	other, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Rollback()
-	if _, err := other.ExecContext(ctx, `UPDATE claims SET msg_seq = msg_seq WHERE id = $1`, c.ID); err != nil {
+	h := openHeldClaim(t, "a claim held for a moment")
+	if _, err := h.other.Exec(`UPDATE claims SET msg_seq = msg_seq WHERE id = $1`, h.claim.ID); err != nil {
 		t.Fatal(err)
 	}
 	held := 300 * time.Millisecond
 	go func() {
 		time.Sleep(held)
-		other.Commit()
+		h.other.Commit()
 	}()
 	t0 := time.Now()
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	j, found, err := svc.NextJob(dctx, runner)
-	if err != nil || !found || j.ClaimID != c.ID {
-		t.Fatalf("draw while the only claim's row is held: %+v, found %v, %v; want the claim offered once it is released", j, found, err)
-	}
+	h.draw(t, "while the only claim's row is held")
 	if waited := time.Since(t0); waited < held/2 {
 		t.Fatalf("offered after %s, before the holder released the row (%s)", waited, held)
 	}
